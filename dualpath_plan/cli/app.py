@@ -1,0 +1,80 @@
+"""The ``dualpath-plan`` command. Commands only parse options, call the library and render."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from dualpath_plan import __version__
+from dualpath_plan.cli import profiles_cmd
+from dualpath_plan.cli.common import GlobalState, ProfilesOpt, SetOpt
+from dualpath_plan.errors import PlanInputError
+
+app = typer.Typer(
+    name="dualpath-plan",
+    help="Plan P/D-disaggregated LLM inference clusters whose KV-cache lives in external "
+    "storage: which link binds, how much cache should take the decode path (DualPath), "
+    "what JCT and agents/s each mode reaches, and what cluster a target needs.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(profiles_cmd.app, name="profiles")
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"dualpath-plan {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global(
+    profiles: ProfilesOpt = None,
+    set_: SetOpt = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    GlobalState.profiles = list(profiles or [])
+    GlobalState.overrides = list(set_ or [])
+
+
+def _register_commands() -> None:
+    # Imported here so that each command module stays independent of the others.
+    from dualpath_plan.cli import physics_cmd
+
+    physics_cmd.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: bad input is one line on stderr and exit 2, never a traceback."""
+    _register_commands()
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        # Standalone mode: typer/click print usage errors themselves and exit 2.
+        app(args=args, prog_name="dualpath-plan")
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    except PlanInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a bug: say so in one line unless debugging
+        if os.environ.get("DUALPATH_PLAN_DEBUG"):
+            raise
+        print(
+            f"internal error (a bug; rerun with DUALPATH_PLAN_DEBUG=1 for a traceback): "
+            f"{type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+__all__ = ["app", "main"]

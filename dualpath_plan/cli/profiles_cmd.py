@@ -1,0 +1,197 @@
+"""``dualpath-plan profiles list|show|validate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
+from dualpath_plan.errors import PlanInputError
+from dualpath_plan.profiles.registry import builtin_profiles_dir, read_profile_file
+from dualpath_plan.profiles.schemas import KINDS, ProfileBase
+from dualpath_plan.reports.derived import derived_quantities
+
+app = typer.Typer(
+    help="List, show and validate hardware, model and workload profiles.", no_args_is_help=True
+)
+
+KindOpt = Annotated[
+    str | None,
+    typer.Option("--kind", help=f"Only this kind: {', '.join(KINDS)}.", show_default=False),
+]
+
+
+def _check_kind(kind: str | None) -> None:
+    if kind is not None and kind not in KINDS:
+        raise PlanInputError(
+            f"unknown kind '{kind}'; expected one of {', '.join(KINDS)}", field="--kind"
+        )
+
+
+def _origin(path: Path) -> str:
+    try:
+        return "built-in" if path.is_relative_to(builtin_profiles_dir()) else str(path)
+    except ValueError:
+        return str(path)
+
+
+@app.command("list")
+def list_profiles(
+    kind: KindOpt = None,
+    as_json: JsonOpt = False,
+    profiles: ProfilesOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """List every known profile, by kind."""
+    _check_kind(kind)
+    registry = load_registry(profiles, set_)
+    kinds = [kind] if kind else list(KINDS)
+    rows = [
+        (k, pid, registry.raw(k, pid).name, _origin(registry.origins[(k, pid)]))
+        for k in kinds
+        for pid in registry.ids(k)
+    ]
+    if as_json:
+        print_json(
+            {"profiles": [{"kind": k, "id": i, "name": n, "origin": o} for k, i, n, o in rows]}
+        )
+        return
+    table = Table(title="Profiles", show_lines=False)
+    for col in ("kind", "id", "name", "origin"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
+    stdout.print(table)
+
+
+@app.command("show")
+def show_profile(
+    profile_id: Annotated[str, typer.Argument(metavar="ID", help="Profile id, e.g. h100-sxm.")],
+    kind: KindOpt = None,
+    as_json: JsonOpt = False,
+    profiles: ProfilesOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Show one profile: its fields, their sources, and the quantities derived from them."""
+    _check_kind(kind)
+    registry = load_registry(profiles, set_)
+    profile = registry.get(kind, profile_id) if kind else registry.find(profile_id)
+    derived = derived_quantities(profile, registry)
+    fields = {
+        k: v
+        for k, v in profile.model_dump(mode="json").items()
+        if k not in ("sources", "unconfirmed")
+    }
+    if as_json:
+        print_json(
+            {
+                "kind": profile.kind,
+                "id": profile.id,
+                "fields": fields,
+                "sources": profile.sources,
+                "unconfirmed": profile.unconfirmed,
+                "derived": [
+                    {"name": d.name, "value": d.value, "unit": d.unit, "how": d.how}
+                    for d in derived
+                ],
+                "origin": _origin(registry.origins[(profile.kind, profile.id)]),
+            }
+        )
+        return
+    table = Table(title=f"{profile.kind} '{profile.id}': {profile.name}")
+    table.add_column("field")
+    table.add_column("value")
+    table.add_column("source / note", overflow="fold")
+    for name, value in fields.items():
+        if name in ("kind", "id", "name") or value is None or value == "":
+            continue
+        note = "; ".join(profile.sources.get(name, []))
+        if name in profile.unconfirmed:
+            note = (note + "; " if note else "") + "UNCONFIRMED: " + profile.unconfirmed[name]
+        if name not in profile.model_fields_set:
+            note = note or "default"
+        table.add_row(name, str(value), note)
+    stdout.print(table)
+    if "*" in profile.sources or "*" in profile.unconfirmed:
+        general = "; ".join(profile.sources.get("*", []))
+        if "*" in profile.unconfirmed:
+            general += ("; " if general else "") + "UNCONFIRMED: " + profile.unconfirmed["*"]
+        stdout.print(f"[bold]profile sources:[/bold] {general}")
+    if derived:
+        dt = Table(title="derived (computed from the fields above)")
+        for col in ("quantity", "value", "unit", "how"):
+            dt.add_column(col)
+        for d in derived:
+            dt.add_row(d.name, f"{d.value:,.4g}", d.unit, d.how)
+        stdout.print(dt)
+
+
+def _missing_sources(profile: ProfileBase) -> list[str]:
+    return [
+        f
+        for f in profile.numeric_fields_set()
+        if f not in profile.sources and f not in profile.unconfirmed
+    ]
+
+
+@app.command("validate")
+def validate_profiles(
+    paths: Annotated[
+        list[Path], typer.Argument(metavar="PATH...", help="Profile files or directories of them.")
+    ],
+    as_json: JsonOpt = False,
+    profiles: ProfilesOpt = None,
+) -> None:
+    """Check profile files against their schema (exit 0 valid, 2 invalid). References to other
+    profiles (a node's gpu) are resolved against the library and the files given."""
+    registry = load_registry(profiles, None)
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*.toml") if p.is_file())
+        else:
+            files.append(path)
+    if not files:
+        raise PlanInputError("no .toml files found", source=" ".join(map(str, paths)))
+    results: list[tuple[Path, str | None, list[str]]] = []
+    loaded: list[tuple[Path, ProfileBase]] = []
+    for path in files:
+        try:
+            profile = read_profile_file(path)
+        except PlanInputError as exc:
+            results.append((path, str(exc), []))
+            continue
+        registry.profiles[profile.kind][profile.id] = profile
+        loaded.append((path, profile))
+    for path, profile in loaded:
+        error = None
+        try:
+            if profile.kind == "node":
+                registry._check_gpu_ref(profile, str(path))  # type: ignore[arg-type]
+        except PlanInputError as exc:
+            error = str(exc)
+        results.append((path, error, _missing_sources(profile)))
+    failed = [r for r in results if r[1]]
+    if as_json:
+        print_json(
+            {
+                "files": [
+                    {"path": str(p), "valid": e is None, "error": e, "fields_without_source": w}
+                    for p, e, w in results
+                ],
+                "valid": len(results) - len(failed),
+                "invalid": len(failed),
+            }
+        )
+    else:
+        for path, error, missing in results:
+            if error:
+                stdout.print(f"[red]invalid[/red] {error}")
+            else:
+                warn = f" (no source for: {', '.join(missing)})" if missing else ""
+                stdout.print(f"[green]valid[/green]   {path}{warn}")
+    if failed:
+        raise typer.Exit(2)

@@ -1,0 +1,213 @@
+"""Workload physics: turns of agentic trajectories and what each demands.
+
+A :class:`TurnMix` is a weighted set of turns (cached, appended and generated tokens): one row
+for a profile given by its means, one row per turn for a trace file. :class:`TurnDemand` is
+what the path model and the outcome models consume: per turn, bytes to load (hit), KV bytes of
+the missed tokens, bytes written back, prefill FLOPs, tokens to decode. It is built from a model
+and a mix, or abstractly from a cache-compute ratio before a model is chosen.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dualpath_plan.errors import PlanInputError
+from dualpath_plan.physics import model as phys
+from dualpath_plan.physics.model import FloatArray
+from dualpath_plan.profiles.schemas import ModelProfile, WorkloadProfile
+
+
+@dataclass(frozen=True)
+class TurnMix:
+    """Turns with their share of all turns (``weight`` sums to 1)."""
+
+    cached_tokens: FloatArray
+    append_tokens: FloatArray
+    generated_tokens: FloatArray
+    weight: FloatArray
+    turns_per_trajectory: float
+    tool_latency_s: float = 0.0
+
+    def mean(self, values: FloatArray) -> float:
+        return float(np.sum(values * self.weight))
+
+    @property
+    def hit_rate(self) -> float:
+        cached = self.mean(self.cached_tokens)
+        return cached / (cached + self.mean(self.append_tokens))
+
+
+def turn_mix(workload: WorkloadProfile, *, profile_path: Path | None = None) -> TurnMix:
+    """The workload's turns: its trace file when it names one, else its per-turn means."""
+    if workload.trace_file:
+        base = profile_path.parent if profile_path else Path.cwd()
+        mix = load_trace(base / workload.trace_file)
+        return TurnMix(
+            mix.cached_tokens,
+            mix.append_tokens,
+            mix.generated_tokens,
+            mix.weight,
+            mix.turns_per_trajectory,
+            workload.tool_latency_s,
+        )
+    one = np.ones(1)
+    return TurnMix(
+        cached_tokens=one * workload.context_tokens,
+        append_tokens=one * workload.append_tokens,
+        generated_tokens=one * workload.generated_tokens,
+        weight=one,
+        turns_per_trajectory=workload.turns,
+        tool_latency_s=workload.tool_latency_s,
+    )
+
+
+TRACE_COLUMNS = ("trajectory_id", "append_tokens", "generated_tokens")
+
+
+def load_trace(path: Path) -> TurnMix:
+    """Per-turn rows from CSV (header row) or JSON Lines (``.jsonl``), in turn order within a
+    trajectory: ``trajectory_id, append_tokens, generated_tokens[, context_tokens]``.
+
+    Without ``context_tokens``, a turn's context is everything before it in its trajectory,
+    context_{i+1} = A_1 + G_1 + ... + A_i + G_i (the paper's replay, appendix A.3)."""
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlanInputError("no such trace file", source=source) from None
+    rows: list[dict[str, object]]
+    if path.suffix in (".jsonl", ".ndjson"):
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise PlanInputError(f"line {n}: not JSON ({exc.msg})", source=source) from None
+    else:
+        rows = list(csv.DictReader(text.splitlines()))
+    if not rows:
+        raise PlanInputError("no turns in the trace", source=source)
+    for col in TRACE_COLUMNS:
+        if col not in rows[0]:
+            raise PlanInputError(
+                f"missing column; expected {', '.join(TRACE_COLUMNS)}", source=source, field=col
+            )
+    has_context = "context_tokens" in rows[0]
+    cached, append, generated = [], [], []
+    running: dict[str, float] = {}
+    for n, row in enumerate(rows, 1):
+        try:
+            a = float(row["append_tokens"])  # type: ignore[arg-type]
+            g = float(row["generated_tokens"])  # type: ignore[arg-type]
+            c = float(row["context_tokens"]) if has_context else None  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise PlanInputError(f"row {n}: token counts must be numbers", source=source) from None
+        for name, v in (("append_tokens", a), ("generated_tokens", g), ("context_tokens", c)):
+            if v is not None and not (np.isfinite(v) and v >= 0):
+                raise PlanInputError(
+                    f"row {n}: expected a finite number >= 0, got {v}", source=source, field=name
+                )
+        if a <= 0:
+            raise PlanInputError(
+                f"row {n}: a turn appends at least one token", source=source, field="append_tokens"
+            )
+        tid = str(row["trajectory_id"])
+        ctx = c if c is not None else running.get(tid, 0.0)
+        running[tid] = ctx + a + g
+        cached.append(ctx)
+        append.append(a)
+        generated.append(g)
+    count = len(cached)
+    return TurnMix(
+        cached_tokens=np.array(cached),
+        append_tokens=np.array(append),
+        generated_tokens=np.array(generated),
+        weight=np.full(count, 1.0 / count),
+        turns_per_trajectory=count / len(running),
+    )
+
+
+@dataclass(frozen=True)
+class TurnDemand:
+    """What one turn asks of the cluster, per row of a mix (arrays broadcast together).
+
+    hit_bytes: KV loaded from storage (the cached prefix).
+    miss_bytes: KV the prefill computes for the appended tokens (moved P -> D on every path).
+    generated_kv_bytes: KV of the generated tokens, written back from decode HBM.
+    append_writeback_bytes: KV of the appended tokens, persisted from the decode buffer.
+    prefill_flops: FLOPs to prefill the appended tokens.
+    generated_tokens, context_tokens: for the decode model.
+    """
+
+    hit_bytes: FloatArray
+    miss_bytes: FloatArray
+    generated_kv_bytes: FloatArray
+    append_writeback_bytes: FloatArray
+    prefill_flops: FloatArray
+    generated_tokens: FloatArray
+    context_tokens: FloatArray
+    weight: FloatArray
+
+    def mean(self, values: FloatArray) -> float:
+        return float(np.sum(values * self.weight))
+
+    @property
+    def gb_per_pflop(self) -> float:
+        """Cache-compute ratio of the mix: total bytes loaded over total prefill FLOPs."""
+        return (self.mean(self.hit_bytes) / 1e9) / (self.mean(self.prefill_flops) / 1e15)
+
+
+def turn_demand(model: ModelProfile, mix: TurnMix) -> TurnDemand:
+    return TurnDemand(
+        hit_bytes=phys.kv_bytes_for_context(model, mix.cached_tokens),
+        miss_bytes=phys.kv_bytes_new_tokens(model, mix.append_tokens),
+        generated_kv_bytes=phys.kv_bytes_new_tokens(model, mix.generated_tokens),
+        append_writeback_bytes=phys.kv_bytes_new_tokens(model, mix.append_tokens),
+        prefill_flops=phys.prefill_flops(model, mix.cached_tokens, mix.append_tokens),
+        generated_tokens=mix.generated_tokens,
+        context_tokens=mix.cached_tokens + mix.append_tokens,
+        weight=mix.weight,
+    )
+
+
+def abstract_turn_demand(
+    *,
+    gb_per_pflop: float,
+    context_tokens: float,
+    append_tokens: float,
+    generated_tokens: float,
+    kv_bytes_per_token: float,
+) -> TurnDemand:
+    """A turn given by its cache-compute ratio, for planning before a model is chosen:
+    hit bytes = context x KV bytes per token; prefill FLOPs = hit bytes / ratio."""
+    for name, value in (
+        ("gb_per_pflop", gb_per_pflop),
+        ("append_tokens", append_tokens),
+        ("kv_bytes_per_token", kv_bytes_per_token),
+    ):
+        if not (np.isfinite(value) and value > 0):
+            raise PlanInputError(f"expected a finite number > 0, got {value!r}", field=name)
+    for name, value in (("context_tokens", context_tokens), ("generated_tokens", generated_tokens)):
+        if not (np.isfinite(value) and value >= 0):
+            raise PlanInputError(f"expected a finite number >= 0, got {value!r}", field=name)
+    one = np.ones(1)
+    hit = one * context_tokens * kv_bytes_per_token
+    flops = hit / 1e9 / gb_per_pflop * 1e15
+    if context_tokens == 0:
+        raise PlanInputError("a ratio needs cached context; got 0", field="context_tokens")
+    return TurnDemand(
+        hit_bytes=hit,
+        miss_bytes=one * append_tokens * kv_bytes_per_token,
+        generated_kv_bytes=one * generated_tokens * kv_bytes_per_token,
+        append_writeback_bytes=one * append_tokens * kv_bytes_per_token,
+        prefill_flops=flops,
+        generated_tokens=one * generated_tokens,
+        context_tokens=one * (context_tokens + append_tokens),
+        weight=one,
+    )

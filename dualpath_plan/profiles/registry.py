@@ -1,0 +1,313 @@
+"""Loading the profile library and applying ``--set KIND.FIELD=VALUE`` overrides.
+
+Search path, later entries shadowing earlier ones by (kind, id):
+1. the built-in library (``hardware_profiles/`` in a source tree, carried inside the wheel);
+2. directories in ``DUALPATH_PLAN_PROFILES`` (``os.pathsep``-separated);
+3. directories given with ``--profiles DIR`` (repeatable), in order.
+
+A profile is one TOML file; its ``kind`` key says which schema it follows and its file name
+(without ``.toml``) is its id. Every failure is a :class:`PlanInputError` naming the file and
+the field.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from dualpath_plan.errors import PlanInputError
+from dualpath_plan.profiles.schemas import (
+    KINDS,
+    GpuProfile,
+    ModelProfile,
+    NodeProfile,
+    ProfileBase,
+    StorageProfile,
+    WorkloadProfile,
+    schema_for,
+)
+
+ENV_VAR = "DUALPATH_PLAN_PROFILES"
+P = TypeVar("P", bound=ProfileBase)
+
+
+def builtin_profiles_dir() -> Path:
+    """The shipped library: inside the installed package, else the source tree's top level."""
+    here = Path(__file__).resolve().parent.parent
+    packaged = here / "_builtin_profiles"
+    if packaged.is_dir():
+        return packaged
+    return here.parent / "hardware_profiles"
+
+
+def _describe_error(err: Mapping[str, Any], kind: str) -> tuple[str, str]:
+    """(field, message) for one pydantic error, phrased for a user."""
+    loc = ".".join(str(p) for p in err.get("loc", ())) or "(profile)"
+    etype = err.get("type", "")
+    if etype == "extra_forbidden":
+        name = str(err["loc"][-1])
+        known = list(schema_for(kind).model_fields)
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"; did you mean '{close[0]}'? (the unit is part of the name)" if close else ""
+        return loc, f"unknown key for a {kind} profile{hint}"
+    msg = err.get("msg", "invalid value")
+    if "input" in err and etype not in ("missing",):
+        value = err["input"]
+        if isinstance(value, float) and math.isnan(value):
+            value = "nan"
+        msg = f"{msg} (got {value!r})"
+    if etype in ("finite_number",):
+        msg = "expected a finite number, got nan or inf"
+    return loc, msg
+
+
+def validate_profile(data: dict[str, Any], *, source: str) -> ProfileBase:
+    """Validate one profile's data; raise PlanInputError naming the first bad field."""
+    kind = data.get("kind")
+    if kind not in KINDS:
+        raise PlanInputError(
+            f"expected 'kind' to be one of {', '.join(KINDS)}, got {kind!r}",
+            source=source,
+            field="kind",
+        )
+    schema = schema_for(kind)
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        # An unknown key first: a wrong unit in a name also makes the right name "missing".
+        errors = sorted(exc.errors(), key=lambda e: e.get("type") != "extra_forbidden")
+        loc, msg = _describe_error(errors[0], kind)
+        extra = len(errors) - 1
+        if extra:
+            msg += f" (and {extra} more problem{'s' if extra > 1 else ''})"
+        raise PlanInputError(msg, source=source, field=loc) from None
+
+
+def read_profile_file(path: Path) -> ProfileBase:
+    source = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise PlanInputError("no such file", source=source) from None
+    except OSError as exc:
+        raise PlanInputError(f"cannot read: {exc.strerror}", source=source) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise PlanInputError("not UTF-8 text; expected a TOML file", source=source) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PlanInputError(f"malformed TOML: {exc}", source=source) from None
+    stem = path.stem
+    if "id" in data and data["id"] != stem:
+        raise PlanInputError(
+            f"id {data['id']!r} differs from the file name {stem!r}; the file name is the id",
+            source=source,
+            field="id",
+        )
+    data["id"] = stem
+    profile = validate_profile(data, source=source)
+    parent = path.parent.name
+    if parent in KINDS and parent != profile.kind:
+        raise PlanInputError(
+            f"a {profile.kind} profile in a '{parent}' folder", source=source, field="kind"
+        )
+    return profile
+
+
+def _profile_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*.toml") if p.is_file())
+
+
+def parse_assignment(text: str) -> tuple[str, str, Any]:
+    """``KIND.FIELD=VALUE`` -> (kind, field, value). VALUE is read as a TOML value when it
+    parses as one (numbers, booleans, quoted strings, arrays), else as a bare string."""
+    if "=" not in text:
+        raise PlanInputError(f"--set {text!r}: expected KIND.FIELD=VALUE", field="--set")
+    key, _, value_text = text.partition("=")
+    kind, dot, name = key.strip().partition(".")
+    if not dot or not name:
+        raise PlanInputError(f"--set {text!r}: expected KIND.FIELD=VALUE", field="--set")
+    if kind not in KINDS:
+        raise PlanInputError(
+            f"--set {text!r}: unknown kind '{kind}'; expected one of {', '.join(KINDS)}",
+            field="--set",
+        )
+    known = schema_for(kind).model_fields
+    if name not in known or name in ("kind", "id", "sources", "unconfirmed"):
+        close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+        hint = f"; did you mean '{kind}.{close[0]}'?" if close else ""
+        raise PlanInputError(f"--set: {kind} has no field '{name}'{hint}", field=f"{kind}.{name}")
+    value_text = value_text.strip()
+    try:
+        value: Any = tomllib.loads(f"v = {value_text}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = value_text
+    if value_text.lower() in ("nan", "+nan", "-nan", "inf", "+inf", "-inf"):
+        value = float(value_text)
+    return kind, name, value
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """``--set`` assignments grouped by kind: {kind: {field: value}}."""
+
+    by_kind: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, assignments: Iterable[str]) -> Overrides:
+        by_kind: dict[str, dict[str, Any]] = {}
+        for text in assignments:
+            kind, name, value = parse_assignment(text)
+            fields = by_kind.setdefault(kind, {})
+            if name in fields and fields[name] != value:
+                raise PlanInputError(
+                    f"--set gives {kind}.{name} twice ({fields[name]!r} and {value!r})",
+                    field=f"{kind}.{name}",
+                )
+            fields[name] = value
+        return cls(by_kind)
+
+    def merged(self, other: Overrides) -> Overrides:
+        out = {k: dict(v) for k, v in self.by_kind.items()}
+        for kind, fields in other.by_kind.items():
+            for name, value in fields.items():
+                mine = out.setdefault(kind, {})
+                if name in mine and mine[name] != value:
+                    raise PlanInputError(
+                        f"--set gives {kind}.{name} twice ({mine[name]!r} and {value!r})",
+                        field=f"{kind}.{name}",
+                    )
+                mine[name] = value
+        return Overrides(out)
+
+    def apply(self, profile: P) -> P:
+        fields = self.by_kind.get(profile.kind)
+        if not fields:
+            return profile
+        data = profile.model_dump()
+        data.update(fields)
+        result = validate_profile(data, source=f"--set on {profile.kind} '{profile.id}'")
+        return result  # type: ignore[return-value]
+
+
+@dataclass
+class Registry:
+    """All profiles found on the search path, by kind and id, with where each came from."""
+
+    profiles: dict[str, dict[str, ProfileBase]]
+    origins: dict[tuple[str, str], Path]
+    search_path: list[Path]
+    overrides: Overrides = field(default_factory=Overrides)
+
+    @classmethod
+    def load(
+        cls,
+        extra_dirs: Sequence[Path | str] = (),
+        *,
+        overrides: Overrides | None = None,
+        use_env: bool = True,
+    ) -> Registry:
+        dirs: list[Path] = [builtin_profiles_dir()]
+        if use_env and os.environ.get(ENV_VAR):
+            dirs += [Path(p) for p in os.environ[ENV_VAR].split(os.pathsep) if p]
+        dirs += [Path(d) for d in extra_dirs]
+        profiles: dict[str, dict[str, ProfileBase]] = {k: {} for k in KINDS}
+        origins: dict[tuple[str, str], Path] = {}
+        for directory in dirs:
+            if not directory.is_dir():
+                raise PlanInputError(
+                    "no such profile directory", source=str(directory), field="--profiles"
+                )
+            for path in _profile_files(directory):
+                profile = read_profile_file(path)
+                profiles[profile.kind][profile.id] = profile
+                origins[(profile.kind, profile.id)] = path
+        registry = cls(profiles, origins, dirs, overrides or Overrides())
+        registry.check_references()
+        return registry
+
+    def add_file(self, path: Path) -> ProfileBase:
+        profile = read_profile_file(path)
+        self.profiles[profile.kind][profile.id] = profile
+        self.origins[(profile.kind, profile.id)] = path
+        return profile
+
+    def check_references(self) -> None:
+        for node in self.profiles["node"].values():
+            assert isinstance(node, NodeProfile)
+            self._check_gpu_ref(node, str(self.origins.get(("node", node.id), node.id)))
+
+    def _check_gpu_ref(self, node: NodeProfile, source: str) -> None:
+        if node.gpu not in self.profiles["gpu"]:
+            raise PlanInputError(
+                f"names gpu '{node.gpu}', which no gpu profile has; known: "
+                + ", ".join(sorted(self.profiles["gpu"])),
+                source=source,
+                field="gpu",
+            )
+
+    def ids(self, kind: str) -> list[str]:
+        return sorted(self.profiles[kind])
+
+    def raw(self, kind: str, profile_id: str) -> ProfileBase:
+        """The profile as stored, without ``--set`` overrides."""
+        try:
+            return self.profiles[kind][profile_id]
+        except KeyError:
+            known = self.ids(kind)
+            close = difflib.get_close_matches(profile_id, known, n=1, cutoff=0.5)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise PlanInputError(
+                f"unknown {kind} profile '{profile_id}'; {hint}known: {', '.join(known)}",
+                field=f"--{kind}",
+            ) from None
+
+    def find(self, profile_id: str) -> ProfileBase:
+        """A profile by id alone, whatever its kind (ids are unique across kinds in practice)."""
+        hits = [self.profiles[k][profile_id] for k in KINDS if profile_id in self.profiles[k]]
+        if len(hits) == 1:
+            return self.overrides.apply(hits[0])
+        if hits:
+            kinds = ", ".join(h.kind for h in hits)
+            raise PlanInputError(
+                f"id '{profile_id}' is a profile of several kinds ({kinds}); use --kind",
+                field="ID",
+            )
+        everything = [i for k in KINDS for i in self.profiles[k]]
+        close = difflib.get_close_matches(profile_id, everything, n=1, cutoff=0.5)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise PlanInputError(f"unknown profile '{profile_id}'{hint}", field="ID")
+
+    def get(self, kind: str, profile_id: str) -> ProfileBase:
+        """The profile with ``--set`` overrides of its kind applied."""
+        profile = self.overrides.apply(self.raw(kind, profile_id))
+        if isinstance(profile, NodeProfile):
+            self._check_gpu_ref(profile, f"node '{profile.id}'")
+        return profile
+
+    # Typed accessors --------------------------------------------------------------------
+    def gpu(self, profile_id: str) -> GpuProfile:
+        return self.get("gpu", profile_id)  # type: ignore[return-value]
+
+    def node(self, profile_id: str) -> NodeProfile:
+        return self.get("node", profile_id)  # type: ignore[return-value]
+
+    def storage(self, profile_id: str) -> StorageProfile:
+        return self.get("storage", profile_id)  # type: ignore[return-value]
+
+    def model(self, profile_id: str) -> ModelProfile:
+        return self.get("model", profile_id)  # type: ignore[return-value]
+
+    def workload(self, profile_id: str) -> WorkloadProfile:
+        return self.get("workload", profile_id)  # type: ignore[return-value]
+
+    def gpu_of(self, node: NodeProfile) -> GpuProfile:
+        return self.gpu(node.gpu)

@@ -1,0 +1,363 @@
+"""Pydantic schemas of the five profile kinds: gpu, node, storage, model, workload.
+
+Conventions (issue 2):
+- the unit is part of every field name: ``_gbit_s`` (1e9 bit/s), ``_gbyte_s`` (1e9 B/s),
+  ``_tbyte_s`` (1e12 B/s), ``_gbyte`` (1e9 B), ``_tflops`` (1e12 FLOP/s, dense), ``_w`` (watts),
+  ``_tokens``; counts (layers, heads, dims) and dimensionless factors (``_efficiency``,
+  ``_share``) have no unit;
+- unknown keys are rejected (``extra="forbid"``);
+- numbers are finite and, where a physical quantity, positive;
+- every number a profile sets cites a source in ``[sources]`` or explains itself in
+  ``[unconfirmed]`` (checked for the shipped library by ``tests/test_profiles.py``).
+
+Derived quantities (PCIe GB/s from the generation, KV bytes and FLOPs per token from the model
+architecture) are computed by code, never typed in.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# --- field types ---------------------------------------------------------------------------
+
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+# An efficiency is the achieved share of a datasheet rate: 0 < e <= 1.
+Efficiency = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+# A share of a capacity reserved for something else: 0 <= s < 1.
+Share = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
+
+Kind = Literal["gpu", "node", "storage", "model", "workload"]
+KINDS: tuple[Kind, ...] = ("gpu", "node", "storage", "model", "workload")
+Dtype = Literal["bf16", "fp8", "fp4"]
+KvDtype = Literal["bf16", "fp16", "fp8", "fp8_flashmla"]
+
+
+class ProfileBase(BaseModel):
+    """Fields every profile has. ``id`` is the file name without ``.toml``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_assignment=True)
+
+    kind: Kind
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    name: str
+    description: str = ""
+    # Field name -> list of sources (URL or paper section); "*" for the profile as a whole.
+    sources: dict[str, list[str]] = Field(default_factory=dict)
+    # Field name -> why the value could not be confirmed from an authoritative source.
+    unconfirmed: dict[str, str] = Field(default_factory=dict)
+
+    KIND: ClassVar[str] = ""
+
+    @model_validator(mode="after")
+    def _sources_name_fields(self) -> ProfileBase:
+        known = set(type(self).model_fields) | {"*"}
+        for table in ("sources", "unconfirmed"):
+            for key in getattr(self, table):
+                if key not in known:
+                    raise ValueError(
+                        f"[{table}] names '{key}', which is not a field of a {self.kind}"
+                    )
+        return self
+
+    def numeric_fields_set(self) -> list[str]:
+        """Names of numeric fields this profile sets explicitly (each needs a source)."""
+        out = []
+        for name in self.model_fields_set:
+            value = getattr(self, name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                out.append(name)
+        return sorted(out)
+
+
+# --- GPU -----------------------------------------------------------------------------------
+
+# PCIe transfer rate per lane (GT/s) and the usable share after line encoding, per generation.
+# Gen3-5: 128b/130b; Gen6: 256-byte FLIT carrying 242 B of TLP+DLP (hardware-and-models.md A.3).
+PCIE_GT_S: dict[int, float] = {3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+PCIE_ENCODING: dict[int, float] = {3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
+
+
+class GpuProfile(ProfileBase):
+    KIND: ClassVar[str] = "gpu"
+    kind: Literal["gpu"] = "gpu"
+    architecture: Literal["ampere", "hopper", "blackwell"]
+    release_year: PositiveInt
+    bf16_dense_tflops: Positive
+    fp8_dense_tflops: Positive | None = None  # None: no FP8 tensor cores (Ampere)
+    fp4_dense_tflops: Positive | None = None  # None: no FP4 tensor cores (before Blackwell)
+    hbm_gbyte: Positive
+    hbm_tbyte_s: Positive
+    pcie_gen: Literal[3, 4, 5, 6]
+    pcie_lanes: PositiveInt = 16
+    nvlink_bidir_gbyte_s: NonNegative  # NVIDIA's headline: both directions, all links
+    tdp_w: Positive
+
+    @property
+    def pcie_raw_gbyte_s(self) -> float:
+        """Raw PCIe line rate per direction, GB/s (Gen5 x16 = 64)."""
+        return PCIE_GT_S[self.pcie_gen] * self.pcie_lanes / 8.0
+
+    @property
+    def pcie_usable_gbyte_s(self) -> float:
+        """PCIe rate per direction after line encoding, GB/s (Gen5 x16 = 63.02)."""
+        return self.pcie_raw_gbyte_s * PCIE_ENCODING[self.pcie_gen]
+
+    def dense_tflops(self, dtype: Dtype | Literal["best"]) -> float | None:
+        """Dense tensor TFLOPS for a dtype; ``best`` is the lowest precision the GPU has."""
+        if dtype == "best":
+            for candidate in ("fp4", "fp8", "bf16"):
+                value = self.dense_tflops(candidate)  # type: ignore[arg-type]
+                if value is not None:
+                    return value
+            return None
+        return {
+            "bf16": self.bf16_dense_tflops,
+            "fp8": self.fp8_dense_tflops,
+            "fp4": self.fp4_dense_tflops,
+        }[dtype]
+
+    def best_dtype(self) -> Dtype:
+        for candidate in ("fp4", "fp8"):
+            if self.dense_tflops(candidate) is not None:  # type: ignore[arg-type]
+                return candidate  # type: ignore[return-value]
+        return "bf16"
+
+
+# --- node ----------------------------------------------------------------------------------
+
+
+class NodeProfile(ProfileBase):
+    """A server: its GPUs, compute NICs (east-west, one per GPU typically), storage NICs
+    (south-north, shared by the node's engines) and host DRAM.
+
+    Efficiency fields scale datasheet rates to achieved ones. All default to 1.0 (speed of
+    light); a calibrated profile sets them and cites the fit. ``cnic_collective_share`` is the
+    share of CNIC bandwidth that model collectives keep (InfiniBand VL arbitration reserves
+    about 99% for them under contention, dualpath-paper.md 2.6); KV traffic gets the rest.
+    """
+
+    KIND: ClassVar[str] = "node"
+    kind: Literal["node"] = "node"
+    gpu: str
+    gpus_per_node: PositiveInt
+    cnic_count: PositiveInt
+    cnic_gbit_s: Positive
+    cnic_pcie_gen: Literal[3, 4, 5, 6] = 5
+    cnic_pcie_lanes: PositiveInt = 16
+    snic_count: PositiveInt
+    snic_gbit_s: Positive
+    dram_gbyte: Positive
+    dram_gbyte_s: Positive
+    # Achieved share of the SNIC line rate for storage reads.
+    snic_efficiency: Efficiency = 1.0
+    # Achieved share of the CNIC line rate for KV transfers (RDMA, loopback copies).
+    cnic_efficiency: Efficiency = 1.0
+    # Achieved share of the PCIe link rate (after encoding) for DMA (TLP headers etc.).
+    pcie_efficiency: Efficiency = 1.0
+    # Achieved share of the DRAM peak (STREAM-like sustained vs theoretical).
+    dram_efficiency: Efficiency = 1.0
+    # Model FLOPs utilisation of prefill at a saturating batch (dense tensor peak).
+    prefill_mfu: Efficiency = 1.0
+    # Achieved share of HBM bandwidth in decode steps.
+    decode_hbm_efficiency: Efficiency = 1.0
+    # Share of each CNIC direction kept by model collectives; KV traffic gets the residual.
+    cnic_collective_share: Share = 0.0
+
+    @model_validator(mode="after")
+    def _nics_per_gpu(self) -> NodeProfile:
+        if self.cnic_count > self.gpus_per_node * 4:
+            raise ValueError("cnic_count is more than 4 per GPU; expected about one per GPU")
+        return self
+
+    @property
+    def cnic_pcie_usable_gbyte_s(self) -> float:
+        return (
+            PCIE_GT_S[self.cnic_pcie_gen]
+            * self.cnic_pcie_lanes
+            / 8.0
+            * PCIE_ENCODING[self.cnic_pcie_gen]
+        )
+
+
+# --- storage -------------------------------------------------------------------------------
+
+
+class StorageProfile(ProfileBase):
+    KIND: ClassVar[str] = "storage"
+    kind: Literal["storage"] = "storage"
+    storage_nodes: PositiveInt
+    aggregate_read_gbyte_s: Positive
+    aggregate_write_gbyte_s: Positive
+    # Most one client node can read (beyond that the client's own NIC is the limit).
+    max_client_read_gbyte_s: Positive
+
+
+# --- model ---------------------------------------------------------------------------------
+
+
+class ModelProfile(ProfileBase):
+    """A transformer's architecture numbers, as in its public config.
+
+    Attention ``gqa`` covers MHA (kv heads = heads), GQA and MQA; ``mla`` is DeepSeek's
+    multi-head latent attention, whose cache is one latent of ``kv_lora_rank`` plus a RoPE key
+    of ``qk_rope_head_dim`` per token per layer. ``dsa_*`` describe DeepSeek Sparse Attention
+    (V3.2): a lightning indexer scores all keys, main attention reads ``dsa_topk_tokens``.
+    """
+
+    KIND: ClassVar[str] = "model"
+    kind: Literal["model"] = "model"
+    num_layers: PositiveInt
+    hidden_size: PositiveInt
+    vocab_size: PositiveInt
+    tie_word_embeddings: bool = False
+    attention: Literal["gqa", "mla"]
+    num_attention_heads: PositiveInt
+    # GQA
+    num_kv_heads: PositiveInt | None = None
+    head_dim: PositiveInt | None = None
+    # MLA
+    q_lora_rank: NonNegativeInt = 0  # 0: queries projected directly (no low-rank q)
+    kv_lora_rank: PositiveInt | None = None
+    qk_nope_head_dim: PositiveInt | None = None
+    qk_rope_head_dim: PositiveInt | None = None
+    v_head_dim: PositiveInt | None = None
+    # DSA (DeepSeek Sparse Attention)
+    dsa_index_heads: PositiveInt | None = None
+    dsa_index_head_dim: PositiveInt | None = None
+    dsa_topk_tokens: PositiveInt | None = None
+    # Whether the DSA indexer key cache is persisted to and loaded from storage. The paper's
+    # 22 GB/PFLOP is reproduced without it (dualpath-paper.md 2.1), hence false by default.
+    indexer_cache_loaded: bool = False
+    # Sliding-window attention layers (GPT-OSS alternates sliding and full layers).
+    sliding_window_tokens: PositiveInt | None = None
+    sliding_window_layers: NonNegativeInt = 0
+    # FFN: the first ``num_dense_layers`` are dense, the rest MoE.
+    num_dense_layers: NonNegativeInt
+    intermediate_size: PositiveInt | None = None
+    moe_intermediate_size: PositiveInt | None = None
+    num_routed_experts: NonNegativeInt = 0
+    num_shared_experts: NonNegativeInt = 0
+    num_experts_per_token: NonNegativeInt = 0
+    # Dtypes
+    kv_cache_dtype: KvDtype
+    weight_dtype: Dtype
+    expert_weight_dtype: Dtype | None = None  # None: same as weight_dtype
+    compute_dtype: Dtype  # tensor-core rate prefill runs at
+    # Published counts, only to cross-check the derived ones (tests compare them).
+    published_total_params_billions: Positive | None = None
+    published_active_params_billions: Positive | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelProfile:
+        if self.attention == "gqa":
+            for name in ("num_kv_heads", "head_dim"):
+                if getattr(self, name) is None:
+                    raise ValueError(f"attention 'gqa' needs {name}")
+            if self.num_kv_heads and self.num_attention_heads % self.num_kv_heads:
+                raise ValueError("num_attention_heads must be a multiple of num_kv_heads")
+            if self.kv_cache_dtype == "fp8_flashmla":
+                raise ValueError("kv_cache_dtype 'fp8_flashmla' is an MLA layout; use fp8 for gqa")
+        else:
+            for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+                if getattr(self, name) is None:
+                    raise ValueError(f"attention 'mla' needs {name}")
+        dsa = (self.dsa_index_heads, self.dsa_index_head_dim, self.dsa_topk_tokens)
+        if any(v is not None for v in dsa) and any(v is None for v in dsa):
+            raise ValueError(
+                "DSA needs all of dsa_index_heads, dsa_index_head_dim, dsa_topk_tokens"
+            )
+        if self.indexer_cache_loaded and self.dsa_index_heads is None:
+            raise ValueError("indexer_cache_loaded needs a DSA indexer (dsa_* fields)")
+        if self.sliding_window_layers > self.num_layers:
+            raise ValueError("sliding_window_layers exceeds num_layers")
+        if self.sliding_window_layers and self.sliding_window_tokens is None:
+            raise ValueError("sliding_window_layers needs sliding_window_tokens")
+        if self.num_dense_layers > self.num_layers:
+            raise ValueError("num_dense_layers exceeds num_layers")
+        if self.num_dense_layers and self.intermediate_size is None:
+            raise ValueError("dense layers need intermediate_size")
+        if self.num_dense_layers < self.num_layers:
+            if not (
+                self.moe_intermediate_size
+                and self.num_routed_experts
+                and self.num_experts_per_token
+            ):
+                raise ValueError(
+                    "MoE layers need moe_intermediate_size, num_routed_experts "
+                    "and num_experts_per_token"
+                )
+            if self.num_experts_per_token > self.num_routed_experts:
+                raise ValueError("num_experts_per_token exceeds num_routed_experts")
+        return self
+
+    @property
+    def has_dsa(self) -> bool:
+        return self.dsa_topk_tokens is not None
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_layers - self.num_dense_layers
+
+
+# --- workload ------------------------------------------------------------------------------
+
+
+class WorkloadProfile(ProfileBase):
+    """An agentic trajectory workload.
+
+    Means per turn (the paper's Table 2 columns). ``context_tokens`` is the mean context (cached
+    prefix) a turn re-reads; the paper warns that turns x (append + generated) != total, the
+    averages being over different populations, so the model never assumes that identity.
+    ``trace_file`` (CSV or JSON Lines, path relative to the profile) gives per-turn rows
+    instead of means.
+    """
+
+    KIND: ClassVar[str] = "workload"
+    kind: Literal["workload"] = "workload"
+    turns: Positive
+    append_tokens: Positive
+    generated_tokens: Positive
+    context_tokens: NonNegative
+    total_tokens: Positive | None = None
+    max_len_tokens: PositiveInt | None = None
+    trajectories: PositiveInt | None = None
+    # Time an agent spends outside inference between turns (tool calls); the paper's replay
+    # uses 0 (dualpath-paper.md 4.3).
+    tool_latency_s: NonNegative = 0.0
+    trace_file: str | None = None
+
+    @property
+    def hit_rate(self) -> float:
+        """Cached share of a turn's prompt: context / (context + append)."""
+        return self.context_tokens / (self.context_tokens + self.append_tokens)
+
+
+SCHEMAS: dict[str, type[ProfileBase]] = {
+    "gpu": GpuProfile,
+    "node": NodeProfile,
+    "storage": StorageProfile,
+    "model": ModelProfile,
+    "workload": WorkloadProfile,
+}
+
+
+def schema_for(kind: str) -> type[ProfileBase]:
+    try:
+        return SCHEMAS[kind]
+    except KeyError:
+        raise ValueError(
+            f"unknown profile kind '{kind}'; expected one of {', '.join(KINDS)}"
+        ) from None
+
+
+def field_names(kind: str) -> list[str]:
+    return sorted(schema_for(kind).model_fields)
+
+
+def as_plain_dict(profile: ProfileBase) -> dict[str, Any]:
+    return profile.model_dump(mode="json")

@@ -1,0 +1,110 @@
+"""Derived quantities of a profile, for ``profiles show``: computed, never typed in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dualpath_plan.physics import model as phys
+from dualpath_plan.profiles.registry import Registry
+from dualpath_plan.profiles.schemas import (
+    GpuProfile,
+    ModelProfile,
+    NodeProfile,
+    ProfileBase,
+    WorkloadProfile,
+)
+from dualpath_plan.units import gbit_s_to_byte_s
+
+
+@dataclass(frozen=True)
+class Derived:
+    name: str
+    value: float
+    unit: str
+    how: str
+
+
+def derived_quantities(profile: ProfileBase, registry: Registry) -> list[Derived]:
+    if isinstance(profile, GpuProfile):
+        return [
+            Derived(
+                "pcie_raw_gbyte_s",
+                profile.pcie_raw_gbyte_s,
+                "GB/s per direction",
+                "GT/s per lane x lanes / 8",
+            ),
+            Derived(
+                "pcie_usable_gbyte_s",
+                profile.pcie_usable_gbyte_s,
+                "GB/s per direction",
+                "raw x line-encoding efficiency (128b/130b; Gen6 FLIT 242/256)",
+            ),
+        ]
+    if isinstance(profile, NodeProfile):
+        return [
+            Derived(
+                "cnic_total_gbyte_s",
+                profile.cnic_count * gbit_s_to_byte_s(profile.cnic_gbit_s) / 1e9,
+                "GB/s per direction",
+                "cnic_count x cnic_gbit_s / 8",
+            ),
+            Derived(
+                "snic_total_gbyte_s",
+                profile.snic_count * gbit_s_to_byte_s(profile.snic_gbit_s) / 1e9,
+                "GB/s per direction",
+                "snic_count x snic_gbit_s / 8",
+            ),
+            Derived(
+                "cnic_pcie_usable_gbyte_s",
+                profile.cnic_pcie_usable_gbyte_s,
+                "GB/s per direction per CNIC",
+                "CNIC PCIe generation and lanes",
+            ),
+            Derived(
+                "snic_per_cnic",
+                profile.snic_count * profile.snic_gbit_s / profile.cnic_gbit_s,
+                "",
+                "the paper's s: node storage bandwidth in units of one CNIC",
+            ),
+        ]
+    if isinstance(profile, ModelProfile):
+        p = phys.param_counts(profile)
+        out = [
+            Derived(
+                "kv_bytes_per_token_layer",
+                phys.kv_bytes_per_token_layer(profile),
+                "B",
+                "main attention cache, one layer",
+            ),
+            Derived(
+                "kv_bytes_per_token",
+                phys.kv_bytes_per_token(profile),
+                "B",
+                "all full-attention layers (+ indexer cache if loaded)",
+            ),
+            Derived(
+                "active_params_billions", p.active / 1e9, "1e9", "layers' active weights + lm_head"
+            ),
+            Derived("total_params_billions", p.total / 1e9, "1e9", "all weights incl. embeddings"),
+            Derived("weight_gbyte", phys.weight_bytes(profile) / 1e9, "GB", "at weight dtypes"),
+            Derived(
+                "prefill_gflop_per_token_at_32k",
+                float(phys.prefill_flops(profile, 32768, 1)) / 1e9,
+                "GFLOP",
+                "one appended token after 32,768 cached",
+            ),
+        ]
+        if profile.has_dsa:
+            out.insert(
+                2,
+                Derived(
+                    "indexer_bytes_per_token_layer",
+                    phys.indexer_bytes_per_token_layer(profile),
+                    "B",
+                    "DSA indexer key cache, one layer",
+                ),
+            )
+        return out
+    if isinstance(profile, WorkloadProfile):
+        return [Derived("hit_rate", profile.hit_rate, "", "context / (context + append)")]
+    return []

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from dualpath_plan.cli.common import GlobalState
+from dualpath_plan.profiles.registry import ENV_VAR, Registry, builtin_profiles_dir
+
+BUILTIN = builtin_profiles_dir()
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> dict:
+        return json.loads(self.out)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    GlobalState.profiles = []
+    GlobalState.overrides = []
+
+
+@pytest.fixture(scope="session")
+def registry() -> Registry:
+    saved = os.environ.pop(ENV_VAR, None)
+    try:
+        return Registry.load()
+    finally:
+        if saved is not None:
+            os.environ[ENV_VAR] = saved
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Run the CLI in-process; returns exit code and captured output."""
+    from dualpath_plan.cli.app import main
+
+    def run(*args: str) -> CliResult:
+        GlobalState.profiles = []
+        GlobalState.overrides = []
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+def copy_profile(tmp_path: Path, kind: str, pid: str) -> Path:
+    """A copy of a built-in profile in a user directory, to break on purpose."""
+    src = BUILTIN / kind / f"{pid}.toml"
+    dst_dir = tmp_path / "profiles" / kind
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    dst = dst_dir / src.name
+    dst.write_text(src.read_text())
+    return dst

@@ -1,0 +1,204 @@
+"""Issue 2: the profile library, schemas, overrides and their error messages."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from dualpath_plan.errors import PlanInputError
+from dualpath_plan.profiles.registry import Overrides, Registry, read_profile_file
+from tests.conftest import copy_profile
+
+REQUIRED = {
+    "gpu": ["a100-sxm-80gb", "h100-sxm", "h800-sxm", "h20", "h200-sxm", "b200", "gb200", "b300"],
+    "node": ["dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "hgx-b300", "dualpath-hopper"],
+    "storage": ["3fs"],
+    "model": [
+        "deepseek-v3.2",
+        "deepseek-v3",
+        "ds-27b",
+        "qwen2.5-32b",
+        "qwen3-235b-a22b",
+        "gpt-oss-120b",
+        "llama-3.1-70b",
+        "kimi-k2",
+    ],
+    "workload": ["paper-32k", "paper-48k", "paper-64k"],
+}
+UNIT_SUFFIXES = ("_gbit_s", "_gbyte_s", "_tbyte_s", "_gbyte", "_tflops", "_w", "_tokens", "_s")
+
+
+def test_every_required_id_is_listed(cli) -> None:
+    result = cli("profiles", "list", "--json")
+    assert result.code == 0
+    listed = {(p["kind"], p["id"]) for p in result.json()["profiles"]}
+    for kind, ids in REQUIRED.items():
+        for pid in ids:
+            assert (kind, pid) in listed
+
+
+def test_every_number_cites_a_source(registry: Registry) -> None:
+    for kind, profiles in registry.profiles.items():
+        for profile in profiles.values():
+            missing = [
+                f
+                for f in profile.numeric_fields_set()
+                if f not in profile.sources and f not in profile.unconfirmed
+            ]
+            assert not missing, f"{kind} {profile.id}: no source for {missing}"
+
+
+def test_physical_fields_carry_their_unit() -> None:
+    from dualpath_plan.profiles.schemas import SCHEMAS
+
+    # Physical quantities (rates, sizes, power, time) must end in a unit suffix.
+    physical = re.compile(r"(gbit|gbyte|tbyte|tflops|_w$|latency|bandwidth|rate)")
+    for schema in SCHEMAS.values():
+        for name in schema.model_fields:
+            if physical.search(name):
+                assert name.endswith(UNIT_SUFFIXES), name
+
+
+def test_paper_testbed_node_names(registry: Registry) -> None:
+    node = registry.node("dualpath-hopper")
+    assert (node.gpus_per_node, node.cnic_count, node.cnic_gbit_s) == (8, 8, 400.0)
+    assert (node.snic_count, node.snic_gbit_s, node.dram_gbyte_s) == (1, 400.0, 500.0)
+    assert registry.gpu_of(node).architecture == "hopper"
+
+
+def test_every_shipped_profile_validates(cli) -> None:
+    from dualpath_plan.profiles.registry import builtin_profiles_dir
+
+    result = cli("profiles", "validate", str(builtin_profiles_dir()))
+    assert result.code == 0, result.out + result.err
+    assert "invalid" not in result.out
+
+
+def _broken(tmp_path: Path, kind: str, pid: str, old: str, new: str) -> Path:
+    path = copy_profile(tmp_path, kind, pid)
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "pid", "old", "new", "expect"),
+    [
+        (
+            "gpu",
+            "h100-sxm",
+            "hbm_tbyte_s = 3.35",
+            "hbm_tbyte_s = -3.35",
+            r"hbm_tbyte_s.*greater than 0",
+        ),
+        ("gpu", "h100-sxm", "hbm_tbyte_s = 3.35", "hbm_tbyte_s = nan", r"hbm_tbyte_s.*finite"),
+        ("gpu", "h100-sxm", "hbm_tbyte_s = 3.35", 'hbm_tbyte_s = "fast"', r"hbm_tbyte_s.*number"),
+        (
+            "node",
+            "dgx-h100",
+            "snic_gbit_s = 400.0",
+            "snic_gbyte_s = 50.0",
+            r"snic_gbyte_s.*unknown key.*did you mean 'snic_gbit_s'",
+        ),
+        ("node", "dgx-h100", 'gpu = "h100-sxm"', 'gpu = "h999"', r"field 'gpu'.*h999"),
+        (
+            "model",
+            "qwen2.5-32b",
+            "num_layers = 64",
+            "num_layers = 64\nnum_layerz = 3",
+            r"num_layerz.*unknown key",
+        ),
+        ("workload", "paper-64k", "turns = 157", "turns = 0", r"turns.*greater than 0"),
+        ("gpu", "h100-sxm", 'kind = "gpu"', 'kind = "gpu"\n[[[', r"malformed TOML"),
+    ],
+)
+def test_broken_profile_names_file_and_field(tmp_path, cli, kind, pid, old, new, expect) -> None:
+    path = _broken(tmp_path, kind, pid, old, new)
+    result = cli("profiles", "validate", str(path))
+    assert result.code == 2
+    text = result.out + result.err
+    assert str(path.name) in text
+    assert re.search(expect, text), text
+    assert "Traceback" not in text
+    # Loading the directory as --profiles fails the same way, one line, exit 2.
+    result = cli("profiles", "list", "--profiles", str(tmp_path / "profiles"))
+    assert result.code == 2
+    assert result.err.count("\n") == 1 and result.err.startswith("error: ")
+    assert re.search(expect, result.err), result.err
+
+
+def test_unknown_id_and_kind(cli) -> None:
+    result = cli("profiles", "show", "h100-sxn")
+    assert result.code == 2 and "did you mean 'h100-sxm'" in result.err
+    result = cli("profiles", "list", "--kind", "gpus")
+    assert result.code == 2 and "--kind" in result.err
+
+
+def test_missing_file_and_dir(cli, tmp_path) -> None:
+    result = cli("profiles", "validate", str(tmp_path / "nope.toml"))
+    assert result.code == 2 and "no such file" in result.out + result.err
+    result = cli("profiles", "list", "--profiles", str(tmp_path / "nodir"))
+    assert result.code == 2 and "no such profile directory" in result.err
+
+
+def test_user_profile_shadows_builtin(tmp_path, cli) -> None:
+    _broken(tmp_path, "gpu", "h100-sxm", "hbm_tbyte_s = 3.35", "hbm_tbyte_s = 9.99")
+    result = cli("profiles", "show", "h100-sxm", "--json", "--profiles", str(tmp_path / "profiles"))
+    assert result.code == 0
+    assert result.json()["fields"]["hbm_tbyte_s"] == 9.99
+
+
+def test_env_var_adds_profiles(tmp_path, cli, monkeypatch) -> None:
+    path = copy_profile(tmp_path, "gpu", "h100-sxm")
+    path.rename(path.with_name("my-gpu.toml"))
+    monkeypatch.setenv("DUALPATH_PLAN_PROFILES", str(tmp_path / "profiles"))
+    result = cli("profiles", "list", "--kind", "gpu", "--json")
+    assert "my-gpu" in {p["id"] for p in result.json()["profiles"]}
+
+
+def test_set_overrides(registry: Registry, cli) -> None:
+    ov = Overrides.parse(["node.snic_gbit_s=200", "node.prefill_mfu=0.5"])
+    node = ov.apply(registry.node("dgx-h100"))
+    assert node.snic_gbit_s == 200.0 and node.prefill_mfu == 0.5
+    result = cli("--set", "gpu.hbm_gbyte=100", "profiles", "show", "h100-sxm", "--json")
+    assert result.code == 0 and result.json()["fields"]["hbm_gbyte"] == 100
+    for bad, expect in [
+        ("node.snic_gbyte_s=5", "did you mean 'node.snic_gbit_s'"),
+        ("node.snic_gbit_s=-1", "greater than 0"),
+        ("node.snic_gbit_s=nan", "finite"),
+        ("nodes.x=1", "unknown kind"),
+        ("node.snic_gbit_s", "KIND.FIELD=VALUE"),
+    ]:
+        result = cli("profiles", "show", "dgx-h100", "--set", bad)
+        assert result.code == 2, bad
+        assert expect in result.err, (bad, result.err)
+
+
+def test_contradictory_overrides() -> None:
+    with pytest.raises(PlanInputError, match="twice"):
+        Overrides.parse(["node.snic_gbit_s=100", "node.snic_gbit_s=200"])
+
+
+def test_id_must_match_file_name(tmp_path) -> None:
+    path = copy_profile(tmp_path, "gpu", "h100-sxm")
+    path.write_text('id = "other"\n' + path.read_text())
+    with pytest.raises(PlanInputError, match="file name is the id"):
+        read_profile_file(path)
+
+
+def test_show_has_derived_quantities(cli) -> None:
+    data = cli("profiles", "show", "deepseek-v3.2", "--json").json()
+    derived = {d["name"]: d["value"] for d in data["derived"]}
+    assert derived["kv_bytes_per_token_layer"] == 656
+    assert derived["indexer_bytes_per_token_layer"] == 132
+    gpu = {
+        d["name"]: d["value"]
+        for d in cli("profiles", "show", "h100-sxm", "--json").json()["derived"]
+    }
+    assert gpu["pcie_raw_gbyte_s"] == 64.0
+    assert gpu["pcie_usable_gbyte_s"] == pytest.approx(63.02, abs=0.01)
+    text = cli("profiles", "show", "dualpath-hopper").out
+    assert "snic_per_cnic" in text
