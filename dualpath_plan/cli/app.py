@@ -45,9 +45,10 @@ def _global(
 
 def _register_commands() -> None:
     # Imported here so that each command module stays independent of the others.
-    from dualpath_plan.cli import physics_cmd
+    from dualpath_plan.cli import paths_cmd, physics_cmd
 
     physics_cmd.register(app)
+    paths_cmd.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,260 @@
+"""From profiles to a :class:`Cluster`: per-node link capacities, decode capacity, imbalance.
+
+Capacities (per node, per direction, bytes/s), with ``PathOptions.efficiencies``:
+- SNIC: snic_count x snic_gbit_s / 8 x snic_efficiency (each direction; NICs are full duplex).
+- DRAM: dram_gbyte_s x dram_efficiency, reads + writes together (the paper's eq. 8 counts
+  both against M).
+- CNIC PCIe side: cnic_count x min(cnic line rate x cnic_efficiency, CNIC PCIe link x
+  pcie_efficiency) x (1 - cnic_collective_share). The paper caps each direction at B, the NIC
+  rate (dualpath-paper.md 2.4); a NIC in a slower slot is capped by its PCIe link instead.
+- CNIC network side: cnic_count x line rate x cnic_efficiency x (1 - cnic_collective_share):
+  InfiniBand VL arbitration gives model collectives priority, KV gets the residual (paper 2.6).
+- GPU PCIe: gpus_per_node x usable PCIe per direction x pcie_efficiency.
+- Prefill compute: gpus_per_node x dense TFLOPS at the model's compute dtype x prefill_mfu.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from dualpath_plan.errors import InfeasibleError
+from dualpath_plan.physics import model as phys
+from dualpath_plan.physics.links import Cluster, Demand, PathOptions, SideCaps
+from dualpath_plan.physics.workload import TurnDemand
+from dualpath_plan.profiles.schemas import GpuProfile, ModelProfile, NodeProfile, StorageProfile
+from dualpath_plan.units import gbit_s_to_byte_s
+
+SchedulerPolicy = Literal["ideal", "round_robin", "queue_aware"]
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """Load imbalance across engines, as a max/avg factor that derates a side's usable
+    aggregate capacity (the busiest node saturates first).
+
+    - ideal: 1 (the paper's bottleneck analysis assumes load-balanced scheduling).
+    - round_robin: requests dealt blindly; with k requests in flight per engine and a
+      coefficient of variation v of per-request load, the busiest of n engines carries about
+      1 + v sqrt(2 ln n / k) times the mean (expected maximum of n near-normal sums, a Gumbel
+      approximation).
+    - queue_aware: a token- and read-queue-aware scheduler like the paper's (Algorithm 1) keeps
+      every engine within one request of the mean: 1 + 1/k.
+    """
+
+    policy: SchedulerPolicy = "ideal"
+    requests_per_engine: float = 16.0
+    load_cv: float = 0.5
+
+    def imbalance(self, engines: float) -> float:
+        if self.policy == "ideal" or engines <= 1:
+            return 1.0
+        k = max(self.requests_per_engine, 1e-9)
+        if self.policy == "round_robin":
+            return 1.0 + self.load_cv * math.sqrt(2.0 * math.log(engines) / k)
+        return 1.0 + 1.0 / k
+
+
+def side_caps(
+    node: NodeProfile,
+    gpu: GpuProfile,
+    model: ModelProfile,
+    options: PathOptions,
+    imbalance: float = 1.0,
+) -> SideCaps:
+    e = options.efficiencies
+    snic = node.snic_count * gbit_s_to_byte_s(node.snic_gbit_s) * (node.snic_efficiency if e else 1)
+    line = gbit_s_to_byte_s(node.cnic_gbit_s) * (node.cnic_efficiency if e else 1)
+    pcie_nic = node.cnic_pcie_usable_gbyte_s * 1e9 * (node.pcie_efficiency if e else 1)
+    per_cnic_pcie = min(line, pcie_nic) if options.pcie_link_limit else line
+    residual = 1.0 - (node.cnic_collective_share if options.collectives else 0.0)
+    cnic_pcie = node.cnic_count * per_cnic_pcie * residual
+    cnic_net = node.cnic_count * line * residual
+    gpu_pcie = (
+        (node.gpus_per_node * gpu.pcie_usable_gbyte_s * 1e9 * (node.pcie_efficiency if e else 1))
+        if options.gpu_pcie
+        else math.inf
+    )
+    dram = node.dram_gbyte_s * 1e9 * (node.dram_efficiency if e else 1)
+    tflops = gpu.dense_tflops(model.compute_dtype) or gpu.bf16_dense_tflops
+    compute = node.gpus_per_node * tflops * 1e12 * (node.prefill_mfu if e else 1)
+    d = 1.0 / imbalance
+    f = np.float64
+    return SideCaps(
+        snic_read=f(snic * d),
+        snic_write=f(snic * d),
+        dram=f(dram * d),
+        cnic_pcie_read=f(cnic_pcie * d),
+        cnic_pcie_write=f(cnic_pcie * d),
+        cnic_net_send=f(cnic_net * d),
+        cnic_net_recv=f(cnic_net * d),
+        gpu_pcie_h2d=f(gpu_pcie * d),
+        gpu_pcie_d2h=f(gpu_pcie * d),
+        compute=f(compute * d),
+    )
+
+
+@dataclass(frozen=True)
+class DecodeCapacity:
+    tokens_per_s: float
+    batch: float  # sequences decoded together across the decode group
+    tpot_s: float  # time per output token at that batch
+    kv_bytes_per_sequence: float
+
+
+def check_weights_fit(
+    model: ModelProfile, node: NodeProfile, gpu: GpuProfile, nodes: float, side: str
+) -> float:
+    """HBM left for KV on a group of ``nodes`` nodes after the weights (sharded over the group's
+    GPUs, as EP does); raises when the weights do not fit."""
+    hbm = nodes * node.gpus_per_node * gpu.hbm_gbyte * 1e9
+    weights = phys.weight_bytes(model)
+    if weights >= hbm:
+        raise InfeasibleError(
+            f"{model.id} weights ({weights / 1e9:,.0f} GB) do not fit in the {side} group's HBM "
+            f"({nodes:g} x {node.gpus_per_node} x {gpu.hbm_gbyte:g} GB = {hbm / 1e9:,.0f} GB); "
+            f"add {side} nodes or choose a GPU with more HBM",
+            field=f"{side}_nodes",
+        )
+    return hbm - weights
+
+
+def decode_capacity(
+    model: ModelProfile,
+    node: NodeProfile,
+    gpu: GpuProfile,
+    nodes: float,
+    context_tokens: float,
+    generated_tokens: float,
+    options: PathOptions,
+    tpot_slo_s: float | None = None,
+) -> DecodeCapacity:
+    """Decode tokens/s of a group of ``nodes`` decode nodes (roofline, docs/model.md):
+    a step of b sequences reads the weights it touches plus every sequence's KV from HBM and
+    does their FLOPs; it takes max(bytes / HBM bandwidth, FLOPs / peak). The batch is the
+    most sequences whose KV (at the mean decode context) fits beside the weights, reduced
+    until the step meets ``tpot_slo_s`` when one is given."""
+    free = check_weights_fit(model, node, gpu, nodes, "decode")
+    gpus = nodes * node.gpus_per_node
+    e = options.efficiencies
+    bw = gpus * gpu.hbm_tbyte_s * 1e12 * (node.decode_hbm_efficiency if e else 1)
+    tflops = gpu.dense_tflops(model.compute_dtype) or gpu.bf16_dense_tflops
+    peak = gpus * tflops * 1e12 * (node.prefill_mfu if e else 1)
+    ctx = context_tokens + generated_tokens / 2.0
+    kv_seq = float(phys.kv_bytes_for_context(model, ctx + generated_tokens / 2.0))
+    b_max = max(math.floor(free / kv_seq), 0)
+    if b_max < 1:
+        raise InfeasibleError(
+            f"one sequence's KV ({kv_seq / 1e9:.1f} GB) does not fit beside the weights in the "
+            "decode group's HBM",
+            field="decode_nodes",
+        )
+
+    def step(b: float) -> float:
+        cost = phys.decode_step(model, b, ctx)
+        return max(float(cost.hbm_bytes) / bw, float(cost.flops) / peak)
+
+    batch = float(b_max)
+    if tpot_slo_s is not None:
+        if step(1) > tpot_slo_s:
+            raise InfeasibleError(
+                f"even one sequence decodes at {step(1) * 1e3:.1f} ms per token, over the TPOT "
+                f"SLO of {tpot_slo_s * 1e3:g} ms",
+                field="tpot_slo",
+            )
+        lo, hi = 1.0, float(b_max)
+        if step(hi) > tpot_slo_s:
+            for _ in range(60):
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if step(mid) <= tpot_slo_s else (lo, mid)
+            batch = lo
+    tpot = step(batch)
+    return DecodeCapacity(batch / tpot, batch, tpot, kv_seq)
+
+
+def demand_means(d: TurnDemand) -> Demand:
+    """The mix's mean turn (every load is linear in the demand, so means are exact for one
+    common split)."""
+    f = np.float64
+    return Demand(
+        hit_bytes=f(d.mean(d.hit_bytes)),
+        miss_bytes=f(d.mean(d.miss_bytes)),
+        generated_kv_bytes=f(d.mean(d.generated_kv_bytes)),
+        append_writeback_bytes=f(d.mean(d.append_writeback_bytes)),
+        prefill_flops=f(d.mean(d.prefill_flops)),
+        generated_tokens=f(d.mean(d.generated_tokens)),
+    )
+
+
+def build_cluster(
+    *,
+    model: ModelProfile,
+    demand: TurnDemand,
+    prefill_node: NodeProfile,
+    prefill_gpu: GpuProfile,
+    decode_node: NodeProfile,
+    decode_gpu: GpuProfile,
+    prefill_nodes: int,
+    decode_nodes: int,
+    storage: StorageProfile | None = None,
+    options: PathOptions = PathOptions(),
+    scheduler: Scheduler = Scheduler(),
+    tpot_slo_s: float | None = None,
+) -> tuple[Cluster, DecodeCapacity]:
+    for name, n in (("prefill_nodes", prefill_nodes), ("decode_nodes", decode_nodes)):
+        if not (isinstance(n, int | float) and math.isfinite(n) and n >= 1):
+            raise InfeasibleError(
+                f"a P/D cluster needs at least one node per side, got {n!r}", field=name
+            )
+    check_weights_fit(model, prefill_node, prefill_gpu, prefill_nodes, "prefill")
+    dec = decode_capacity(
+        model,
+        decode_node,
+        decode_gpu,
+        decode_nodes,
+        demand.mean(demand.context_tokens),
+        demand.mean(demand.generated_tokens),
+        options,
+        tpot_slo_s,
+    )
+    pe = side_caps(
+        prefill_node,
+        prefill_gpu,
+        model,
+        options,
+        scheduler.imbalance(prefill_nodes * prefill_node.gpus_per_node),
+    )
+    de = side_caps(
+        decode_node,
+        decode_gpu,
+        model,
+        options,
+        scheduler.imbalance(decode_nodes * decode_node.gpus_per_node),
+    )
+    limit = storage is not None and options.storage_limit
+    read = storage.aggregate_read_gbyte_s * 1e9 if limit and storage else math.inf
+    write = storage.aggregate_write_gbyte_s * 1e9 if limit and storage else math.inf
+    if limit and storage:
+        # One client reads at most max_client_read_gbyte_s, whatever its SNICs.
+        cap = storage.max_client_read_gbyte_s * 1e9
+        pe = _cap_snic(pe, cap)
+        de = _cap_snic(de, cap)
+    cluster = Cluster(
+        prefill_nodes=np.float64(prefill_nodes),
+        decode_nodes=np.float64(decode_nodes),
+        pe=pe,
+        de=de,
+        decode_tokens_per_s=np.float64(dec.tokens_per_s),
+        storage_read=np.float64(read),
+        storage_write=np.float64(write),
+    )
+    return cluster, dec
+
+
+def _cap_snic(s: SideCaps, cap: float) -> SideCaps:
+    from dataclasses import replace
+
+    return replace(s, snic_read=np.minimum(s.snic_read, cap))
