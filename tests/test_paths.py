@@ -254,3 +254,56 @@ def test_scheduler_imbalance_derates(cli) -> None:
     rr = cli("paths", "--scheduler", "round_robin", "--json").json()["throughput_turns_per_s"]
     qa = cli("paths", "--scheduler", "queue_aware", "--json").json()["throughput_turns_per_s"]
     assert rr < qa < ideal
+
+
+def test_solvers_accept_the_abstract_workload_form(registry) -> None:
+    from dualpath_plan.physics.workload import abstract_turn_demand
+
+    sc = Scenario.from_ids(registry)
+    abstract = abstract_turn_demand(
+        gb_per_pflop=sc.turn_demand.gb_per_pflop,
+        context_tokens=32721,
+        append_tokens=429,
+        generated_tokens=176,
+        kv_bytes_per_token=40016,
+    )
+    result = replace(sc, turn_demand=abstract).solve(("basic", "dualpath"))
+    concrete = sc.solve(("basic", "dualpath"))
+    for mode in ("basic", "dualpath"):
+        # Same bytes per turn and the same ratio: the same I/O-bound throughput.
+        assert float(result.closed_form[mode].throughput_turns_per_s) == pytest.approx(
+            float(concrete.closed_form[mode].throughput_turns_per_s), rel=0.02
+        )
+
+
+def test_closed_form_is_vectorized(registry) -> None:
+    sc = Scenario.from_ids(registry)
+    cluster, _ = sc.cluster()
+    snic = np.array([25e9, 50e9, 100e9, 200e9])
+    P = np.array([1.0, 2.0, 3.0, 4.0])
+    batch = replace(
+        cluster,
+        prefill_nodes=P,
+        pe=replace(cluster.pe, snic_read=snic),
+        de=replace(cluster.de, snic_read=snic),
+    )
+    many = solve(batch, sc.demand, "dualpath")
+    for k in range(4):
+        one = replace(
+            cluster,
+            prefill_nodes=np.float64(P[k]),
+            pe=replace(cluster.pe, snic_read=np.float64(snic[k])),
+            de=replace(cluster.de, snic_read=np.float64(snic[k])),
+        )
+        single = solve(one, sc.demand, "dualpath")
+        assert float(many.throughput_turns_per_s[k]) == pytest.approx(
+            float(single.throughput_turns_per_s), rel=1e-12
+        )
+        assert float(many.decode_path_fraction[k]) == pytest.approx(
+            float(single.decode_path_fraction), abs=1e-12
+        )
+
+
+def test_bounds_without_cached_context_is_a_clear_error(cli) -> None:
+    result = cli("bounds", "--set", "workload.context_tokens=0", "--json")
+    assert result.code == 2 and "context_tokens" in result.err

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.physics.links import LINK_INDEX, LINKS, Cluster, Demand, PathOptions, turn_loads
 from dualpath_plan.physics.model import FloatArray
 
@@ -55,6 +56,12 @@ def pd_bounds(cluster: Cluster, demand: Demand, options: PathOptions = PathOptio
     saturated and shared evenly. Only the per-node capacities of ``cluster`` matter."""
     a, b = turn_loads(demand, options)
     H = np.asarray(demand.hit_bytes, dtype=np.float64)[..., None]
+    if np.any(~(H > 0)):
+        raise InfeasibleError(
+            "the bottleneck-free analysis saturates the storage NICs with cached KV; this "
+            "workload loads none (context_tokens = 0)",
+            field="context_tokens",
+        )
     alpha, beta = a / H, b / H
     sp = np.asarray(cluster.pe.snic_read, dtype=np.float64)
     sd = np.asarray(cluster.de.snic_read, dtype=np.float64)
