@@ -91,13 +91,18 @@ def minimize_max_of_lines(
     t = np.maximum(t, np.max(np.where(rising, u0, neg), axis=-1))
     t = np.maximum(t, np.max(np.where(falling, u1, neg), axis=-1))
     # Crossings of each rising r with each falling f: x = (alpha_f - alpha_r)/(beta_r - beta_f).
-    ar, br = alpha[..., :, None], beta[..., :, None]
-    af, bf = alpha[..., None, :], beta[..., None, :]
-    pair = rising[..., :, None] & falling[..., None, :]
+    # Only columns that rise (fall) in some scenario can pair, which keeps the work small.
+    rcols = np.flatnonzero(rising.reshape(-1, rising.shape[-1]).any(axis=0))
+    fcols = np.flatnonzero(falling.reshape(-1, falling.shape[-1]).any(axis=0))
+    ar, br = alpha[..., rcols, None], beta[..., rcols, None]
+    af, bf = alpha[..., None, fcols], beta[..., None, fcols]
+    pair = rising[..., rcols, None] & falling[..., None, fcols]
     with np.errstate(divide="ignore", invalid="ignore"):
         x = (af - ar) / (br - bf)
         inside = pair & (x >= 0.0) & (x <= 1.0)
         value = np.where(inside, ar + br * x, neg)
+    if value.shape[-1] * value.shape[-2] == 0:
+        value = np.full((*value.shape[:-2], 1, 1), neg)
     t = np.maximum(t, value.reshape(*value.shape[:-2], -1).max(axis=-1))
     # Optimal range: falling lines need x >= (alpha - t)/|beta|, rising ones x <= (t - alpha)/beta.
     tt = t[..., None]

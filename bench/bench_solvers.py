@@ -1,0 +1,95 @@
+"""Benchmark: closed-form scenarios/s, LP solves/s, and cold CLI wall time.
+
+    python bench/bench_solvers.py [--scenarios 1000000] [--lp 300]
+
+Random homogeneous clusters around the default (DeepSeek-V3.2, dualpath-hopper, paper-64k):
+P, D in 1..16 and SNIC rates 100..800 Gb/s, solved in dualpath mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from dualpath_plan.plan import Scenario
+from dualpath_plan.profiles.registry import Registry
+from dualpath_plan.solvers.closed_form import solve
+from dualpath_plan.solvers.lp import LPProblem, solve_lp
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scenarios", type=int, default=1_000_000)
+    parser.add_argument("--chunk", type=int, default=100_000)
+    parser.add_argument("--lp", type=int, default=300)
+    args = parser.parse_args()
+    sc = Scenario.from_ids(Registry.load())
+    cluster, _ = sc.cluster()
+    rng = np.random.default_rng(0)
+
+    def batch(n: int):
+        snic = rng.uniform(100, 800, n) / 8 * 1e9
+        return replace(
+            cluster,
+            prefill_nodes=rng.integers(1, 17, n).astype(float),
+            decode_nodes=rng.integers(1, 17, n).astype(float),
+            pe=replace(cluster.pe, snic_read=snic),
+            de=replace(cluster.de, snic_read=snic),
+        )
+
+    solve(batch(1000), sc.demand, "dualpath")  # warm up
+    done, t0 = 0, time.perf_counter()
+    while done < args.scenarios:
+        n = min(args.chunk, args.scenarios - done)
+        solve(batch(n), sc.demand, "dualpath")
+        done += n
+    cf_rate = done / (time.perf_counter() - t0)
+
+    problems = []
+    for _ in range(args.lp):
+        b = batch(1)
+        one = replace(
+            b,
+            prefill_nodes=np.float64(b.prefill_nodes[0]),
+            decode_nodes=np.float64(b.decode_nodes[0]),
+            pe=replace(b.pe, snic_read=np.float64(b.pe.snic_read[0])),
+            de=replace(b.de, snic_read=np.float64(b.de.snic_read[0])),
+        )
+        problems.append(LPProblem.from_cluster(one, sc.demand))
+    t0 = time.perf_counter()
+    for p in problems:
+        solve_lp(p, "dualpath", balanced=False)
+    lp_rate = args.lp / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for p in problems[:100]:
+        solve_lp(p, "dualpath", balanced=True)
+    lp_bal_rate = min(100, args.lp) / (time.perf_counter() - t0)
+
+    exe = os.path.join(os.path.dirname(sys.executable), "dualpath-plan")
+    walls = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        subprocess.run([exe, "paths", "--json"], check=True, capture_output=True)
+        walls.append(time.perf_counter() - t0)
+
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, NumPy {np.__version__}"
+    )
+    print(
+        f"closed form: {cf_rate:,.0f} scenarios/s ({args.scenarios:,} in chunks of {args.chunk:,})"
+    )
+    print(f"LP: {lp_rate:,.0f} solves/s (one stage), {lp_bal_rate:,.0f} solves/s (with balancing)")
+    print(f"closed form / LP per scenario: {cf_rate / lp_rate:,.0f}x")
+    print(f"`dualpath-plan paths --json` cold wall time: best {min(walls):.2f} s of 3")
+
+
+if __name__ == "__main__":
+    main()
