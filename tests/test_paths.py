@@ -254,6 +254,10 @@ def test_scheduler_imbalance_derates(cli) -> None:
     rr = cli("paths", "--scheduler", "round_robin", "--json").json()["throughput_turns_per_s"]
     qa = cli("paths", "--scheduler", "queue_aware", "--json").json()["throughput_turns_per_s"]
     assert rr < qa < ideal
+    # More requests in flight per engine: less imbalance.
+    rr64 = cli("paths", "--scheduler", "round_robin", "--requests-per-engine", "64", "--json")
+    assert rr < rr64.json()["throughput_turns_per_s"] <= ideal
+    assert cli("paths", "--scheduler", "round_robin", "--load-cv", "-1").code == 2
 
 
 def test_solvers_accept_the_abstract_workload_form(registry) -> None:

@@ -16,8 +16,8 @@ from dualpath_plan.errors import PlanInputError
 app = typer.Typer(
     name="dualpath-plan",
     help="Plan P/D-disaggregated LLM inference clusters whose KV-cache lives in external "
-    "storage: which link binds, how much cache should take the decode path (DualPath), "
-    "what JCT and agents/s each mode reaches, and what cluster a target needs.",
+    "storage: the cache-compute ratio of a model and workload, which link binds, how much cache "
+    "should take the decode path (DualPath), and what throughput each mode reaches.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,

@@ -61,12 +61,22 @@ def _options(paper: bool) -> PathOptions:
     return PathOptions.paper() if paper else PathOptions()
 
 
-def _scheduler(name: str) -> Scheduler:
+def _scheduler(name: str, requests_per_engine: float, load_cv: float) -> Scheduler:
     if name not in ("ideal", "round_robin", "queue_aware"):
         raise PlanInputError(
             f"expected ideal, round_robin or queue_aware, got {name!r}", field="--scheduler"
         )
-    return Scheduler(policy=name)  # type: ignore[arg-type]
+    if not (math.isfinite(requests_per_engine) and requests_per_engine >= 1):
+        raise PlanInputError(
+            f"expected a number >= 1, got {requests_per_engine!r}", field="--requests-per-engine"
+        )
+    if not (math.isfinite(load_cv) and load_cv >= 0):
+        raise PlanInputError(f"expected a number >= 0, got {load_cv!r}", field="--load-cv")
+    return Scheduler(
+        policy=name,  # type: ignore[arg-type]
+        requests_per_engine=requests_per_engine,
+        load_cv=load_cv,
+    )
 
 
 def _fmt(v: float) -> str:
@@ -254,6 +264,20 @@ def paths(
     ] = None,
     paper: PaperOpt = False,
     scheduler: SchedulerOpt = "ideal",
+    requests_per_engine: Annotated[
+        float,
+        typer.Option(
+            "--requests-per-engine",
+            help="Requests in flight per engine, k, of the imbalance model "
+            "(round_robin: 1 + v sqrt(2 ln n / k); queue_aware: 1 + 1/k).",
+        ),
+    ] = Scheduler().requests_per_engine,
+    load_cv: Annotated[
+        float,
+        typer.Option(
+            "--load-cv", help="Coefficient of variation v of per-request load (round_robin)."
+        ),
+    ] = Scheduler().load_cv,
     as_json: JsonOpt = False,
     profiles: ProfilesOpt = None,
     set_: SetOpt = None,
@@ -293,7 +317,7 @@ def paths(
         prefill_nodes=prefill_nodes,
         decode_nodes=decode_nodes,
         options=options,
-        scheduler=_scheduler(scheduler),
+        scheduler=_scheduler(scheduler, requests_per_engine, load_cv),
     )
     result = sc.solve((mode,))  # type: ignore[arg-type]
     sol = result.closed_form[mode]  # type: ignore[index]
