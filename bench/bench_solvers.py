@@ -1,4 +1,4 @@
-"""Benchmark: closed-form scenarios/s, LP solves/s, and cold CLI wall time.
+"""Benchmark: closed-form scenarios/s, LP solves/s, and cold CLI wall times (size, paths).
 
     python bench/bench_solvers.py [--scenarios 1000000] [--lp 300]
 
@@ -73,11 +73,14 @@ def main() -> None:
     lp_bal_rate = min(100, args.lp) / (time.perf_counter() - t0)
 
     exe = os.path.join(os.path.dirname(sys.executable), "dualpath-plan")
-    walls = []
+    walls, size_walls = [], []
     for _ in range(3):
         t0 = time.perf_counter()
         subprocess.run([exe, "paths", "--json"], check=True, capture_output=True)
         walls.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        subprocess.run([exe, "size"], check=True, capture_output=True)
+        size_walls.append(time.perf_counter() - t0)
 
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, "
@@ -88,7 +91,13 @@ def main() -> None:
     )
     print(f"LP: {lp_rate:,.0f} solves/s (one stage), {lp_bal_rate:,.0f} solves/s (with balancing)")
     print(f"closed form / LP per scenario: {cf_rate / lp_rate:,.0f}x")
-    print(f"`dualpath-plan paths --json` cold wall time: best {min(walls):.2f} s of 3")
+    print(
+        f"`dualpath-plan size` cold wall time: best {min(size_walls):.2f} s, worst "
+        f"{max(size_walls):.2f} s of 3"
+    )
+    print(
+        f"`dualpath-plan paths --json` (runs the LP) cold wall time: best {min(walls):.2f} s of 3"
+    )
 
 
 if __name__ == "__main__":

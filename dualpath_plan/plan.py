@@ -8,6 +8,7 @@ result = Scenario.from_ids(registry, model="deepseek-v3.2", workload="paper-64k"
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,7 +31,9 @@ from dualpath_plan.profiles.schemas import (
 )
 from dualpath_plan.solvers.bounds import Bounds, pd_bounds
 from dualpath_plan.solvers.closed_form import MODES, Mode, Solution, solve
-from dualpath_plan.solvers.lp import Group, LPProblem, LPSolution, WorkClass, solve_lp
+
+if TYPE_CHECKING:  # the LP (scipy.optimize) is imported only where it is used: start-up time
+    from dualpath_plan.solvers.lp import LPProblem, LPSolution
 
 DEFAULTS = {
     "model": "deepseek-v3.2",
@@ -120,6 +123,8 @@ class Scenario:
         )
 
     def solve(self, modes: tuple[Mode, ...] = MODES) -> ScenarioResult:
+        from dualpath_plan.solvers.lp import LPProblem, solve_lp
+
         cluster, decode = self.cluster()
         demand = self.demand
         closed = {m: solve(cluster, demand, m, self.options) for m in modes}
@@ -164,6 +169,7 @@ def heterogeneous_problem(
 ) -> LPProblem:
     """Several node groups per side and several workload classes, for the LP."""
     from dualpath_plan.physics.cluster import check_weights_fit, decode_capacity
+    from dualpath_plan.solvers.lp import Group, LPProblem, WorkClass
 
     m = registry.model(model)
     total = sum(w for _, w in classes)

@@ -16,8 +16,9 @@ from dualpath_plan.errors import PlanInputError
 app = typer.Typer(
     name="dualpath-plan",
     help="Plan P/D-disaggregated LLM inference clusters whose KV-cache lives in external "
-    "storage: the cache-compute ratio of a model and workload, which link binds, how much cache "
-    "should take the decode path (DualPath), and what throughput each mode reaches.",
+    "storage: the cache-compute ratio, which link binds, how much cache should take the decode "
+    "path (DualPath), the JCT and agents/s (APS) each mode reaches, and the smallest cluster "
+    "for a target. Start with: dualpath-plan size",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -43,12 +44,19 @@ def _global(
     GlobalState.overrides = list(set_ or [])
 
 
-def _register_commands() -> None:
-    # Imported here so that each command module stays independent of the others.
-    from dualpath_plan.cli import paths_cmd, physics_cmd
+_registered: list[bool] = []
 
+
+def _register_commands() -> None:
+    """Add the command modules to the app once (main() may run many times in one process)."""
+    if _registered:
+        return
+    from dualpath_plan.cli import paths_cmd, physics_cmd, size_cmd
+
+    size_cmd.register(app)
     physics_cmd.register(app)
     paths_cmd.register(app)
+    _registered.append(True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,3 +69,37 @@ def print_json(payload: Any) -> None:
 def require_positive(value: float | int, name: str) -> None:
     if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
         raise PlanInputError(f"expected a finite number > 0, got {value!r}", field=name)
+
+
+# Scenario options shared by paths, size and later commands.
+ModelOpt = Annotated[str, typer.Option("--model", help="Model profile id.")]
+WorkloadOpt = Annotated[str, typer.Option("--workload", help="Workload profile id.")]
+NodeOpt = Annotated[str, typer.Option("--node", help="Node profile for both sides.")]
+PrefillNodeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prefill-node", help="Prefill node profile (default --node).", show_default=False
+    ),
+]
+DecodeNodeOpt = Annotated[
+    str | None,
+    typer.Option("--decode-node", help="Decode node profile (default --node).", show_default=False),
+]
+GpuOpt = Annotated[
+    str | None, typer.Option("--gpu", help="Override the nodes' GPU profile.", show_default=False)
+]
+StorageOpt = Annotated[str, typer.Option("--storage", help="Storage profile id, or 'none'.")]
+POpt = Annotated[int, typer.Option("-P", "--prefill-nodes", help="Prefill nodes.")]
+DOpt = Annotated[int, typer.Option("-D", "--decode-nodes", help="Decode nodes.")]
+PaperOpt = Annotated[
+    bool,
+    typer.Option(
+        "--paper-assumptions",
+        help="The paper's eq. (1)-(9) model: no miss KV, write-back, "
+        "collectives' share, efficiencies, PCIe link or storage limits.",
+    ),
+]
+SchedulerOpt = Annotated[
+    str,
+    typer.Option("--scheduler", help="Load-imbalance model: ideal, round_robin or queue_aware."),
+]

@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
+from dualpath_plan.cli.common import (
+    DecodeNodeOpt,
+    DOpt,
+    GpuOpt,
+    JsonOpt,
+    ModelOpt,
+    NodeOpt,
+    PaperOpt,
+    POpt,
+    PrefillNodeOpt,
+    ProfilesOpt,
+    SchedulerOpt,
+    SetOpt,
+    StorageOpt,
+    WorkloadOpt,
+    load_registry,
+    print_json,
+    stdout,
+)
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.physics.cluster import Scheduler
 from dualpath_plan.physics.links import (
@@ -22,39 +40,9 @@ from dualpath_plan.physics.links import (
 )
 from dualpath_plan.plan import DEFAULTS, Scenario, heterogeneous_problem
 from dualpath_plan.solvers.closed_form import MODES
-from dualpath_plan.solvers.lp import LPSolution, solve_lp
 
-ModelOpt = Annotated[str, typer.Option("--model", help="Model profile id.")]
-WorkloadOpt = Annotated[str, typer.Option("--workload", help="Workload profile id.")]
-NodeOpt = Annotated[str, typer.Option("--node", help="Node profile for both sides.")]
-PrefillNodeOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--prefill-node", help="Prefill node profile (default --node).", show_default=False
-    ),
-]
-DecodeNodeOpt = Annotated[
-    str | None,
-    typer.Option("--decode-node", help="Decode node profile (default --node).", show_default=False),
-]
-GpuOpt = Annotated[
-    str | None, typer.Option("--gpu", help="Override the nodes' GPU profile.", show_default=False)
-]
-StorageOpt = Annotated[str, typer.Option("--storage", help="Storage profile id, or 'none'.")]
-POpt = Annotated[int, typer.Option("-P", "--prefill-nodes", help="Prefill nodes.")]
-DOpt = Annotated[int, typer.Option("-D", "--decode-nodes", help="Decode nodes.")]
-PaperOpt = Annotated[
-    bool,
-    typer.Option(
-        "--paper-assumptions",
-        help="The paper's eq. (1)-(9) model: no miss KV, write-back, "
-        "collectives' share, efficiencies, PCIe link or storage limits.",
-    ),
-]
-SchedulerOpt = Annotated[
-    str,
-    typer.Option("--scheduler", help="Load-imbalance model: ideal, round_robin or queue_aware."),
-]
+if TYPE_CHECKING:  # scipy.optimize loads only for commands that solve an LP
+    from dualpath_plan.solvers.lp import LPSolution
 
 
 def _options(paper: bool) -> PathOptions:
@@ -440,6 +428,8 @@ def _paths_lp(
     options,
     as_json,
 ) -> None:
+    from dualpath_plan.solvers.lp import solve_lp
+
     problem = heterogeneous_problem(
         registry,
         model=model,

@@ -15,6 +15,7 @@ Capacities (per node, per direction, bytes/s), with ``PathOptions.efficiencies``
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -49,10 +50,12 @@ class Scheduler:
     requests_per_engine: float = 16.0
     load_cv: float = 0.5
 
-    def imbalance(self, engines: float) -> float:
+    def imbalance(self, engines: float, requests_each: float | None = None) -> float:
+        """Max/avg load over ``engines`` units with ``requests_each`` requests in flight each
+        (default requests_per_engine)."""
         if self.policy == "ideal" or engines <= 1:
             return 1.0
-        k = max(self.requests_per_engine, 1e-9)
+        k = max(self.requests_per_engine if requests_each is None else requests_each, 1e-9)
         if self.policy == "round_robin":
             return 1.0 + self.load_cv * math.sqrt(2.0 * math.log(engines) / k)
         return 1.0 + 1.0 / k
@@ -63,8 +66,12 @@ def side_caps(
     gpu: GpuProfile,
     model: ModelProfile,
     options: PathOptions,
-    imbalance: float = 1.0,
+    scheduler: Scheduler | None = None,
+    nodes: float = 1.0,
 ) -> SideCaps:
+    """One node's capacities. With a ``scheduler``, the busiest of ``nodes`` nodes sets the
+    usable share: node-wide links (SNIC, DRAM) are imbalanced across nodes, each carrying
+    gpus_per_node engines' requests; per-GPU links (CNICs, GPU PCIe, compute) across GPUs."""
     e = options.efficiencies
     snic = node.snic_count * gbit_s_to_byte_s(node.snic_gbit_s) * (node.snic_efficiency if e else 1)
     line = gbit_s_to_byte_s(node.cnic_gbit_s) * (node.cnic_efficiency if e else 1)
@@ -81,19 +88,21 @@ def side_caps(
     dram = node.dram_gbyte_s * 1e9 * (node.dram_efficiency if e else 1)
     tflops = gpu.dense_tflops(model.compute_dtype) or gpu.bf16_dense_tflops
     compute = node.gpus_per_node * tflops * 1e12 * (node.prefill_mfu if e else 1)
-    d = 1.0 / imbalance
+    sched = scheduler or Scheduler()
+    per_node = 1.0 / sched.imbalance(nodes, sched.requests_per_engine * node.gpus_per_node)
+    per_gpu = 1.0 / sched.imbalance(nodes * node.gpus_per_node)
     f = np.float64
     return SideCaps(
-        snic_read=f(snic * d),
-        snic_write=f(snic * d),
-        dram=f(dram * d),
-        cnic_pcie_read=f(cnic_pcie * d),
-        cnic_pcie_write=f(cnic_pcie * d),
-        cnic_net_send=f(cnic_net * d),
-        cnic_net_recv=f(cnic_net * d),
-        gpu_pcie_h2d=f(gpu_pcie * d),
-        gpu_pcie_d2h=f(gpu_pcie * d),
-        compute=f(compute * d),
+        snic_read=f(snic * per_node),
+        snic_write=f(snic * per_node),
+        dram=f(dram * per_node),
+        cnic_pcie_read=f(cnic_pcie * per_gpu),
+        cnic_pcie_write=f(cnic_pcie * per_gpu),
+        cnic_net_send=f(cnic_net * per_gpu),
+        cnic_net_recv=f(cnic_net * per_gpu),
+        gpu_pcie_h2d=f(gpu_pcie * per_gpu),
+        gpu_pcie_d2h=f(gpu_pcie * per_gpu),
+        compute=f(compute * per_gpu),
     )
 
 
@@ -122,6 +131,102 @@ def check_weights_fit(
     return hbm - weights
 
 
+@dataclass(frozen=True)
+class DecodeGroup:
+    """A decode group's roofline: step time of b sequences at a context (docs/model.md)."""
+
+    model: ModelProfile
+    hbm_byte_s: float  # group HBM bandwidth x decode_hbm_efficiency
+    peak_flop_s: float  # group dense peak x prefill_mfu
+    overhead_s: float  # decode_step_overhead_s
+    free_hbm_bytes: float  # HBM left for KV after the weights
+    context_tokens: float  # mean context a generated token attends to
+    kv_bytes_per_sequence: float  # KV of one sequence at the end of its generation
+
+    @property
+    def max_batch(self) -> int:
+        return max(math.floor(self.free_hbm_bytes / self.kv_bytes_per_sequence), 0)
+
+    def step_array_s(self, batch: np.ndarray) -> np.ndarray:
+        """max(HBM bytes / bandwidth, FLOPs / peak) + fixed overhead, for an array of batches."""
+        cost = phys.decode_step(self.model, batch, self.context_tokens)
+        return (
+            np.maximum(cost.hbm_bytes / self.hbm_byte_s, cost.flops / self.peak_flop_s)
+            + self.overhead_s
+        )
+
+    @functools.cached_property
+    def _grid(self) -> tuple[np.ndarray, np.ndarray]:
+        # Step time is smooth in the batch: tabulate it once (integers up to 4096, then a
+        # geometric grid) and interpolate, instead of re-deriving it inside every bisection.
+        top = max(self.max_batch, 1)
+        b = np.unique(
+            np.concatenate(
+                [np.arange(1.0, min(top, 4096) + 1.0), np.geomspace(min(top, 4096), top, 256)]
+            )
+        )
+        return b, self.step_array_s(b)
+
+    def step_s(self, batch: float) -> float:
+        b, t = self._grid
+        if 1.0 <= batch <= b[-1]:
+            return float(np.interp(batch, b, t))
+        return float(self.step_array_s(np.asarray(float(batch)))[()])
+
+    def little_batch(self, turns_per_s: float, generated_tokens: float) -> float:
+        """Decode batch b with b = rate x generated x TPOT(b) (Little), at most max_batch."""
+        b, t = self._grid
+        ok = turns_per_s * generated_tokens * t <= b
+        if not ok.any():
+            return float(b[-1])
+        k = int(np.argmax(ok))
+        if k == 0:
+            return max(float(turns_per_s * generated_tokens * t[0]), 0.0)
+        # Linear crossing between grid points k-1 (not ok) and k (ok).
+        f0 = turns_per_s * generated_tokens * t[k - 1] - b[k - 1]
+        f1 = turns_per_s * generated_tokens * t[k] - b[k]
+        return float(b[k - 1] + (b[k] - b[k - 1]) * f0 / (f0 - f1))
+
+    def batch_for_tpot(self, tpot_s: float) -> float:
+        """Largest batch (<= max_batch) whose step meets ``tpot_s`` (0 if even one does not)."""
+        if self.step_s(1) > tpot_s:
+            return 0.0
+        lo, hi = 1.0, float(self.max_batch)
+        if self.step_s(hi) <= tpot_s:
+            return hi
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if self.step_s(mid) <= tpot_s else (lo, mid)
+        return lo
+
+
+def decode_group(
+    model: ModelProfile,
+    node: NodeProfile,
+    gpu: GpuProfile,
+    nodes: float,
+    context_tokens: float,
+    generated_tokens: float,
+    options: PathOptions,
+) -> DecodeGroup:
+    free = check_weights_fit(model, node, gpu, nodes, "decode")
+    gpus = nodes * node.gpus_per_node
+    e = options.efficiencies
+    tflops = gpu.dense_tflops(model.compute_dtype) or gpu.bf16_dense_tflops
+    ctx = context_tokens + generated_tokens / 2.0
+    return DecodeGroup(
+        model=model,
+        hbm_byte_s=gpus * gpu.hbm_tbyte_s * 1e12 * (node.decode_hbm_efficiency if e else 1),
+        peak_flop_s=gpus * tflops * 1e12 * (node.prefill_mfu if e else 1),
+        overhead_s=node.decode_step_overhead_s if e else 0.0,
+        free_hbm_bytes=free,
+        context_tokens=ctx,
+        kv_bytes_per_sequence=float(
+            phys.kv_bytes_for_context(model, context_tokens + generated_tokens)
+        ),
+    )
+
+
 def decode_capacity(
     model: ModelProfile,
     node: NodeProfile,
@@ -132,47 +237,27 @@ def decode_capacity(
     options: PathOptions,
     tpot_slo_s: float | None = None,
 ) -> DecodeCapacity:
-    """Decode tokens/s of a group of ``nodes`` decode nodes (roofline, docs/model.md):
-    a step of b sequences reads the weights it touches plus every sequence's KV from HBM and
-    does their FLOPs; it takes max(bytes / HBM bandwidth, FLOPs / peak). The batch is the
-    most sequences whose KV (at the mean decode context) fits beside the weights, reduced
-    until the step meets ``tpot_slo_s`` when one is given."""
-    free = check_weights_fit(model, node, gpu, nodes, "decode")
-    gpus = nodes * node.gpus_per_node
-    e = options.efficiencies
-    bw = gpus * gpu.hbm_tbyte_s * 1e12 * (node.decode_hbm_efficiency if e else 1)
-    tflops = gpu.dense_tflops(model.compute_dtype) or gpu.bf16_dense_tflops
-    peak = gpus * tflops * 1e12 * (node.prefill_mfu if e else 1)
-    ctx = context_tokens + generated_tokens / 2.0
-    kv_seq = float(phys.kv_bytes_for_context(model, ctx + generated_tokens / 2.0))
-    b_max = max(math.floor(free / kv_seq), 0)
-    if b_max < 1:
+    """Decode tokens/s of a group of ``nodes`` decode nodes (roofline, docs/model.md): the
+    batch is the most sequences whose KV (at the end of generation) fits beside the weights,
+    reduced until the step meets ``tpot_slo_s`` when one is given."""
+    group = decode_group(model, node, gpu, nodes, context_tokens, generated_tokens, options)
+    if group.max_batch < 1:
         raise InfeasibleError(
-            f"one sequence's KV ({kv_seq / 1e9:.1f} GB) does not fit beside the weights in the "
-            "decode group's HBM",
+            f"one sequence's KV ({group.kv_bytes_per_sequence / 1e9:.1f} GB) does not fit "
+            "beside the weights in the decode group's HBM",
             field="decode_nodes",
         )
-
-    def step(b: float) -> float:
-        cost = phys.decode_step(model, b, ctx)
-        return max(float(cost.hbm_bytes) / bw, float(cost.flops) / peak)
-
-    batch = float(b_max)
+    batch = float(group.max_batch)
     if tpot_slo_s is not None:
-        if step(1) > tpot_slo_s:
+        batch = group.batch_for_tpot(tpot_slo_s)
+        if batch < 1:
             raise InfeasibleError(
-                f"even one sequence decodes at {step(1) * 1e3:.1f} ms per token, over the TPOT "
-                f"SLO of {tpot_slo_s * 1e3:g} ms",
+                f"even one sequence decodes at {group.step_s(1) * 1e3:.1f} ms per token, over "
+                f"the TPOT SLO of {tpot_slo_s * 1e3:g} ms",
                 field="tpot_slo",
             )
-        lo, hi = 1.0, float(b_max)
-        if step(hi) > tpot_slo_s:
-            for _ in range(60):
-                mid = (lo + hi) / 2
-                lo, hi = (mid, hi) if step(mid) <= tpot_slo_s else (lo, mid)
-            batch = lo
-    tpot = step(batch)
-    return DecodeCapacity(batch / tpot, batch, tpot, kv_seq)
+    tpot = group.step_s(batch)
+    return DecodeCapacity(batch / tpot, batch, tpot, group.kv_bytes_per_sequence)
 
 
 def demand_means(d: TurnDemand) -> Demand:
@@ -225,14 +310,16 @@ def build_cluster(
         prefill_gpu,
         model,
         options,
-        scheduler.imbalance(prefill_nodes * prefill_node.gpus_per_node),
+        scheduler,
+        prefill_nodes,
     )
     de = side_caps(
         decode_node,
         decode_gpu,
         model,
         options,
-        scheduler.imbalance(decode_nodes * decode_node.gpus_per_node),
+        scheduler,
+        decode_nodes,
     )
     limit = storage is not None and options.storage_limit
     read = storage.aggregate_read_gbyte_s * 1e9 if limit and storage else math.inf

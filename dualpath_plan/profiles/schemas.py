@@ -167,6 +167,16 @@ class NodeProfile(ProfileBase):
     decode_hbm_efficiency: Efficiency = 1.0
     # Share of each CNIC direction kept by model collectives; KV traffic gets the residual.
     cnic_collective_share: Share = 0.0
+    # Prefill batching: a forward pass of b requests takes t1 (h + b); h is the batch at which
+    # throughput reaches half its plateau. 40/17 = 2.35 gives the paper's Figure 3 right
+    # (3x from batch 1 to 20 at 30K context, 300 appended tokens).
+    prefill_batch_half_requests: NonNegative = 40.0 / 17.0
+    # HBM per GPU held back from a non-layer-wise forward batch's KV (activations,
+    # communication buffers, allocator slack); layer-wise prefill holds one layer's KV only.
+    prefill_hbm_reserve_gbyte: NonNegative = 0.0
+    # Fixed time per decode step beyond the HBM/compute roofline (kernel launches, EP
+    # all-to-all, synchronisation).
+    decode_step_overhead_s: NonNegative = 0.0
 
     @model_validator(mode="after")
     def _nics_per_gpu(self) -> NodeProfile:

@@ -1,0 +1,350 @@
+"""Outcomes: offline JCT, online APS under TTFT/TPOT SLOs, TTFT, TPOT, per mode.
+
+The path model (physics/links.py, solvers/closed_form.py) gives the most turns/s a cluster
+sustains. This layer adds the prefill batching, the decode batch and the queueing that turn a
+capacity into latencies (docs/model.md section 6):
+
+Prefill on one GPU (paper Figure 3 right): a forward pass of b requests takes
+    tau(b) = t0 + b u,   t0 = h t1,   u = t1 + s,
+with t1 = F / (peak x prefill_mfu) the compute of one request, h = prefill_batch_half_requests
+and s the copy of its KV into HBM when that is not overlapped with compute (no layer-wise
+prefill: the paper's Basic). The batch is capped by HBM: the whole KV of the batch without
+layer-wise prefill, one layer's KV with it. Throughput per GPU is b / tau(b) = b / (t1 (b + h))
+without the copy: 3x from b = 1 to 20 for h = 2.35.
+
+Offline (N agents start together, paper 7.2): a closed system's asymptotic bounds,
+    X = min(T_max, N / cycle_min),  JCT = N x turns / X,
+with cycle_min = TTFT_min + generated x TPOT + tool latency (per-agent critical path).
+
+Online (Poisson agent arrivals, paper 7.3): turns arrive at lambda_t = APS x turns. Prefill
+is a gated batch-service queue: a request waits for the running batch (mean residual tau/2)
+and then its own batch, and the steady batch is b = lambda_g t0 / (1 - lambda_g u); so
+    TTFT = R + 1.5 t0 / (1 - lambda_g u) + W_io,
+R the part of the KV read not hidden behind compute, W_io the M/D/1 wait of the binding I/O
+link (one node serves a turn's read), lambda_g the arrival rate at the busiest GPU. TPOT is
+the decode step at the decode batch b_d = lambda_t x generated x TPOT (Little). APS is the
+largest rate with TTFT <= SLO and TPOT <= SLO, found by bisection.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+
+from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.physics import model as phys
+from dualpath_plan.physics.cluster import (
+    Scheduler,
+    SchedulerPolicy,
+    check_weights_fit,
+    decode_group,
+)
+from dualpath_plan.physics.links import COMPUTE_LINKS, LINK_INDEX, LINKS
+from dualpath_plan.plan import Scenario
+from dualpath_plan.solvers.closed_form import Mode, Solution, solve
+from dualpath_plan.units import gbit_s_to_byte_s
+
+OutcomeMode = Literal[
+    "basic", "basic_layerwise", "dualpath_unscheduled", "even", "dualpath", "oracle"
+]
+REPORT_MODES: tuple[OutcomeMode, ...] = ("basic", "even", "dualpath", "oracle")
+ABLATION_MODES: tuple[OutcomeMode, ...] = (
+    "basic",
+    "basic_layerwise",
+    "dualpath_unscheduled",
+    "dualpath",
+)
+
+
+@dataclass(frozen=True)
+class ModeSpec:
+    path_mode: Mode
+    layerwise: bool
+    scheduled: bool  # the paper's token- and read-queue-aware scheduler, else the baseline
+
+
+# The paper's Basic: PE reads only, no layer-wise prefill, the framework's own scheduler. The
+# ablation (Figure 12 right) adds layer-wise prefill, then dual-path loading, then scheduling.
+MODE_SPECS: dict[OutcomeMode, ModeSpec] = {
+    "basic": ModeSpec("basic", layerwise=False, scheduled=False),
+    "basic_layerwise": ModeSpec("basic", layerwise=True, scheduled=False),
+    "dualpath_unscheduled": ModeSpec("dualpath", layerwise=True, scheduled=False),
+    "even": ModeSpec("even", layerwise=True, scheduled=True),
+    "dualpath": ModeSpec("dualpath", layerwise=True, scheduled=True),
+    "oracle": ModeSpec("oracle", layerwise=True, scheduled=True),
+}
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    agents: int = 2048
+    ttft_slo_s: float = 4.0  # paper 7.3
+    tpot_slo_s: float = 0.050  # paper 7.3
+    baseline_scheduler: SchedulerPolicy = "round_robin"
+    requests_per_engine: float = 16.0
+    load_cv: float = 0.5
+
+    def validate(self) -> None:
+        if not (isinstance(self.agents, int) and self.agents > 0):
+            raise PlanInputError(
+                f"expected a whole number of agents > 0, got {self.agents!r}", field="--agents"
+            )
+        for name, v in (("--ttft-slo", self.ttft_slo_s), ("--tpot-slo", self.tpot_slo_s)):
+            if not (math.isfinite(v) and v > 0):
+                raise PlanInputError(
+                    f"expected a finite number of seconds > 0, got {v!r}", field=name
+                )
+
+    def scheduler(self, scheduled: bool) -> Scheduler:
+        policy: SchedulerPolicy = "queue_aware" if scheduled else self.baseline_scheduler
+        return Scheduler(policy, self.requests_per_engine, self.load_cv)
+
+
+@dataclass(frozen=True)
+class PrefillModel:
+    """One prefill GPU's batching parameters for a mode (per request = per turn)."""
+
+    t1_s: float  # compute of one request at the plateau
+    t0_s: float  # fixed time per forward pass
+    copy_s: float  # KV copy into HBM serialized with compute (no layer-wise prefill)
+    batch_cap: float  # most requests per forward pass
+    read_latency_s: float  # part of the KV read a request waits for before its prefill
+
+    @property
+    def u_s(self) -> float:
+        return self.t1_s + self.copy_s
+
+    def forward_s(self, batch: float) -> float:
+        return self.t0_s + batch * self.u_s
+
+    @property
+    def max_rate(self) -> float:
+        """Requests/s of one GPU at its batch cap."""
+        return self.batch_cap / self.forward_s(self.batch_cap)
+
+
+@dataclass(frozen=True)
+class ModeOutcome:
+    mode: OutcomeMode
+    throughput_turns_per_s: float  # saturated (offline) throughput
+    jct_s: float  # offline, N agents
+    aps: float  # online agents/s under both SLOs (0 when no rate meets them)
+    ttft_s: float  # offline TTFT at the operating point
+    tpot_s: float  # offline TPOT at the operating point
+    online_ttft_s: float  # at the APS
+    online_tpot_s: float
+    bottleneck: str
+    decode_path_fraction: float
+    utilization: dict[str, float]
+    prefill_batch: float  # requests per forward pass per GPU offline
+    decode_batch: float  # sequences decoding offline
+    working_set_gbyte: float  # online KV working set at the APS (Little's law, paper 2.5)
+    latency_bound: bool  # offline JCT set by the per-agent critical path, not throughput
+    aps_limit: str  # what stops a higher APS: ttft, tpot, throughput, or unreachable
+
+
+def _prefill_model(sc: Scenario, spec: ModeSpec, nodes: int) -> PrefillModel:
+    m, node, gpu = sc.model, sc.prefill_node, sc.prefill_gpu
+    e = sc.options.efficiencies
+    d = sc.turn_demand
+    hit = d.mean(d.hit_bytes)
+    flops = d.mean(d.prefill_flops)
+    tflops = gpu.dense_tflops(m.compute_dtype) or gpu.bf16_dense_tflops
+    peak = tflops * 1e12 * (node.prefill_mfu if e else 1.0)
+    t1 = flops / peak
+    # HBM per GPU left for KV: weights shard over the prefill group's GPUs (EP).
+    free = (gpu.hbm_gbyte - node.prefill_hbm_reserve_gbyte) * 1e9 - phys.weight_bytes(m) / (
+        nodes * node.gpus_per_node
+    )
+    kv_request = float(phys.kv_bytes_for_context(m, d.mean(d.context_tokens)))
+    per_request = kv_request / m.num_layers if spec.layerwise else kv_request
+    # The batch cap as an average (fractional) number of requests: batches of alternating
+    # sizes average out, and it keeps the model smooth in its inputs.
+    cap = free / per_request if free > 0 else 0.0
+    if cap < 1:
+        raise InfeasibleError(
+            f"a prefill GPU cannot hold one request's KV ({per_request / 1e9:.2f} GB) beside its "
+            f"share of the weights and the {node.prefill_hbm_reserve_gbyte:g} GB reserve",
+            field="prefill_nodes",
+        )
+    snic = node.snic_count * gbit_s_to_byte_s(node.snic_gbit_s) * (node.snic_efficiency if e else 1)
+    loopback = min(
+        gbit_s_to_byte_s(node.cnic_gbit_s) * (node.cnic_efficiency if e else 1),
+        node.cnic_pcie_usable_gbyte_s * 1e9,
+    )
+    if spec.path_mode == "oracle":
+        copy, read = 0.0, 0.0
+    elif spec.layerwise:
+        # Layer blocks stream in while earlier layers compute: only the first layer waits.
+        copy, read = 0.0, hit / m.num_layers / snic
+    else:
+        copy, read = hit / loopback, hit / snic
+    h = node.prefill_batch_half_requests
+    return PrefillModel(
+        t1_s=t1, t0_s=h * t1, copy_s=copy, batch_cap=float(cap), read_latency_s=read
+    )
+
+
+def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOutcome:
+    spec = MODE_SPECS[mode]
+    P, D = sc.prefill_nodes, sc.decode_nodes
+    if P < 1 or D < 1:
+        raise InfeasibleError(
+            f"a P/D cluster needs at least one node per side, got {P}P{D}D",
+            field="prefill_nodes" if P < 1 else "decode_nodes",
+        )
+    # Weights first: the clearest reason a cluster is too small.
+    check_weights_fit(sc.model, sc.prefill_node, sc.prefill_gpu, P, "prefill")
+    check_weights_fit(sc.model, sc.decode_node, sc.decode_gpu, D, "decode")
+    pm = _prefill_model(sc, spec, P)
+    scheduler = cfg.scheduler(spec.scheduled)
+    imbalance = scheduler.imbalance(P * sc.prefill_node.gpus_per_node)  # busiest prefill GPU
+    # Effective prefill work per turn, in FLOPs at the node's achieved rate, so that the
+    # compute link's capacity divided by it is the batch-capped request rate.
+    tflops = sc.prefill_gpu.dense_tflops(sc.model.compute_dtype) or sc.prefill_gpu.bf16_dense_tflops
+    peak = tflops * 1e12 * (sc.prefill_node.prefill_mfu if sc.options.efficiencies else 1.0)
+    demand = replace(sc.demand, prefill_flops=np.float64(peak / pm.max_rate))
+    # The mode's scheduler sets the imbalance; the SLO-free decode capacity bounds T_max.
+    cluster, _ = replace(sc, scheduler=scheduler, tpot_slo_s=None).cluster()
+    sol: Solution = solve(cluster, demand, spec.path_mode, sc.options)
+    t_max = float(sol.throughput_turns_per_s)
+    d = sc.turn_demand
+    gen = d.mean(d.generated_tokens)
+    group = decode_group(
+        sc.model, sc.decode_node, sc.decode_gpu, D, d.mean(d.context_tokens), gen, sc.options
+    )
+    turns = sc.workload.turns
+    tool = sc.workload.tool_latency_s
+    # Offline: asymptotic bounds of the closed system.
+    ttft_min = pm.read_latency_s + pm.forward_s(1.0)
+    cycle_min = ttft_min + gen * group.step_s(1.0) + tool
+    x = min(t_max, cfg.agents / cycle_min)
+    b_dec = group.little_batch(x, gen)
+    tpot = group.step_s(max(b_dec, 1.0))
+    cycle = cfg.agents / x
+    ttft = max(cycle - gen * tpot - tool, ttft_min)
+    jct = cfg.agents * turns / x
+    util = np.asarray(sol.utilization)
+    # I/O side of the online queue: the most utilized I/O link sets W_io.
+    io = [i for i, n in enumerate(LINKS) if n not in COMPUTE_LINKS]
+    io_util = float(util[io].max()) if spec.path_mode != "oracle" else 0.0
+    io_link = LINKS[io[int(np.argmax(util[io]))]]
+    t_io = t_max / io_util if io_util > 0 else math.inf
+    io_nodes = P if io_link.startswith("pe_") else (D if io_link.startswith("de_") else 1)
+    gpus = P * sc.prefill_node.gpus_per_node
+
+    def online(aps: float) -> tuple[float, float, float]:
+        lam = aps * turns
+        lam_g = lam / gpus * imbalance
+        if lam >= t_max or lam_g * pm.u_s >= 1.0:
+            return math.inf, math.inf, 0.0
+        batch = lam_g * pm.t0_s / (1.0 - lam_g * pm.u_s)
+        if batch > pm.batch_cap:
+            return math.inf, math.inf, 0.0
+        wait_io = 0.0
+        if math.isfinite(t_io):
+            rho = lam / t_io
+            mu = t_io / io_nodes
+            wait_io = rho / (2.0 * mu * (1.0 - rho))
+        ttft_on = pm.read_latency_s + 1.5 * pm.forward_s(batch) + wait_io
+        b_d = group.little_batch(lam, gen)
+        return ttft_on, group.step_s(max(b_d, 1.0)), b_d
+
+    low_ttft, low_tpot, _ = online(1e-9 / turns)
+    reachable = low_ttft <= cfg.ttft_slo_s and low_tpot <= cfg.tpot_slo_s
+    lo, hi = 0.0, t_max / turns if reachable else 0.0
+    for _ in range(60 if reachable else 0):
+        mid = (lo + hi) / 2
+        t_on, p_on, _ = online(mid)
+        if t_on <= cfg.ttft_slo_s and p_on <= cfg.tpot_slo_s:
+            lo = mid
+        else:
+            hi = mid
+    aps = lo
+    t_on, p_on, _ = online(aps)
+    t_hi, p_hi, _ = online(min(aps * 1.0001 + 1e-12, t_max / turns))
+    limit = (
+        "throughput"
+        if not math.isfinite(t_hi)
+        else (
+            "ttft" if t_hi > cfg.ttft_slo_s else "tpot" if p_hi > cfg.tpot_slo_s else "throughput"
+        )
+    )
+    if not reachable:
+        limit = "unreachable"
+        t_on, p_on = low_ttft, low_tpot
+    agent_time = turns * (t_on + gen * p_on + tool)
+    total = sc.workload.total_tokens or (d.mean(d.context_tokens) + gen)
+    working_set = aps * agent_time * total / 2.0 * phys.kv_bytes_per_token(sc.model)
+    return ModeOutcome(
+        mode=mode,
+        throughput_turns_per_s=t_max,
+        jct_s=jct,
+        aps=aps,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        online_ttft_s=t_on,
+        online_tpot_s=p_on,
+        bottleneck=sol.bottleneck_name(),
+        decode_path_fraction=float(sol.decode_path_fraction),
+        utilization={n: float(util[i]) for i, n in enumerate(LINKS)},
+        prefill_batch=min(pm.batch_cap, x / gpus * pm.t0_s / max(1e-12, 1 - x / gpus * pm.u_s))
+        if x / gpus * pm.u_s < 1
+        else pm.batch_cap,
+        decode_batch=b_dec,
+        working_set_gbyte=working_set / 1e9,
+        latency_bound=cfg.agents / cycle_min < t_max,
+        aps_limit=limit,
+    )
+
+
+@dataclass(frozen=True)
+class SizeReport:
+    scenario: Scenario
+    config: ServingConfig
+    gb_per_pflop: float
+    modes: dict[OutcomeMode, ModeOutcome]
+
+    @property
+    def speedup_jct(self) -> float:
+        return self.modes["basic"].jct_s / self.modes["dualpath"].jct_s
+
+    @property
+    def speedup_aps(self) -> float:
+        b = self.modes["basic"].aps
+        return self.modes["dualpath"].aps / b if b > 0 else math.inf
+
+    @property
+    def oracle_gap(self) -> float:
+        """How much longer dualpath's JCT is than oracle's (0 = reaches oracle)."""
+        return self.modes["dualpath"].jct_s / self.modes["oracle"].jct_s - 1.0
+
+
+def evaluate(
+    sc: Scenario,
+    cfg: ServingConfig = ServingConfig(),
+    modes: tuple[OutcomeMode, ...] = REPORT_MODES,
+    strict: bool = True,
+) -> SizeReport:
+    """All modes of a scenario. ``strict``: an SLO that no arrival rate meets in some mode is
+    an error (the CLI's exit 2), not an APS of 0."""
+    cfg.validate()
+    out = {m: evaluate_mode(sc, m, cfg) for m in modes}
+    if strict:
+        for m, o in out.items():
+            if o.aps_limit == "unreachable":
+                which = "TTFT" if o.online_ttft_s > cfg.ttft_slo_s else "TPOT"
+                field = "--ttft-slo" if which == "TTFT" else "--tpot-slo"
+                raise InfeasibleError(
+                    f"no arrival rate meets the SLOs in mode {m}: even one agent sees TTFT "
+                    f"{o.online_ttft_s:.2f} s (SLO {cfg.ttft_slo_s:g} s) and TPOT "
+                    f"{o.online_tpot_s * 1e3:.1f} ms (SLO {cfg.tpot_slo_s * 1e3:g} ms)",
+                    field=field,
+                )
+    return SizeReport(sc, cfg, sc.turn_demand.gb_per_pflop, out)
+
+
+_ = LINK_INDEX

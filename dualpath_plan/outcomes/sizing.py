@@ -1,0 +1,99 @@
+"""Inverse sizing: the smallest cluster (node count, P/D split) that meets a target.
+
+For a total of n nodes every split P + D = n (P, D >= 1) is evaluated and the best kept. More
+nodes never lower the best split's throughput or APS (every capacity only rises: the
+monotonicity the path model is tested for), so n is found by doubling and then bisection.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, ServingConfig, evaluate_mode
+from dualpath_plan.plan import Scenario
+
+Target = Literal["aps", "deadline"]
+
+
+@dataclass(frozen=True)
+class SizingResult:
+    mode: OutcomeMode
+    prefill_nodes: int
+    decode_nodes: int
+    gpus: int
+    outcome: ModeOutcome
+
+    @property
+    def nodes(self) -> int:
+        return self.prefill_nodes + self.decode_nodes
+
+
+def _best_split(
+    sc: Scenario, n: int, mode: OutcomeMode, cfg: ServingConfig, target: Target
+) -> tuple[int, int, ModeOutcome] | None:
+    best: tuple[int, int, ModeOutcome] | None = None
+    for p in range(1, n):
+        trial = replace(sc, prefill_nodes=p, decode_nodes=n - p)
+        try:
+            out = evaluate_mode(trial, mode, cfg)
+        except InfeasibleError:
+            continue  # e.g. the weights do not fit on this side
+        if out.aps_limit == "unreachable" and target == "aps":
+            continue
+        better = best is None or (
+            out.aps > best[2].aps if target == "aps" else out.jct_s < best[2].jct_s
+        )
+        if better:
+            best = (p, n - p, out)
+    return best
+
+
+def smallest_cluster(
+    sc: Scenario,
+    mode: OutcomeMode,
+    cfg: ServingConfig,
+    *,
+    target_aps: float | None = None,
+    deadline_s: float | None = None,
+    max_nodes: int = 1024,
+) -> SizingResult:
+    if (target_aps is None) == (deadline_s is None):
+        raise PlanInputError("give exactly one of --target-aps or --deadline", field="--target-aps")
+    target: Target = "aps" if target_aps is not None else "deadline"
+    goal = float(target_aps if target_aps is not None else deadline_s)  # type: ignore[arg-type]
+    if not (math.isfinite(goal) and goal > 0):
+        raise PlanInputError(
+            f"expected a finite number > 0, got {goal!r}",
+            field="--target-aps" if target == "aps" else "--deadline",
+        )
+
+    def meets(n: int) -> tuple[int, int, ModeOutcome] | None:
+        best = _best_split(sc, n, mode, cfg, target)
+        if best is None:
+            return None
+        ok = best[2].aps >= goal if target == "aps" else best[2].jct_s <= goal
+        return best if ok else None
+
+    lo, hi = 1, 2
+    found = meets(hi)
+    while found is None:
+        lo, hi = hi, hi * 2
+        if hi > max_nodes:
+            what = f"{goal:g} agents/s" if target == "aps" else f"a JCT of {goal:g} s"
+            raise InfeasibleError(
+                f"{mode}: no cluster of up to {max_nodes} nodes reaches {what}", field="--max-nodes"
+            )
+        found = meets(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        trial = meets(mid)
+        if trial is None:
+            lo = mid
+        else:
+            hi, found = mid, trial
+    p, d, out = found
+    gpus = p * sc.prefill_node.gpus_per_node + d * sc.decode_node.gpus_per_node
+    return SizingResult(mode, p, d, gpus, out)

@@ -1,0 +1,153 @@
+"""The ``size`` report: JSON payload and terminal rendering."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from dualpath_plan.outcomes.serving import ModeOutcome, SizeReport
+from dualpath_plan.outcomes.sizing import SizingResult
+
+
+def mode_payload(o: ModeOutcome) -> dict[str, Any]:
+    return {
+        "throughput_turns_per_s": o.throughput_turns_per_s,
+        "jct_s": o.jct_s,
+        "aps": o.aps,
+        "ttft_s": o.ttft_s,
+        "tpot_s": o.tpot_s,
+        "online_ttft_s": o.online_ttft_s,
+        "online_tpot_s": o.online_tpot_s,
+        "aps_limit": o.aps_limit,
+        "bottleneck": o.bottleneck,
+        "decode_path_fraction": o.decode_path_fraction,
+        "latency_bound": o.latency_bound,
+        "prefill_batch_per_gpu": o.prefill_batch,
+        "decode_batch": o.decode_batch,
+        "working_set_gbyte": o.working_set_gbyte,
+        "utilization": o.utilization,
+    }
+
+
+def size_payload(r: SizeReport) -> dict[str, Any]:
+    sc, cfg = r.scenario, r.config
+    return {
+        "inputs": {
+            "model": sc.model.id,
+            "workload": sc.workload.id,
+            "prefill_node": sc.prefill_node.id,
+            "decode_node": sc.decode_node.id,
+            "prefill_gpu": sc.prefill_gpu.id,
+            "decode_gpu": sc.decode_gpu.id,
+            "storage": sc.storage.id if sc.storage else None,
+            "prefill_nodes": sc.prefill_nodes,
+            "decode_nodes": sc.decode_nodes,
+            "agents": cfg.agents,
+            "ttft_slo_s": cfg.ttft_slo_s,
+            "tpot_slo_s": cfg.tpot_slo_s,
+        },
+        "gb_per_pflop": r.gb_per_pflop,
+        "modes": {m: mode_payload(o) for m, o in r.modes.items()},
+        "speedup": {"jct": r.speedup_jct, "aps": r.speedup_aps},
+        "oracle_gap": r.oracle_gap,
+    }
+
+
+def _t(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.2f} h"
+    if seconds >= 60:
+        return f"{seconds:,.0f} s"
+    return f"{seconds:.2f} s"
+
+
+def render_size(r: SizeReport, console: Console) -> None:
+    sc, cfg = r.scenario, r.config
+    console.print(
+        f"[bold]{sc.model.id}[/bold] on [bold]{sc.prefill_nodes}P{sc.decode_nodes}D[/bold] "
+        f"({sc.prefill_node.id} x {sc.prefill_node.gpus_per_node} {sc.prefill_gpu.id} / "
+        f"{sc.decode_node.id}), storage {sc.storage.id if sc.storage else 'unlimited'}, "
+        f"workload {sc.workload.id} ({sc.workload.turns:g} turns, {sc.workload.context_tokens:,.0f}"
+        f" context, {sc.workload.append_tokens:g} appended, {sc.workload.generated_tokens:g} "
+        f"generated), {cfg.agents:,} agents; SLO TTFT {cfg.ttft_slo_s:g} s, TPOT "
+        f"{cfg.tpot_slo_s * 1e3:g} ms"
+    )
+    console.print(
+        f"cache-compute ratio {r.gb_per_pflop:.1f} GB/PFLOP, hit rate {sc.workload.hit_rate:.1%}"
+    )
+    table = Table()
+    for col in (
+        "mode",
+        "turns/s",
+        "JCT",
+        "APS",
+        "TTFT",
+        "TPOT",
+        "bottleneck",
+        "DE share",
+        "APS limit",
+    ):
+        table.add_column(col, justify="right" if col not in ("mode", "bottleneck") else "left")
+    for m, o in r.modes.items():
+        table.add_row(
+            m,
+            f"{o.throughput_turns_per_s:.3g}",
+            _t(o.jct_s),
+            f"{o.aps:.3g}",
+            _t(o.ttft_s),
+            f"{o.tpot_s * 1e3:.1f} ms",
+            o.bottleneck,
+            f"{o.decode_path_fraction:.0%}",
+            o.aps_limit,
+        )
+    console.print(table)
+    console.print(
+        f"dualpath vs basic: JCT {r.speedup_jct:.2f}x faster, APS {r.speedup_aps:.2f}x; "
+        f"gap to oracle {r.oracle_gap:+.1%}"
+    )
+    dp = r.modes.get("dualpath")
+    if dp is not None:
+        console.print(
+            f"online at the dualpath APS: TTFT {dp.online_ttft_s:.2f} s, TPOT "
+            f"{dp.online_tpot_s * 1e3:.1f} ms, KV working set "
+            f"{dp.working_set_gbyte / 1e3:,.1f} TB (Little's law)"
+        )
+
+
+def sizing_payload(results: Mapping[str, SizingResult], target: dict[str, float]) -> dict[str, Any]:
+    return {
+        "target": target,
+        "modes": {
+            m: {
+                "prefill_nodes": s.prefill_nodes,
+                "decode_nodes": s.decode_nodes,
+                "nodes": s.nodes,
+                "gpus": s.gpus,
+                "aps": s.outcome.aps,
+                "jct_s": s.outcome.jct_s,
+                "bottleneck": s.outcome.bottleneck,
+            }
+            for m, s in results.items()
+        },
+    }
+
+
+def render_sizing(results: Mapping[str, SizingResult], what: str, console: Console) -> None:
+    table = Table(title=f"smallest cluster for {what}")
+    for col in ("mode", "nodes", "P", "D", "GPUs", "APS", "JCT", "bottleneck"):
+        table.add_column(col, justify="right" if col not in ("mode", "bottleneck") else "left")
+    for m, s in results.items():
+        table.add_row(
+            m,
+            str(s.nodes),
+            str(s.prefill_nodes),
+            str(s.decode_nodes),
+            str(s.gpus),
+            f"{s.outcome.aps:.3g}",
+            _t(s.outcome.jct_s),
+            s.outcome.bottleneck,
+        )
+    console.print(table)
