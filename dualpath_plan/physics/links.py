@@ -156,18 +156,18 @@ def _a(x: ArrayLike | Num) -> FloatArray:
     return np.asarray(x, dtype=np.float64)
 
 
-def turn_loads(d: Demand, options: PathOptions = PathOptions()) -> tuple[FloatArray, FloatArray]:
-    """(a, b) of shape (..., len(LINKS)): bytes (FLOPs, tokens) per turn on each link summed
-    over its side's nodes, load = a + b x. Each coefficient is the step list in the module
-    docstring; ``tests/test_links.py`` checks them against the paper's per-pair loads."""
+def turn_load_columns(
+    d: Demand, options: PathOptions = PathOptions()
+) -> dict[str, tuple[FloatArray, FloatArray]]:
+    """Per link name, (a, b): load per turn = a + b x, summed over the link's side. Arrays keep
+    their own shapes (a scalar demand gives scalars), so solvers broadcast only what varies."""
     H = _a(d.hit_bytes)
-    Mi = _a(d.miss_bytes) if options.miss_kv else np.zeros_like(H)
-    Ga = _a(d.generated_kv_bytes) if options.writeback else np.zeros_like(H)
-    Aw = _a(d.append_writeback_bytes) if options.writeback else np.zeros_like(H)
+    Mi = _a(d.miss_bytes) if options.miss_kv else 0.0 * H
+    Ga = _a(d.generated_kv_bytes) if options.writeback else 0.0 * H
+    Aw = _a(d.append_writeback_bytes) if options.writeback else 0.0 * H
     F = _a(d.prefill_flops)
     G = _a(d.generated_tokens)
-    H, Mi, Ga, Aw, F, G = np.broadcast_arrays(H, Mi, Ga, Aw, F, G)
-    zero = np.zeros_like(H)
+    zero = np.float64(0.0)
     rows: dict[str, tuple[FloatArray, FloatArray]] = {
         # PE side
         "pe_snic_read": (H, -H),  # step 1 of the PE path
@@ -196,24 +196,48 @@ def turn_loads(d: Demand, options: PathOptions = PathOptions()) -> tuple[FloatAr
         "storage_read": (H, zero),
         "storage_write": (Ga + Aw, zero),
     }
-    a = np.stack([rows[n][0] for n in LINKS], axis=-1)
-    b = np.stack([rows[n][1] for n in LINKS], axis=-1)
+    return rows
+
+
+def turn_loads(d: Demand, options: PathOptions = PathOptions()) -> tuple[FloatArray, FloatArray]:
+    """(a, b) of shape (..., len(LINKS)): bytes (FLOPs, tokens) per turn on each link summed
+    over its side's nodes, load = a + b x. Each coefficient is the step list in the module
+    docstring; ``tests/test_paths.py`` checks conservation and the paper's per-pair loads."""
+    rows = turn_load_columns(d, options)
+    cols = np.broadcast_arrays(*[v for n in LINKS for v in rows[n]])
+    a = np.stack(cols[0::2], axis=-1)
+    b = np.stack(cols[1::2], axis=-1)
     return a, b
+
+
+def capacity_columns(c: Cluster) -> dict[str, FloatArray]:
+    """Capacity of each link summed over its side, per second, by link name (unbroadcast)."""
+    P, D = _a(c.prefill_nodes), _a(c.decode_nodes)
+    out = {f"pe_{f}": P * _a(getattr(c.pe, f)) for f in SIDE_FIELDS}
+    out |= {f"de_{f}": D * _a(getattr(c.de, f)) for f in SIDE_FIELDS if f != "compute"}
+    out["de_decode"] = _a(c.decode_tokens_per_s)
+    out["storage_read"] = _a(c.storage_read)
+    out["storage_write"] = _a(c.storage_write)
+    return out
 
 
 def capacities(c: Cluster) -> FloatArray:
     """Capacity of each link summed over its side, shape (..., len(LINKS)), per second."""
-    P, D = _a(c.prefill_nodes), _a(c.decode_nodes)
+    cols = capacity_columns(c)
+    return np.stack(np.broadcast_arrays(*[cols[n] for n in LINKS]), axis=-1)
 
-    def side(s: SideCaps, n: FloatArray) -> list[FloatArray]:
-        return [n * _a(getattr(s, f)) for f in SIDE_FIELDS]
 
-    pe = side(c.pe, P)
-    de = side(c.de, D)
-    de[-1] = _a(c.decode_tokens_per_s) * np.ones_like(D)
-    cols = [*pe, *de, _a(c.storage_read), _a(c.storage_write)]
-    cols = list(np.broadcast_arrays(*cols))
-    return np.stack(cols, axis=-1)
+def _slope_signs() -> dict[str, int]:
+    unit = Demand(*(np.float64(1.0) for _ in range(6)))
+    return {n: int(np.sign(b)) for n, (_, b) in turn_load_columns(unit).items()}
+
+
+# Sign of each link's b coefficient: +1 loads grow with the DE-path share, -1 they shrink, 0
+# flat. Fixed by the path structure (every coefficient is a non-negative byte count times it).
+SLOPE_SIGN: dict[str, int] = _slope_signs()
+RISING: tuple[str, ...] = tuple(n for n in LINKS if SLOPE_SIGN[n] > 0)
+FALLING: tuple[str, ...] = tuple(n for n in LINKS if SLOPE_SIGN[n] < 0)
+FLAT: tuple[str, ...] = tuple(n for n in LINKS if SLOPE_SIGN[n] == 0)
 
 
 def even_share(c: Cluster) -> FloatArray:

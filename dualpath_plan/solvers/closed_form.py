@@ -3,18 +3,23 @@
 With link loads a + b x per turn and capacities c, link l is busy u_l(x) = (a_l + b_l x)/c_l
 seconds per turn per second of capacity; throughput is T(x) = 1 / max_l u_l(x) turns/s.
 Minimizing a maximum of lines over x in [0, 1] is a 2-variable LP (x, t), so its optimum is
-fixed by at most two lines (Helly): it sits at x = 0, x = 1, or where a rising line meets a
-falling one. Hence, with R the rising lines (b > 0) and F the falling ones (b < 0):
+fixed by at most two lines (Helly). With R the rising lines (b > 0), F the falling ones
+(b < 0) and K the flat ones, for a pair (r, f) the min over [0, 1] of max(u_r, u_f) is
+max(u_r(0), u_f(1), c_rf), c_rf = (b_r a_f - a_r b_f)/(b_r - b_f) their crossing value (a
+crossing outside [0, 1] lies below one of the two endpoint terms), so
 
-    t* = max( max_R u(0), max_F u(1), max over (r, f) crossing in [0, 1] of u_r(x_rf), const )
+    t* = max( max_K u(0), max_R u(0), max_F u(1), max over (r, f) of c_rf )
 
-and x* is the smallest x with every line <= t* (the least traffic moved onto the longer
-path that reaches the optimum; where it is not unique, ``split_low``..``split_high`` bound it).
-All of it is NumPy over a leading scenario axis, so millions of scenarios cost one pass.
+with no case analysis. The split reported is the balanced one: the smallest x at which every
+split-dependent line is at most its own min-max t_var (a read-queue-balancing scheduler's
+choice); ``split_low``..``split_high`` bound all optimal splits. The signs of b are fixed by the
+path structure (``links.RISING``/``FALLING``), so everything is column-wise NumPy: inputs that
+do not vary stay scalars and millions of scenarios cost a few passes.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,14 +27,16 @@ import numpy as np
 
 from dualpath_plan.physics.links import (
     COMPUTE_LINKS,
-    LINK_INDEX,
+    FALLING,
+    FLAT,
     LINKS,
+    RISING,
     Cluster,
     Demand,
     PathOptions,
-    capacities,
+    capacity_columns,
     even_share,
-    turn_loads,
+    turn_load_columns,
 )
 from dualpath_plan.physics.model import FloatArray
 
@@ -47,8 +54,34 @@ class Solution:
     decode_path_fraction: FloatArray  # share of hit bytes read on the DE path
     split_low: FloatArray  # range of optimal splits (equal unless degenerate)
     split_high: FloatArray
-    utilization: FloatArray  # (..., len(LINKS)), 0..1 at the optimum
-    bottleneck: FloatArray  # index into LINKS of the most utilized link
+    _alpha: dict[str, FloatArray]
+    _beta: dict[str, FloatArray]
+    _t: FloatArray
+
+    @functools.cached_property
+    def utilization(self) -> FloatArray:
+        """(..., len(LINKS)): each link's load over its capacity at the optimum, 0..1."""
+        x = self.decode_path_fraction
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cols = [
+                np.where(self._t > 0, (self._alpha[n] + self._beta[n] * x) / self._t, 0.0)
+                for n in LINKS
+            ]
+        return np.stack(np.broadcast_arrays(*cols), axis=-1)
+
+    @functools.cached_property
+    def bottleneck(self) -> FloatArray:
+        """Index into LINKS of the most utilized link (first on ties), without building the
+        full utilization matrix: a running maximum over the columns."""
+        x = self.decode_path_fraction
+        best = np.full(np.shape(x), -np.inf)
+        index = np.zeros(np.shape(x), dtype=np.intp)
+        for i, n in enumerate(LINKS):
+            u = self._alpha[n] + self._beta[n] * x
+            better = u > best
+            index = np.where(better, i, index)
+            best = np.where(better, u, best)
+        return index
 
     def bottleneck_name(self, index: tuple[int, ...] = ()) -> str:
         return LINKS[int(np.asarray(self.bottleneck)[index])]
@@ -58,99 +91,86 @@ class Solution:
         return [LINKS[i] for i in np.flatnonzero(u >= 1.0 - tol)]
 
 
-def _oracle_mask() -> FloatArray:
-    """Oracle skips disk reads, H2D/D2H and P-D transfers: only compute links remain."""
-    keep = np.zeros(len(LINKS))
-    for name in COMPUTE_LINKS:
-        keep[LINK_INDEX[name]] = 1.0
-    return keep
+def _seconds_per_turn(
+    cluster: Cluster, demand: Demand, options: PathOptions, mode: Mode
+) -> tuple[dict[str, FloatArray], dict[str, FloatArray]]:
+    """alpha, beta per link with u(x) = alpha + beta x; an infinite capacity costs nothing.
+    Oracle skips disk reads, H2D/D2H and P-D transfers: only compute links remain."""
+    loads = turn_load_columns(demand, options)
+    caps = capacity_columns(cluster)
+    alpha, beta = {}, {}
+    zero = np.float64(0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for n in LINKS:
+            a, b = loads[n]
+            if mode == "oracle" and n not in COMPUTE_LINKS:
+                alpha[n], beta[n] = zero, zero
+                continue
+            c = caps[n]
+            inv = np.where(np.isinf(c), 0.0, 1.0 / c)
+            alpha[n] = a * inv
+            beta[n] = zero if mode == "oracle" else b * inv
+    return alpha, beta
 
 
-def per_turn_seconds(
-    a: FloatArray, b: FloatArray, cap: FloatArray
+def _max(values: list[FloatArray]) -> FloatArray:
+    return functools.reduce(np.fmax, values)
+
+
+def _min(values: list[FloatArray]) -> FloatArray:
+    return functools.reduce(np.fmin, values)
+
+
+def _split_range(
+    alpha: dict[str, FloatArray], beta: dict[str, FloatArray], t: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
-    """alpha, beta with u(x) = alpha + beta x (seconds of each link per turn)."""
+    """The x in [0, 1] with every split-dependent line <= t: falling lines need
+    x >= (alpha - t)/|beta|, rising ones x <= (t - alpha)/beta (a small slack for rounding)."""
+    slack = 1e-12 * np.abs(t)
     with np.errstate(divide="ignore", invalid="ignore"):
-        inv = np.where(np.isinf(cap), 0.0, 1.0 / cap)
-    return a * inv, b * inv
-
-
-def minimize_max_of_lines(
-    alpha: FloatArray, beta: FloatArray, active: np.ndarray | None = None
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """(t*, x_low, x_high): min over x in [0,1] of max_l alpha_l + beta_l x over the ``active``
-    lines (default all), and the optimal x range, along the last axis."""
-    on = np.ones(alpha.shape, dtype=bool) if active is None else np.asarray(active, dtype=bool)
-    scale = np.abs(np.where(on, alpha, 0.0)).max(axis=-1, keepdims=True)
-    rising = on & (beta > _TOL * scale)
-    falling = on & (beta < -_TOL * scale)
-    u0 = alpha
-    u1 = alpha + beta
-    neg = -np.inf
-    t = np.max(np.where(on & ~rising & ~falling, alpha, neg), axis=-1)  # flat lines
-    t = np.maximum(t, np.max(np.where(rising, u0, neg), axis=-1))
-    t = np.maximum(t, np.max(np.where(falling, u1, neg), axis=-1))
-    # Crossings of each rising r with each falling f: x = (alpha_f - alpha_r)/(beta_r - beta_f).
-    # Only columns that rise (fall) in some scenario can pair, which keeps the work small.
-    rcols = np.flatnonzero(rising.reshape(-1, rising.shape[-1]).any(axis=0))
-    fcols = np.flatnonzero(falling.reshape(-1, falling.shape[-1]).any(axis=0))
-    ar, br = alpha[..., rcols, None], beta[..., rcols, None]
-    af, bf = alpha[..., None, fcols], beta[..., None, fcols]
-    pair = rising[..., rcols, None] & falling[..., None, fcols]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        x = (af - ar) / (br - bf)
-        inside = pair & (x >= 0.0) & (x <= 1.0)
-        value = np.where(inside, ar + br * x, neg)
-    if value.shape[-1] * value.shape[-2] == 0:
-        value = np.full((*value.shape[:-2], 1, 1), neg)
-    t = np.maximum(t, value.reshape(*value.shape[:-2], -1).max(axis=-1))
-    # Optimal range: falling lines need x >= (alpha - t)/|beta|, rising ones x <= (t - alpha)/beta.
-    tt = t[..., None]
-    slack = 1e-12 * np.maximum(tt, 1e-300)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lo = np.where(falling, (alpha - tt - slack) / -beta, 0.0).max(axis=-1)
-        hi = np.where(rising, (tt + slack - alpha) / beta, 1.0).min(axis=-1)
+        lo = _max([np.float64(0.0)] + [(alpha[f] - t - slack) / -beta[f] for f in FALLING])
+        hi = _min([np.float64(1.0)] + [(t + slack - alpha[r]) / beta[r] for r in RISING])
     lo = np.clip(lo, 0.0, 1.0)
-    hi = np.clip(np.maximum(hi, lo), 0.0, 1.0)
-    return t, lo, hi
+    return lo, np.clip(np.fmax(hi, lo), 0.0, 1.0)
 
 
 def solve(
     cluster: Cluster, demand: Demand, mode: Mode = "dualpath", options: PathOptions = PathOptions()
 ) -> Solution:
     """Throughput, split and utilization for one mode, vectorized over every input array."""
-    a, b = turn_loads(demand, options)
-    cap = capacities(cluster)
-    a, b, cap = np.broadcast_arrays(a, b, cap)
-    if mode == "oracle":
-        keep = _oracle_mask()
-        a, b = a * keep, b * 0.0
-    alpha, beta = per_turn_seconds(a, b, cap)
+    alpha, beta = _seconds_per_turn(cluster, demand, options, mode)
     if mode == "dualpath":
-        t, lo, hi = minimize_max_of_lines(alpha, beta)
-        # The balanced split: among optimal ones, the one that minimizes the busiest link that
-        # depends on the split (the scheduler balances read queues, paper 6).
-        _, balanced, _ = minimize_max_of_lines(alpha, beta, active=np.abs(beta) > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            crossings = [
+                (beta[r] * alpha[f] - alpha[r] * beta[f]) / (beta[r] - beta[f])
+                for r in RISING
+                for f in FALLING
+            ]
+        t_var = _max([alpha[r] for r in RISING] + [alpha[f] + beta[f] for f in FALLING] + crossings)
+        t = np.fmax(t_var, _max([alpha[k] for k in FLAT]))
+        lo, hi = _split_range(alpha, beta, t)
+        balanced, _ = _split_range(alpha, beta, t_var)
         x = np.clip(balanced, lo, hi)
     else:
-        if mode == "basic" or mode == "oracle":
-            x = np.zeros(alpha.shape[:-1])
+        if mode in ("basic", "oracle"):
+            x = np.float64(0.0)
         else:
-            x = np.broadcast_to(even_share(cluster), alpha.shape[:-1]).astype(np.float64)
+            x = np.asarray(even_share(cluster), dtype=np.float64)
+        t = _max([alpha[n] + beta[n] * x for n in LINKS])
         lo = hi = x
-        t = np.max(alpha + beta * x[..., None], axis=-1)
-    u_abs = alpha + beta * x[..., None]
+    shape = np.broadcast(t, x).shape
+    t = np.broadcast_to(t, shape)
     with np.errstate(divide="ignore", invalid="ignore"):
         throughput = np.where(t > 0, 1.0 / t, np.inf)
-        util = np.where(t[..., None] > 0, u_abs / t[..., None], 0.0)
     return Solution(
         mode=mode,
         throughput_turns_per_s=throughput,
-        decode_path_fraction=np.asarray(x, dtype=np.float64),
-        split_low=np.asarray(lo, dtype=np.float64),
-        split_high=np.asarray(hi, dtype=np.float64),
-        utilization=util,
-        bottleneck=np.argmax(util, axis=-1),
+        decode_path_fraction=np.broadcast_to(np.asarray(x, dtype=np.float64), shape),
+        split_low=np.broadcast_to(np.asarray(lo, dtype=np.float64), shape),
+        split_high=np.broadcast_to(np.asarray(hi, dtype=np.float64), shape),
+        _alpha=alpha,
+        _beta=beta,
+        _t=t,
     )
 
 
