@@ -158,7 +158,7 @@ def _a(x: ArrayLike | Num) -> FloatArray:
 
 def turn_load_columns(
     d: Demand, options: PathOptions = PathOptions()
-) -> dict[str, tuple[FloatArray, FloatArray]]:
+) -> dict[str, tuple[Num, Num]]:
     """Per link name, (a, b): load per turn = a + b x, summed over the link's side. Arrays keep
     their own shapes (a scalar demand gives scalars), so solvers broadcast only what varies."""
     H = _a(d.hit_bytes)
@@ -168,7 +168,7 @@ def turn_load_columns(
     F = _a(d.prefill_flops)
     G = _a(d.generated_tokens)
     zero = np.float64(0.0)
-    rows: dict[str, tuple[FloatArray, FloatArray]] = {
+    rows: dict[str, tuple[Num, Num]] = {
         # PE side
         "pe_snic_read": (H, -H),  # step 1 of the PE path
         "pe_snic_write": (zero, zero),
@@ -210,10 +210,10 @@ def turn_loads(d: Demand, options: PathOptions = PathOptions()) -> tuple[FloatAr
     return a, b
 
 
-def capacity_columns(c: Cluster) -> dict[str, FloatArray]:
+def capacity_columns(c: Cluster) -> dict[str, Num]:
     """Capacity of each link summed over its side, per second, by link name (unbroadcast)."""
     P, D = _a(c.prefill_nodes), _a(c.decode_nodes)
-    out = {f"pe_{f}": P * _a(getattr(c.pe, f)) for f in SIDE_FIELDS}
+    out: dict[str, Num] = {f"pe_{f}": P * _a(getattr(c.pe, f)) for f in SIDE_FIELDS}
     out |= {f"de_{f}": D * _a(getattr(c.de, f)) for f in SIDE_FIELDS if f != "compute"}
     out["de_decode"] = _a(c.decode_tokens_per_s)
     out["storage_read"] = _a(c.storage_read)

@@ -20,6 +20,7 @@ do not vary stay scalars and millions of scenarios cost a few passes.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,6 +34,7 @@ from dualpath_plan.physics.links import (
     RISING,
     Cluster,
     Demand,
+    Num,
     PathOptions,
     capacity_columns,
     even_share,
@@ -54,8 +56,8 @@ class Solution:
     decode_path_fraction: FloatArray  # share of hit bytes read on the DE path
     split_low: FloatArray  # range of optimal splits (equal unless degenerate)
     split_high: FloatArray
-    _alpha: dict[str, FloatArray]
-    _beta: dict[str, FloatArray]
+    _alpha: dict[str, Num]
+    _beta: dict[str, Num]
     _t: FloatArray
 
     @functools.cached_property
@@ -70,7 +72,7 @@ class Solution:
         return np.stack(np.broadcast_arrays(*cols), axis=-1)
 
     @functools.cached_property
-    def bottleneck(self) -> FloatArray:
+    def bottleneck(self) -> np.ndarray:
         """Index into LINKS of the most utilized link (first on ties), without building the
         full utilization matrix: a running maximum over the columns."""
         x = self.decode_path_fraction
@@ -93,12 +95,13 @@ class Solution:
 
 def _seconds_per_turn(
     cluster: Cluster, demand: Demand, options: PathOptions, mode: Mode
-) -> tuple[dict[str, FloatArray], dict[str, FloatArray]]:
+) -> tuple[dict[str, Num], dict[str, Num]]:
     """alpha, beta per link with u(x) = alpha + beta x; an infinite capacity costs nothing.
     Oracle skips disk reads, H2D/D2H and P-D transfers: only compute links remain."""
     loads = turn_load_columns(demand, options)
     caps = capacity_columns(cluster)
-    alpha, beta = {}, {}
+    alpha: dict[str, Num] = {}
+    beta: dict[str, Num] = {}
     zero = np.float64(0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         for n in LINKS:
@@ -113,16 +116,16 @@ def _seconds_per_turn(
     return alpha, beta
 
 
-def _max(values: list[FloatArray]) -> FloatArray:
-    return functools.reduce(np.fmax, values)
+def _max(values: Sequence[Num]) -> FloatArray:
+    return np.asarray(functools.reduce(np.fmax, values))
 
 
-def _min(values: list[FloatArray]) -> FloatArray:
-    return functools.reduce(np.fmin, values)
+def _min(values: Sequence[Num]) -> FloatArray:
+    return np.asarray(functools.reduce(np.fmin, values))
 
 
 def _split_range(
-    alpha: dict[str, FloatArray], beta: dict[str, FloatArray], t: FloatArray
+    alpha: dict[str, Num], beta: dict[str, Num], t: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
     """The x in [0, 1] with every split-dependent line <= t: falling lines need
     x >= (alpha - t)/|beta|, rising ones x <= (t - alpha)/beta (a small slack for rounding)."""
@@ -153,7 +156,7 @@ def solve(
         x = np.clip(balanced, lo, hi)
     else:
         if mode in ("basic", "oracle"):
-            x = np.float64(0.0)
+            x = np.asarray(0.0)
         else:
             x = np.asarray(even_share(cluster), dtype=np.float64)
         t = _max([alpha[n] + beta[n] * x for n in LINKS])
