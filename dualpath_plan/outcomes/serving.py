@@ -39,10 +39,12 @@ from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.cluster import (
     Scheduler,
     SchedulerPolicy,
+    apply_storage_limits,
     check_weights_fit,
     decode_group,
+    side_caps,
 )
-from dualpath_plan.physics.links import COMPUTE_LINKS, LINK_INDEX, LINKS
+from dualpath_plan.physics.links import COMPUTE_LINKS, LINKS, Cluster, Num
 from dualpath_plan.plan import Scenario
 from dualpath_plan.solvers.closed_form import Mode, Solution, solve
 from dualpath_plan.units import gbit_s_to_byte_s
@@ -110,7 +112,7 @@ class PrefillModel:
     t1_s: float  # compute of one request at the plateau
     t0_s: float  # fixed time per forward pass
     copy_s: float  # KV copy into HBM serialized with compute (no layer-wise prefill)
-    batch_cap: float  # most requests per forward pass
+    batch_cap: Num  # most requests per forward pass (an array over prefill node counts)
     read_latency_s: float  # part of the KV read a request waits for before its prefill
 
     @property
@@ -121,9 +123,11 @@ class PrefillModel:
         return self.t0_s + batch * self.u_s
 
     @property
-    def max_rate(self) -> float:
-        """Requests/s of one GPU at its batch cap."""
-        return self.batch_cap / self.forward_s(self.batch_cap)
+    def max_rate(self) -> Num:
+        """Requests/s of one GPU at its batch cap (0 where not one request fits)."""
+        cap = np.asarray(self.batch_cap)
+        rate = np.where(cap >= 1, cap / (self.t0_s + cap * self.u_s), 0.0)
+        return float(rate) if rate.ndim == 0 else rate
 
 
 @dataclass(frozen=True)
@@ -146,7 +150,9 @@ class ModeOutcome:
     aps_limit: str  # what stops a higher APS: ttft, tpot, throughput, or unreachable
 
 
-def _prefill_model(sc: Scenario, spec: ModeSpec, nodes: int) -> PrefillModel:
+def _prefill_model(sc: Scenario, spec: ModeSpec, nodes: Num) -> PrefillModel:
+    """Batching parameters of one prefill GPU; ``nodes`` (prefill nodes, a number or an array)
+    sets the weight shard and so the batch cap (< 1: not one request fits)."""
     m, node, gpu = sc.model, sc.prefill_node, sc.prefill_gpu
     e = sc.options.efficiencies
     d = sc.turn_demand
@@ -163,13 +169,7 @@ def _prefill_model(sc: Scenario, spec: ModeSpec, nodes: int) -> PrefillModel:
     per_request = kv_request / m.num_layers if spec.layerwise else kv_request
     # The batch cap as an average (fractional) number of requests: batches of alternating
     # sizes average out, and it keeps the model smooth in its inputs.
-    cap = free / per_request if free > 0 else 0.0
-    if cap < 1:
-        raise InfeasibleError(
-            f"a prefill GPU cannot hold one request's KV ({per_request / 1e9:.2f} GB) beside its "
-            f"share of the weights and the {node.prefill_hbm_reserve_gbyte:g} GB reserve",
-            field="prefill_nodes",
-        )
+    cap = np.maximum(np.asarray(free, dtype=np.float64) / per_request, 0.0)
     snic = node.snic_count * gbit_s_to_byte_s(node.snic_gbit_s) * (node.snic_efficiency if e else 1)
     loopback = min(
         gbit_s_to_byte_s(node.cnic_gbit_s) * (node.cnic_efficiency if e else 1),
@@ -184,8 +184,70 @@ def _prefill_model(sc: Scenario, spec: ModeSpec, nodes: int) -> PrefillModel:
         copy, read = hit / loopback, hit / snic
     h = node.prefill_batch_half_requests
     return PrefillModel(
-        t1_s=t1, t0_s=h * t1, copy_s=copy, batch_cap=float(cap), read_latency_s=read
+        t1_s=t1,
+        t0_s=h * t1,
+        copy_s=copy,
+        batch_cap=float(cap) if cap.ndim == 0 else cap,  # type: ignore[arg-type]
+        read_latency_s=read,
     )
+
+
+@dataclass(frozen=True)
+class Saturated:
+    """The most turns/s a mode sustains (offline, saturated), over arrays of P and D."""
+
+    solution: Solution
+    prefill: PrefillModel
+    feasible: np.ndarray  # weights fit both sides, one request fits a prefill GPU, one sequence
+    # fits the decode group
+
+
+def saturated(
+    sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, prefill_nodes: Num, decode_nodes: Num
+) -> Saturated:
+    """The path model's optimum for the mode, with its prefill batching folded into the
+    compute link: the effective prefill work per turn, in FLOPs at the node's achieved rate,
+    is such that the compute link's capacity divided by it is the batch-capped request rate.
+    Vectorized over ``prefill_nodes`` and ``decode_nodes`` (used by size, recommend, sweep)."""
+    spec = MODE_SPECS[mode]
+    P = np.asarray(prefill_nodes, dtype=np.float64)
+    D = np.asarray(decode_nodes, dtype=np.float64)
+    pm = _prefill_model(sc, spec, P)
+    scheduler = cfg.scheduler(spec.scheduled)
+    node, gpu = sc.prefill_node, sc.prefill_gpu
+    tflops = gpu.dense_tflops(sc.model.compute_dtype) or gpu.bf16_dense_tflops
+    peak = tflops * 1e12 * (node.prefill_mfu if sc.options.efficiencies else 1.0)
+    rate = np.asarray(pm.max_rate)
+    with np.errstate(divide="ignore"):
+        work = np.where(rate > 0, peak / np.where(rate > 0, rate, 1.0), np.inf)
+    demand = replace(sc.demand, prefill_flops=work)
+    d = sc.turn_demand
+    group = decode_group(
+        sc.model,
+        sc.decode_node,
+        sc.decode_gpu,
+        D,
+        d.mean(d.context_tokens),
+        d.mean(d.generated_tokens),
+        sc.options,
+    )
+    tokens = group.tokens_per_s_array()
+    pe = side_caps(node, gpu, sc.model, sc.options, scheduler, P)
+    de = side_caps(sc.decode_node, sc.decode_gpu, sc.model, sc.options, scheduler, D)
+    pe, de, read, write = apply_storage_limits(pe, de, sc.storage, sc.options)
+    weights = phys.weight_bytes(sc.model)
+    fits_p = P * node.gpus_per_node * gpu.hbm_gbyte * 1e9 > weights
+    feasible = (P >= 1) & (D >= 1) & fits_p & (rate > 0) & np.isfinite(tokens)
+    cluster = Cluster(
+        prefill_nodes=P,
+        decode_nodes=D,
+        pe=pe,
+        de=de,
+        decode_tokens_per_s=np.where(np.isfinite(tokens), tokens, 1.0),
+        storage_read=np.float64(read),
+        storage_write=np.float64(write),
+    )
+    return Saturated(solve(cluster, demand, spec.path_mode, sc.options), pm, feasible)
 
 
 def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOutcome:
@@ -199,17 +261,21 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
     # Weights first: the clearest reason a cluster is too small.
     check_weights_fit(sc.model, sc.prefill_node, sc.prefill_gpu, P, "prefill")
     check_weights_fit(sc.model, sc.decode_node, sc.decode_gpu, D, "decode")
-    pm = _prefill_model(sc, spec, P)
+    sat = saturated(sc, mode, cfg, P, D)
+    pm = sat.prefill
+    cap = float(np.asarray(pm.batch_cap))  # one cluster: a number
+    if not bool(sat.feasible):
+        per = float(
+            phys.kv_bytes_for_context(sc.model, sc.turn_demand.mean(sc.turn_demand.context_tokens))
+        )
+        raise InfeasibleError(
+            f"a prefill GPU cannot hold one request's KV ({per / 1e9:.2f} GB) beside its share "
+            f"of the weights and the {sc.prefill_node.prefill_hbm_reserve_gbyte:g} GB reserve",
+            field="prefill_nodes",
+        )
     scheduler = cfg.scheduler(spec.scheduled)
     imbalance = scheduler.imbalance(P * sc.prefill_node.gpus_per_node)  # busiest prefill GPU
-    # Effective prefill work per turn, in FLOPs at the node's achieved rate, so that the
-    # compute link's capacity divided by it is the batch-capped request rate.
-    tflops = sc.prefill_gpu.dense_tflops(sc.model.compute_dtype) or sc.prefill_gpu.bf16_dense_tflops
-    peak = tflops * 1e12 * (sc.prefill_node.prefill_mfu if sc.options.efficiencies else 1.0)
-    demand = replace(sc.demand, prefill_flops=np.float64(peak / pm.max_rate))
-    # The mode's scheduler sets the imbalance; the SLO-free decode capacity bounds T_max.
-    cluster, _ = replace(sc, scheduler=scheduler, tpot_slo_s=None).cluster()
-    sol: Solution = solve(cluster, demand, spec.path_mode, sc.options)
+    sol = sat.solution
     t_max = float(sol.throughput_turns_per_s)
     d = sc.turn_demand
     gen = d.mean(d.generated_tokens)
@@ -242,7 +308,7 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
         if lam >= t_max or lam_g * pm.u_s >= 1.0:
             return math.inf, math.inf, 0.0
         batch = lam_g * pm.t0_s / (1.0 - lam_g * pm.u_s)
-        if batch > pm.batch_cap:
+        if batch > cap:
             return math.inf, math.inf, 0.0
         wait_io = 0.0
         if math.isfinite(t_io):
@@ -291,9 +357,9 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
         bottleneck=sol.bottleneck_name(),
         decode_path_fraction=float(sol.decode_path_fraction),
         utilization={n: float(util[i]) for i, n in enumerate(LINKS)},
-        prefill_batch=min(pm.batch_cap, x / gpus * pm.t0_s / max(1e-12, 1 - x / gpus * pm.u_s))
+        prefill_batch=min(cap, x / gpus * pm.t0_s / max(1e-12, 1 - x / gpus * pm.u_s))
         if x / gpus * pm.u_s < 1
-        else pm.batch_cap,
+        else cap,
         decode_batch=b_dec,
         working_set_gbyte=working_set / 1e9,
         latency_bound=cfg.agents / cycle_min < t_max,
@@ -345,6 +411,3 @@ def evaluate(
                     field=field,
                 )
     return SizeReport(sc, cfg, sc.turn_demand.gb_per_pflop, out)
-
-
-_ = LINK_INDEX

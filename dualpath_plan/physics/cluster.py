@@ -24,7 +24,7 @@ import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.physics import model as phys
-from dualpath_plan.physics.links import Cluster, Demand, PathOptions, SideCaps
+from dualpath_plan.physics.links import Cluster, Demand, Num, PathOptions, SideCaps
 from dualpath_plan.physics.workload import TurnDemand
 from dualpath_plan.profiles.schemas import GpuProfile, ModelProfile, NodeProfile, StorageProfile
 from dualpath_plan.units import gbit_s_to_byte_s
@@ -50,15 +50,20 @@ class Scheduler:
     requests_per_engine: float = 16.0
     load_cv: float = 0.5
 
-    def imbalance(self, engines: float, requests_each: float | None = None) -> float:
-        """Max/avg load over ``engines`` units with ``requests_each`` requests in flight each
-        (default requests_per_engine)."""
-        if self.policy == "ideal" or engines <= 1:
-            return 1.0
-        k = max(self.requests_per_engine if requests_each is None else requests_each, 1e-9)
-        if self.policy == "round_robin":
-            return 1.0 + self.load_cv * math.sqrt(2.0 * math.log(engines) / k)
-        return 1.0 + 1.0 / k
+    def imbalance(self, engines: Num, requests_each: float | None = None) -> Num:
+        """Max/avg load over ``engines`` units (a number or an array of them) with
+        ``requests_each`` requests in flight each (default requests_per_engine)."""
+        n = np.asarray(engines, dtype=np.float64)
+        if self.policy == "ideal":
+            out = np.ones_like(n)
+        else:
+            k = max(self.requests_per_engine if requests_each is None else requests_each, 1e-9)
+            if self.policy == "round_robin":
+                spread = self.load_cv * np.sqrt(2.0 * np.log(np.maximum(n, 1.0)) / k)
+            else:
+                spread = np.full_like(n, 1.0 / k)
+            out = np.where(n <= 1, 1.0, 1.0 + spread)
+        return float(out) if out.ndim == 0 else out
 
 
 def side_caps(
@@ -67,7 +72,7 @@ def side_caps(
     model: ModelProfile,
     options: PathOptions,
     scheduler: Scheduler | None = None,
-    nodes: float = 1.0,
+    nodes: Num = 1.0,
 ) -> SideCaps:
     """One node's capacities. With a ``scheduler``, the busiest of ``nodes`` nodes sets the
     usable share: node-wide links (SNIC, DRAM) are imbalanced across nodes, each carrying
@@ -136,16 +141,28 @@ class DecodeGroup:
     """A decode group's roofline: step time of b sequences at a context (docs/model.md)."""
 
     model: ModelProfile
-    hbm_byte_s: float  # group HBM bandwidth x decode_hbm_efficiency
-    peak_flop_s: float  # group dense peak x prefill_mfu
+    hbm_byte_s: Num  # group HBM bandwidth x decode_hbm_efficiency (an array over groups)
+    peak_flop_s: Num  # group dense peak x prefill_mfu
     overhead_s: float  # decode_step_overhead_s
-    free_hbm_bytes: float  # HBM left for KV after the weights
+    free_hbm_bytes: Num  # HBM left for KV after the weights (< 0: they do not fit)
     context_tokens: float  # mean context a generated token attends to
     kv_bytes_per_sequence: float  # KV of one sequence at the end of its generation
 
     @property
     def max_batch(self) -> int:
-        return max(math.floor(self.free_hbm_bytes / self.kv_bytes_per_sequence), 0)
+        return max(math.floor(float(self.free_hbm_bytes) / self.kv_bytes_per_sequence), 0)
+
+    def max_batch_array(self) -> np.ndarray:
+        return np.maximum(
+            np.floor(np.asarray(self.free_hbm_bytes) / self.kv_bytes_per_sequence), 0.0
+        )
+
+    def tokens_per_s_array(self) -> np.ndarray:
+        """Tokens/s at the HBM-limited batch, per group (NaN where not one sequence fits)."""
+        b = self.max_batch_array()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = b / self.step_array_s(np.maximum(b, 1.0))
+        return np.where(b >= 1, rate, np.nan)
 
     def step_array_s(self, batch: np.ndarray) -> np.ndarray:
         """max(HBM bytes / bandwidth, FLOPs / peak) + fixed overhead, for an array of batches."""
@@ -204,20 +221,30 @@ def decode_group(
     model: ModelProfile,
     node: NodeProfile,
     gpu: GpuProfile,
-    nodes: float,
+    nodes: Num,
     context_tokens: float,
     generated_tokens: float,
     options: PathOptions,
 ) -> DecodeGroup:
-    free = check_weights_fit(model, node, gpu, nodes, "decode")
-    gpus = nodes * node.gpus_per_node
+    """The decode group of ``nodes`` nodes (a number: weights must fit, else an error; an
+    array: ``free_hbm_bytes`` < 0 marks groups where they do not)."""
+    if np.ndim(nodes) == 0:
+        free: Num = check_weights_fit(model, node, gpu, float(nodes), "decode")
+    else:
+        free = np.asarray(nodes) * node.gpus_per_node * gpu.hbm_gbyte * 1e9 - phys.weight_bytes(
+            model
+        )
+    gpus = np.asarray(nodes, dtype=np.float64) * node.gpus_per_node
     e = options.efficiencies
     tflops = gpu.dense_tflops(model.compute_dtype) or gpu.bf16_dense_tflops
     ctx = context_tokens + generated_tokens / 2.0
+    scalar = np.ndim(nodes) == 0
+    bw = gpus * gpu.hbm_tbyte_s * 1e12 * (node.decode_hbm_efficiency if e else 1)
+    peak = gpus * tflops * 1e12 * (node.prefill_mfu if e else 1)
     return DecodeGroup(
         model=model,
-        hbm_byte_s=gpus * gpu.hbm_tbyte_s * 1e12 * (node.decode_hbm_efficiency if e else 1),
-        peak_flop_s=gpus * tflops * 1e12 * (node.prefill_mfu if e else 1),
+        hbm_byte_s=float(bw) if scalar else bw,
+        peak_flop_s=float(peak) if scalar else peak,
         overhead_s=node.decode_step_overhead_s if e else 0.0,
         free_hbm_bytes=free,
         context_tokens=ctx,
@@ -321,14 +348,7 @@ def build_cluster(
         scheduler,
         decode_nodes,
     )
-    limit = storage is not None and options.storage_limit
-    read = storage.aggregate_read_gbyte_s * 1e9 if limit and storage else math.inf
-    write = storage.aggregate_write_gbyte_s * 1e9 if limit and storage else math.inf
-    if limit and storage:
-        # One client reads at most max_client_read_gbyte_s, whatever its SNICs.
-        cap = storage.max_client_read_gbyte_s * 1e9
-        pe = _cap_snic(pe, cap)
-        de = _cap_snic(de, cap)
+    pe, de, read, write = apply_storage_limits(pe, de, storage, options)
     cluster = Cluster(
         prefill_nodes=np.float64(prefill_nodes),
         decode_nodes=np.float64(decode_nodes),
@@ -339,6 +359,22 @@ def build_cluster(
         storage_write=np.float64(write),
     )
     return cluster, dec
+
+
+def apply_storage_limits(
+    pe: SideCaps, de: SideCaps, storage: StorageProfile | None, options: PathOptions
+) -> tuple[SideCaps, SideCaps, float, float]:
+    """The storage cluster's aggregate read/write limits (inf: none), and no client reading
+    more than max_client_read_gbyte_s whatever its SNICs."""
+    if storage is None or not options.storage_limit:
+        return pe, de, math.inf, math.inf
+    cap = storage.max_client_read_gbyte_s * 1e9
+    return (
+        _cap_snic(pe, cap),
+        _cap_snic(de, cap),
+        storage.aggregate_read_gbyte_s * 1e9,
+        storage.aggregate_write_gbyte_s * 1e9,
+    )
 
 
 def _cap_snic(s: SideCaps, cap: float) -> SideCaps:
