@@ -274,7 +274,7 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
             field="prefill_nodes",
         )
     scheduler = cfg.scheduler(spec.scheduled)
-    imbalance = scheduler.imbalance(P * sc.prefill_node.gpus_per_node)  # busiest prefill GPU
+    imbalance = float(scheduler.imbalance(P * sc.prefill_node.gpus_per_node))  # busiest GPU
     sol = sat.solution
     t_max = float(sol.throughput_turns_per_s)
     d = sc.turn_demand
