@@ -78,6 +78,33 @@ def main() -> None:
         solve_lp(p, "dualpath", balanced=True)
     lp_bal_rate = min(100, args.lp) / (time.perf_counter() - t0)
 
+    # The sweep end to end (grid expansion, saturated() per chunk, summary), in a child
+    # process each, so that peak memory is the sweep's own: it must not grow with the grid.
+    sweep_lines = []
+    for points_axis in ("1:10", "1:100", "1:1000"):
+        code = (
+            "import resource, time\n"
+            "from dualpath_plan.outcomes.serving import ServingConfig\n"
+            "from dualpath_plan.outcomes.sweep import parse_axis, run_sweep, grid_size\n"
+            "from dualpath_plan.profiles.registry import Registry\n"
+            "from dualpath_plan.plan import DEFAULTS\n"
+            "axes = [parse_axis(g) for g in ('P=1:100', 'D=1:100', 'agents=" + points_axis + "')]\n"
+            "base = {k: v for k, v in DEFAULTS.items()}\n"
+            "t = time.perf_counter()\n"
+            "run_sweep(Registry.load(), base, axes, ('dualpath',), ServingConfig())\n"
+            "dt = time.perf_counter() - t\n"
+            "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
+            "print(grid_size(axes), dt, rss)\n"
+        )
+        res = subprocess.run(
+            [sys.executable, "-c", code], check=True, capture_output=True, text=True
+        )
+        n, dt, rss = res.stdout.split()
+        sweep_lines.append(
+            f"sweep of {int(n):,} points: {int(n) / float(dt):,.0f} points/s, "
+            f"peak RSS {float(rss):,.0f} MB"
+        )
+
     exe = os.path.join(os.path.dirname(sys.executable), "dualpath-plan")
     walls, size_walls = [], []
     for _ in range(3):
@@ -97,6 +124,8 @@ def main() -> None:
     )
     print(f"LP: {lp_rate:,.0f} solves/s (one stage), {lp_bal_rate:,.0f} solves/s (with balancing)")
     print(f"closed form / LP per scenario: {cf_rate / lp_rate:,.0f}x")
+    for line in sweep_lines:
+        print(line)
     print(
         f"`dualpath-plan size` cold wall time: best {min(size_walls):.2f} s, worst "
         f"{max(size_walls):.2f} s of 3"

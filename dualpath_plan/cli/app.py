@@ -51,9 +51,11 @@ def _register_commands() -> None:
     """Add the command modules to the app once (main() may run many times in one process)."""
     if _registered:
         return
-    from dualpath_plan.cli import paths_cmd, physics_cmd, size_cmd
+    from dualpath_plan.cli import paths_cmd, physics_cmd, recommend_cmd, size_cmd, sweep_cmd
 
     size_cmd.register(app)
+    recommend_cmd.register(app)
+    sweep_cmd.register(app)
     physics_cmd.register(app)
     paths_cmd.register(app)
     _registered.append(True)

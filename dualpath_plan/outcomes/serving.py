@@ -44,7 +44,15 @@ from dualpath_plan.physics.cluster import (
     decode_group,
     side_caps,
 )
-from dualpath_plan.physics.links import COMPUTE_LINKS, LINKS, Cluster, Num
+from dualpath_plan.physics.links import (
+    COMPUTE_LINKS,
+    LINKS,
+    SIDE_FIELDS,
+    Cluster,
+    Demand,
+    Num,
+    SideCaps,
+)
 from dualpath_plan.plan import Scenario
 from dualpath_plan.solvers.closed_form import Mode, Solution, solve
 from dualpath_plan.units import gbit_s_to_byte_s
@@ -198,6 +206,9 @@ class Saturated:
 
     solution: Solution
     prefill: PrefillModel
+    cluster: Cluster  # what was solved: the same inputs give the LP (sweep --solver lp)
+    demand: Demand
+    tpot_light_s: np.ndarray  # TPOT of a single decoding sequence (the critical path's)
     feasible: np.ndarray  # weights fit both sides, one request fits a prefill GPU, one sequence
     # fits the decode group
 
@@ -212,28 +223,36 @@ def saturated(
     spec = MODE_SPECS[mode]
     P = np.asarray(prefill_nodes, dtype=np.float64)
     D = np.asarray(decode_nodes, dtype=np.float64)
-    pm = _prefill_model(sc, spec, P)
     scheduler = cfg.scheduler(spec.scheduled)
     node, gpu = sc.prefill_node, sc.prefill_gpu
+    d = sc.turn_demand
+    # What depends on P alone or on D alone is computed once per distinct value (a grid has
+    # few) and then indexed: the batch cap, the imbalance, the decode group.
+    uP, iP = _distinct(P)
+    uD, iD = _distinct(D)
+    pm_u = _prefill_model(sc, spec, uP)
+    pm = replace(pm_u, batch_cap=_take(pm_u.batch_cap, iP))
+    rate = _take(pm_u.max_rate, iP)
     tflops = gpu.dense_tflops(sc.model.compute_dtype) or gpu.bf16_dense_tflops
     peak = tflops * 1e12 * (node.prefill_mfu if sc.options.efficiencies else 1.0)
-    rate = np.asarray(pm.max_rate)
     with np.errstate(divide="ignore"):
         work = np.where(rate > 0, peak / np.where(rate > 0, rate, 1.0), np.inf)
     demand = replace(sc.demand, prefill_flops=work)
-    d = sc.turn_demand
     group = decode_group(
         sc.model,
         sc.decode_node,
         sc.decode_gpu,
-        D,
+        uD,
         d.mean(d.context_tokens),
         d.mean(d.generated_tokens),
         sc.options,
     )
-    tokens = group.tokens_per_s_array()
-    pe = side_caps(node, gpu, sc.model, sc.options, scheduler, P)
-    de = side_caps(sc.decode_node, sc.decode_gpu, sc.model, sc.options, scheduler, D)
+    tokens = _take(group.tokens_per_s_array(), iD)
+    tpot_light = _take(group.step_array_s(np.ones_like(uD)), iD)
+    pe = _take_caps(side_caps(node, gpu, sc.model, sc.options, scheduler, uP), iP)
+    de = _take_caps(
+        side_caps(sc.decode_node, sc.decode_gpu, sc.model, sc.options, scheduler, uD), iD
+    )
     pe, de, read, write = apply_storage_limits(pe, de, sc.storage, sc.options)
     weights = phys.weight_bytes(sc.model)
     fits_p = P * node.gpus_per_node * gpu.hbm_gbyte * 1e9 > weights
@@ -247,7 +266,39 @@ def saturated(
         storage_read=np.float64(read),
         storage_write=np.float64(write),
     )
-    return Saturated(solve(cluster, demand, spec.path_mode, sc.options), pm, feasible)
+    return Saturated(
+        solve(cluster, demand, spec.path_mode, sc.options),
+        pm,
+        cluster,
+        demand,
+        tpot_light,
+        feasible,
+    )
+
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(distinct values, index back) for an array; a number is its own distinct value. Node
+    counts are small whole numbers: those are mapped by counting, without a sort."""
+    if values.ndim == 0:
+        return values, None
+    if values.size and values.min() >= 0 and values.max() < 1e6:
+        ints = values.astype(np.int64)
+        if np.array_equal(ints, values):
+            present = np.flatnonzero(np.bincount(ints.ravel()))
+            lookup = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+            lookup[present] = np.arange(present.size)
+            return present.astype(np.float64), lookup[ints]
+    u, inverse = np.unique(values, return_inverse=True)
+    return u, inverse.reshape(values.shape)
+
+
+def _take(values: Num, index: np.ndarray | None) -> np.ndarray:
+    a = np.asarray(values)
+    return a if index is None or a.ndim == 0 else a[index]
+
+
+def _take_caps(caps: SideCaps, index: np.ndarray | None) -> SideCaps:
+    return SideCaps(**{f: _take(getattr(caps, f), index) for f in SIDE_FIELDS})
 
 
 def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOutcome:

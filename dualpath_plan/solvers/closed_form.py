@@ -110,9 +110,9 @@ def _seconds_per_turn(
                 alpha[n], beta[n] = zero, zero
                 continue
             c = caps[n]
-            inv = np.where(np.isinf(c), 0.0, 1.0 / c)
-            alpha[n] = a * inv
-            beta[n] = zero if mode == "oracle" else b * inv
+            # 1/inf = 0: a link without a limit costs nothing (IEEE division, no branch).
+            alpha[n] = a / c
+            beta[n] = zero if mode == "oracle" else b / c
     return alpha, beta
 
 
@@ -137,19 +137,45 @@ def _split_range(
     return lo, np.clip(np.fmax(hi, lo), 0.0, 1.0)
 
 
+def _envelope_lines(
+    alpha: dict[str, Num], beta: dict[str, Num]
+) -> tuple[list[tuple[Num, Num]], list[tuple[Num, Num]]]:
+    """The rising and falling lines as (alpha, beta), with exact merges: rising lines through
+    the origin (alpha = 0: a link only the DE path loads) are dominated by the steepest of
+    them, falling lines through (1, 0) (alpha + beta = 0: only the PE path loads it) by the
+    highest. Fewer lines, fewer crossings, the same maximum."""
+    rising: list[tuple[Num, Num]] = []
+    origin: list[Num] = []
+    for r in RISING:
+        if np.all(np.asarray(alpha[r]) == 0):
+            origin.append(beta[r])
+        else:
+            rising.append((alpha[r], beta[r]))
+    if origin:
+        rising.append((np.float64(0.0), _max(origin)))
+    falling: list[tuple[Num, Num]] = []
+    pivot: list[Num] = []
+    for f in FALLING:
+        if np.all(np.asarray(alpha[f]) + np.asarray(beta[f]) == 0):
+            pivot.append(alpha[f])
+        else:
+            falling.append((alpha[f], beta[f]))
+    if pivot:
+        top = _max(pivot)
+        falling.append((top, -top))
+    return rising, falling
+
+
 def solve(
     cluster: Cluster, demand: Demand, mode: Mode = "dualpath", options: PathOptions = PathOptions()
 ) -> Solution:
     """Throughput, split and utilization for one mode, vectorized over every input array."""
     alpha, beta = _seconds_per_turn(cluster, demand, options, mode)
     if mode == "dualpath":
+        rising, falling = _envelope_lines(alpha, beta)
         with np.errstate(divide="ignore", invalid="ignore"):
-            crossings = [
-                (beta[r] * alpha[f] - alpha[r] * beta[f]) / (beta[r] - beta[f])
-                for r in RISING
-                for f in FALLING
-            ]
-        t_var = _max([alpha[r] for r in RISING] + [alpha[f] + beta[f] for f in FALLING] + crossings)
+            crossings = [(br * af - ar * bf) / (br - bf) for ar, br in rising for af, bf in falling]
+        t_var = _max([ar for ar, _ in rising] + [af + bf for af, bf in falling] + crossings)
         t = np.fmax(t_var, _max([alpha[k] for k in FLAT]))
         lo, hi = _split_range(alpha, beta, t)
         balanced, _ = _split_range(alpha, beta, t_var)

@@ -1,0 +1,340 @@
+"""``dualpath-plan sweep``: a grid over profile fields and P, D, agents."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import IO, Annotated, Any, cast
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+from rich.table import Table
+
+from dualpath_plan.cli.common import (
+    DecodeNodeOpt,
+    DOpt,
+    GpuOpt,
+    JsonOpt,
+    ModelOpt,
+    NodeOpt,
+    POpt,
+    PrefillNodeOpt,
+    ProfilesOpt,
+    SetOpt,
+    StorageOpt,
+    WorkloadOpt,
+    load_registry,
+    print_json,
+    stdout,
+)
+from dualpath_plan.errors import PlanInputError
+from dualpath_plan.outcomes.serving import MODE_SPECS, REPORT_MODES, OutcomeMode, ServingConfig
+from dualpath_plan.outcomes.sweep import grid_size, iter_rows, parse_axis, run_sweep
+from dualpath_plan.plan import DEFAULTS
+
+OBJECTIVES = ("throughput_per_gpu", "throughput_turns_per_s", "jct_s")
+OUT_COLUMNS = (
+    "mode",
+    "P",
+    "D",
+    "agents",
+    "gpus",
+    "throughput_turns_per_s",
+    "throughput_per_gpu",
+    "jct_s",
+    "decode_path_fraction",
+    "bottleneck",
+    "feasible",
+)
+
+
+def _clean(v: object) -> object:
+    """No NaN or inf in any output: infeasible points have empty (null) metrics."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
+class _Writer:
+    def __init__(self, path: Path, extra: list[str]):
+        suffix = path.suffix.lower()
+        if suffix not in (".csv", ".jsonl", ".ndjson"):
+            raise PlanInputError(
+                f"expected a .csv or .jsonl file, got {path.name!r}", field="--out"
+            )
+        try:
+            self.handle: IO[str] = path.open("w", encoding="utf-8", newline="")
+        except OSError as exc:
+            raise PlanInputError(
+                f"cannot write: {exc.strerror}", source=str(path), field="--out"
+            ) from None
+        self.jsonl = suffix != ".csv"
+        self.columns = [*extra, *OUT_COLUMNS]
+        self.csv = None if self.jsonl else csv.DictWriter(self.handle, fieldnames=self.columns)
+        if self.csv:
+            self.csv.writeheader()
+
+    def write(self, rows: dict[str, np.ndarray]) -> None:
+        for row in iter_rows(rows):
+            clean = {c: _clean(row.get(c)) for c in self.columns}
+            if self.csv:
+                self.csv.writerow({k: ("" if v is None else v) for k, v in clean.items()})
+            else:
+                self.handle.write(json.dumps(clean, allow_nan=False) + "\n")
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def sweep(
+    grid: Annotated[
+        list[str],
+        typer.Option(
+            "--grid",
+            help="NAME=VALUES, repeatable. NAME: P, D, agents or KIND.FIELD (a numeric "
+            "profile field, e.g. node.snic_gbit_s). VALUES: a,b,c | A:B (inclusive integers) | "
+            "A:B:Nlog | A:B:Nlin (N points).",
+        ),
+    ],
+    model: ModelOpt = DEFAULTS["model"],  # type: ignore[assignment]
+    workload: WorkloadOpt = DEFAULTS["workload"],  # type: ignore[assignment]
+    node: NodeOpt = DEFAULTS["node"],  # type: ignore[assignment]
+    prefill_node: PrefillNodeOpt = None,
+    decode_node: DecodeNodeOpt = None,
+    gpu: GpuOpt = None,
+    storage: StorageOpt = DEFAULTS["storage"],  # type: ignore[assignment]
+    prefill_nodes: POpt = DEFAULTS["prefill_nodes"],  # type: ignore[assignment]
+    decode_nodes: DOpt = DEFAULTS["decode_nodes"],  # type: ignore[assignment]
+    agents: Annotated[int, typer.Option("--agents", help="Agents, when not an axis.")] = 2048,
+    mode: Annotated[
+        str, typer.Option("--mode", help="Comma list of basic, even, dualpath, oracle, or 'all'.")
+    ] = "dualpath",
+    objective: Annotated[
+        str,
+        typer.Option(
+            "--objective",
+            help="What the best points maximize: "
+            "throughput_per_gpu, throughput_turns_per_s, or "
+            "jct_s (minimized).",
+        ),
+    ] = "throughput_per_gpu",
+    solver: Annotated[
+        str,
+        typer.Option(
+            "--solver",
+            help="closed (vectorized closed form) or lp (one LP per point, as a cross-check).",
+        ),
+    ] = "closed",
+    chunk: Annotated[
+        int, typer.Option("--chunk", help="Points evaluated at once (bounds memory).")
+    ] = 200_000,
+    top: Annotated[int, typer.Option("--top", help="Best points in the summary.")] = 10,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Write every point to FILE.csv or FILE.jsonl.", show_default=False
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    profiles: ProfilesOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Evaluate a grid of scenarios with the vectorized closed form, in chunks, with a progress
+    bar on stderr; print a summary (the best points, the share of the grid each resource binds)
+    and, with --out, every point."""
+    axes = [parse_axis(g) for g in grid]
+    modes = (
+        REPORT_MODES
+        if mode == "all"
+        else cast(tuple[OutcomeMode, ...], tuple(m.strip() for m in mode.split(",")))
+    )
+    for m in modes:
+        if m not in MODE_SPECS:
+            raise PlanInputError(
+                f"unknown mode {m!r}; expected basic, even, dualpath, oracle or all", field="--mode"
+            )
+    if objective not in OBJECTIVES:
+        raise PlanInputError(
+            f"expected one of {', '.join(OBJECTIVES)}, got {objective!r}", field="--objective"
+        )
+    if solver not in ("closed", "lp"):
+        raise PlanInputError(f"expected closed or lp, got {solver!r}", field="--solver")
+    if top < 1:
+        raise PlanInputError(f"expected at least 1, got {top}", field="--top")
+    cfg = ServingConfig(agents=agents)
+    cfg.validate()
+    registry = load_registry(profiles, set_)
+    base: dict[str, object] = dict(
+        model=model,
+        workload=workload,
+        node=node,
+        prefill_node=prefill_node,
+        decode_node=decode_node,
+        gpu=gpu,
+        storage=None if storage == "none" else storage,
+        prefill_nodes=prefill_nodes,
+        decode_nodes=decode_nodes,
+    )
+    total = grid_size(axes) * len(modes)
+    extra = [a.name for a in axes if not a.is_vector]
+    writer = _Writer(out, extra) if out else None
+    err = Console(stderr=True)
+    try:
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            transient=True,
+            disable=as_json and not err.is_terminal,
+        ) as bar:
+            task = bar.add_task("sweep", total=total)
+            if solver == "lp":
+                summary = _lp_sweep(
+                    registry,
+                    base,
+                    axes,
+                    modes,
+                    cfg,
+                    objective,
+                    top,
+                    writer,
+                    lambda n: bar.advance(task, n),
+                )
+            else:
+                summary = run_sweep(
+                    registry,
+                    base,
+                    axes,
+                    modes,
+                    cfg,
+                    objective=objective,
+                    chunk=chunk,
+                    top=top,
+                    on_chunk=writer.write if writer else None,
+                    progress=lambda n: bar.advance(task, n * len(modes)),
+                )
+    finally:
+        if writer:
+            writer.close()
+    share = (
+        {
+            k: v / summary.feasible
+            for k, v in sorted(summary.bottleneck_counts.items(), key=lambda kv: -kv[1])
+        }
+        if summary.feasible
+        else {}
+    )
+    payload: dict[str, Any] = {
+        "points": summary.points,
+        "feasible": summary.feasible,
+        "bottleneck_share": share,
+        "objective": objective,
+        "best": [{k: _clean(v) for k, v in r.items()} for r in summary.best],
+        "out": str(out) if out else None,
+    }
+    if as_json:
+        print_json(payload)
+        return
+    stdout.print(
+        f"[bold]{summary.points:,} points[/bold] ({summary.feasible:,} feasible), "
+        f"modes {', '.join(modes)}"
+    )
+    if share:
+        stdout.print("binding resource: " + ", ".join(f"{k} {v:.0%}" for k, v in share.items()))
+    table = Table(title=f"best {len(summary.best)} by {objective}")
+    cols = [
+        *extra,
+        "mode",
+        "P",
+        "D",
+        "agents",
+        "gpus",
+        "throughput_turns_per_s",
+        "throughput_per_gpu",
+        "jct_s",
+        "decode_path_fraction",
+        "bottleneck",
+    ]
+    for c in cols:
+        table.add_column(c)
+    for r in summary.best:
+        table.add_row(*[_cell(r.get(c)) for c in cols])
+    stdout.print(table)
+    if out:
+        stdout.print(f"every point written to {out}")
+
+
+def _cell(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "" if v is None else str(v)
+
+
+def _lp_sweep(registry, base, axes, modes, cfg, objective, top, writer, advance):  # type: ignore[no-untyped-def]
+    """One LP per point (the closed form's cross-check, and the path to what it cannot do)."""
+    from dataclasses import replace as dc_replace
+
+    from dualpath_plan.outcomes.serving import saturated
+    from dualpath_plan.outcomes.sweep import SweepSummary, _evaluate_chunk
+    from dualpath_plan.solvers.lp import LPProblem, solve_lp
+
+    summary = SweepSummary(top=top)
+
+    def on_rows(rows: dict[str, np.ndarray]) -> None:
+        # Replace the closed form's throughput by the LP's, point by point.
+        t = rows["throughput_turns_per_s"].copy()
+        for k in range(t.size):
+            if not rows["feasible"][k]:
+                continue
+            sc = _scenario_for(registry, base, rows, k, axes)
+            mode = str(rows["mode"])
+            sat = saturated(sc, mode, cfg, rows["P"][k], rows["D"][k])  # type: ignore[arg-type]
+            lp = solve_lp(
+                LPProblem.from_cluster(sat.cluster, sat.demand),
+                MODE_SPECS[mode].path_mode,  # type: ignore[index]
+                sc.options,
+            )
+            t[k] = lp.throughput_turns_per_s
+        rows["throughput_turns_per_s"] = t
+        rows["throughput_per_gpu"] = t / rows["gpus"]
+        summary.add(rows, objective)
+        if writer:
+            writer.write(rows)
+
+    run_sweep(
+        registry,
+        base,
+        axes,
+        modes,
+        cfg,
+        objective=objective,
+        chunk=1000,
+        top=top,
+        on_chunk=on_rows,
+        progress=lambda n: advance(n * len(modes)),
+    )
+    _ = (dc_replace, _evaluate_chunk)
+    return summary
+
+
+def _scenario_for(registry, base, rows, k, axes):  # type: ignore[no-untyped-def]
+    from dataclasses import replace as dc_replace
+
+    from dualpath_plan.plan import Scenario
+    from dualpath_plan.profiles.registry import Overrides
+
+    sets = [f"{a.name}={rows[a.name][k]!r}" for a in axes if not a.is_vector]
+    reg = dc_replace(registry, overrides=registry.overrides.merged(Overrides.parse(sets)))
+    return Scenario.from_ids(reg, **base)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep)

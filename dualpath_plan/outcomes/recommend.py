@@ -1,0 +1,258 @@
+"""P/D-ratio recommendation: every split of a budget, per mode, ranked by an objective.
+
+Candidates are the maximal splits of the budget: P, D >= 1 with cost(P, D) within the budget
+and no room for one more node of either kind (a node-count budget is a cost of 1 per node, a
+GPU budget a node's GPU count). Each is evaluated with the full outcome model
+(:func:`evaluate_mode`). Phases (workloads with weights, e.g. an RL run whose appended lengths
+change) get a ratio each, and the gain of re-balancing is measured against the best static
+ratio over all phases.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, ServingConfig, evaluate_mode
+from dualpath_plan.physics.links import LINK_DESCRIPTIONS, link_resource
+from dualpath_plan.plan import Scenario
+from dualpath_plan.profiles.registry import Registry
+
+Objective = Literal["jct", "aps", "throughput-per-gpu"]
+OBJECTIVES: tuple[Objective, ...] = ("jct", "aps", "throughput-per-gpu")
+RECOMMEND_MODES: tuple[OutcomeMode, ...] = ("basic", "even", "dualpath", "oracle")
+
+
+@dataclass(frozen=True)
+class Budget:
+    nodes: int | None = None
+    gpus: int | None = None
+    cost: float | None = None  # with per-node costs
+    prefill_node_cost: float = 1.0
+    decode_node_cost: float = 1.0
+
+    def validate(self) -> None:
+        given = [v for v in (self.nodes, self.gpus, self.cost) if v is not None]
+        if len(given) != 1:
+            raise PlanInputError(
+                "give exactly one of --budget-nodes, --budget-gpus, --budget-cost",
+                field="--budget-nodes",
+            )
+        for name, v in (
+            ("--budget-nodes", self.nodes),
+            ("--budget-gpus", self.gpus),
+            ("--budget-cost", self.cost),
+            ("--prefill-node-cost", self.prefill_node_cost),
+            ("--decode-node-cost", self.decode_node_cost),
+        ):
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise PlanInputError(f"expected a finite number > 0, got {v!r}", field=name)
+
+    def splits(self, gpus_p: int, gpus_d: int) -> list[tuple[int, int]]:
+        if self.nodes is not None:
+            cp, cd, total = 1.0, 1.0, float(self.nodes)
+        elif self.gpus is not None:
+            cp, cd, total = float(gpus_p), float(gpus_d), float(self.gpus)
+        else:
+            cp, cd, total = self.prefill_node_cost, self.decode_node_cost, float(self.cost or 0)
+        out = []
+        eps = 1e-9 * max(total, 1.0)
+        p = 1
+        while cp * p + cd <= total + eps:
+            d = math.floor((total - cp * p) / cd + 1e-9)
+            # Maximal: no room for one more node of either kind.
+            if cp * (p + 1) + cd * d > total + eps and cp * p + cd * (d + 1) > total + eps:
+                out.append((p, d))
+            p += 1
+        return out
+
+
+@dataclass(frozen=True)
+class Candidate:
+    prefill_nodes: int
+    decode_nodes: int
+    gpus: int
+    bottleneck_free: bool  # P/D inside the bottleneck-free range of eq. (9)
+    modes: dict[OutcomeMode, ModeOutcome | None]  # None: infeasible in that mode
+
+    @property
+    def ratio(self) -> float:
+        return self.prefill_nodes / self.decode_nodes
+
+
+def score(o: ModeOutcome, gpus: int, objective: Objective) -> float:
+    """Higher is better."""
+    if objective == "jct":
+        return -o.jct_s
+    if objective == "aps":
+        return o.aps
+    return o.throughput_turns_per_s / gpus
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    mode: OutcomeMode
+    candidate: Candidate
+    why: str
+
+
+@dataclass(frozen=True)
+class RecommendReport:
+    scenario: Scenario
+    objective: Objective
+    candidates: list[Candidate]
+    recommended: dict[OutcomeMode, Recommendation]
+    pd_min: float
+    pd_max: float
+
+
+def _evaluate(
+    sc: Scenario,
+    splits: list[tuple[int, int]],
+    cfg: ServingConfig,
+    modes: tuple[OutcomeMode, ...],
+    pd_min: float,
+    pd_max: float,
+) -> list[Candidate]:
+    out = []
+    for p, d in splits:
+        trial = replace(sc, prefill_nodes=p, decode_nodes=d)
+        results: dict[OutcomeMode, ModeOutcome | None] = {}
+        for m in modes:
+            try:
+                results[m] = evaluate_mode(trial, m, cfg)
+            except InfeasibleError:
+                results[m] = None
+        gpus = p * sc.prefill_node.gpus_per_node + d * sc.decode_node.gpus_per_node
+        out.append(Candidate(p, d, gpus, pd_min <= p / d <= pd_max, results))
+    return out
+
+
+def _why(cands: list[Candidate], best: Candidate, mode: OutcomeMode) -> str:
+    """What binds at the recommended split and on each side of it."""
+    by = {(c.prefill_nodes, c.decode_nodes): c for c in cands}
+    here = best.modes[mode]
+    assert here is not None
+    parts = [
+        f"{best.prefill_nodes}P{best.decode_nodes}D is bound by {here.bottleneck} "
+        f"({LINK_DESCRIPTIONS.get(link_resource(here.bottleneck), '')})"
+    ]
+    ordered = sorted(by)
+    k = ordered.index((best.prefill_nodes, best.decode_nodes))
+    for j, side in ((k - 1, "fewer prefill nodes"), (k + 1, "more prefill nodes")):
+        if 0 <= j < len(ordered):
+            o = by[ordered[j]].modes[mode]
+            if o is not None:
+                p, d = ordered[j]
+                parts.append(f"with {side} ({p}P{d}D) {o.bottleneck} binds")
+    return "; ".join(parts)
+
+
+def recommend(
+    sc: Scenario,
+    budget: Budget,
+    cfg: ServingConfig,
+    objective: Objective,
+    modes: tuple[OutcomeMode, ...] = RECOMMEND_MODES,
+) -> RecommendReport:
+    budget.validate()
+    cfg.validate()
+    if objective not in OBJECTIVES:
+        raise PlanInputError(
+            f"expected one of {', '.join(OBJECTIVES)}, got {objective!r}", field="--objective"
+        )
+    splits = budget.splits(sc.prefill_node.gpus_per_node, sc.decode_node.gpus_per_node)
+    if not splits:
+        raise InfeasibleError(
+            "the budget does not buy one prefill and one decode node", field="--budget-nodes"
+        )
+    b = sc.bounds()
+    pd_min, pd_max = float(b.pd_min), float(b.pd_max)
+    cands = _evaluate(sc, splits, cfg, modes, pd_min, pd_max)
+    recommended = {}
+    for m in modes:
+        feasible = [c for c in cands if c.modes[m] is not None]
+        if not feasible:
+            continue
+        best = max(feasible, key=lambda c: score(c.modes[m], c.gpus, objective))  # type: ignore[arg-type]
+        recommended[m] = Recommendation(m, best, _why(feasible, best, m))
+    if not recommended:
+        raise InfeasibleError(
+            "no split of the budget is feasible (the model does not fit "
+            "on either side); raise the budget",
+            field="--budget-nodes",
+        )
+    return RecommendReport(sc, objective, cands, recommended, pd_min, pd_max)
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    phases: list[tuple[str, float, Recommendation]]  # workload, weight, best split
+    static: Candidate  # the best single split over all phases
+    static_score: float
+    rebalanced_score: float
+
+    @property
+    def gain(self) -> float:
+        """How much better re-balancing per phase is than the best static ratio (x)."""
+        if self.static_score == 0:
+            return 1.0
+        if self.static_score < 0:  # JCT: scores are negative times
+            return self.static_score / self.rebalanced_score
+        return self.rebalanced_score / self.static_score
+
+
+def phase_plan(
+    registry: Registry,
+    base: dict[str, object],
+    phases: list[tuple[str, float]],
+    budget: Budget,
+    cfg: ServingConfig,
+    objective: Objective,
+    mode: OutcomeMode = "dualpath",
+) -> PhasePlan:
+    """A ratio per phase, and the gain over the best static ratio. Phases combine as work
+    done in sequence: total time = sum of weight x time (JCT objective), effective throughput
+    = 1 / sum of weight / throughput (the others)."""
+    total = sum(w for _, w in phases)
+    reports = []
+    for wid, w in phases:
+        sc = Scenario.from_ids(registry, **{**base, "workload": wid})  # type: ignore[arg-type]
+        reports.append((wid, w / total, recommend(sc, budget, cfg, objective, (mode,))))
+    splits = [(c.prefill_nodes, c.decode_nodes) for c in reports[0][2].candidates]
+
+    def combined(values: list[tuple[float, float]]) -> float:
+        if objective == "jct":
+            return -sum(w * v for w, v in values)  # v: JCT
+        return 1.0 / sum(w / v for w, v in values) if all(v > 0 for _, v in values) else 0.0
+
+    def metric(o: ModeOutcome, gpus: int) -> float:
+        if objective == "jct":
+            return o.jct_s
+        return o.aps if objective == "aps" else o.throughput_turns_per_s / gpus
+
+    best_static, best_val = None, -math.inf
+    for k, _ in enumerate(splits):
+        vals = []
+        for _, w, rep in reports:
+            o = rep.candidates[k].modes[mode]
+            if o is None:
+                break
+            vals.append((w, metric(o, rep.candidates[k].gpus)))
+        else:
+            v = combined(vals)
+            if v > best_val:
+                best_static, best_val = reports[0][2].candidates[k], v
+    if best_static is None:
+        raise InfeasibleError("no single split is feasible in every phase", field="--phase")
+    per_phase = []
+    vals = []
+    for wid, w, rep in reports:
+        r = rep.recommended[mode]
+        o = r.candidate.modes[mode]
+        assert o is not None
+        per_phase.append((wid, w, r))
+        vals.append((w, metric(o, r.candidate.gpus)))
+    return PhasePlan(per_phase, best_static, best_val, combined(vals))

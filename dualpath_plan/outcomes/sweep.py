@@ -1,0 +1,283 @@
+"""Parameter sweeps: a grid over profile fields and over P, D and agents.
+
+Axes named ``P``, ``D`` and ``agents`` are evaluated together by the vectorized closed form
+(:func:`saturated`), in chunks of a fixed number of points so memory does not grow with the
+grid. Any other axis is a numeric profile field ``KIND.FIELD``; each combination of their values
+is applied as a ``--set`` override (validated by the profile schema) and its P x D x agents
+block evaluated in chunks. Per point: throughput, decode-path share, bottleneck, GPUs, and the
+offline JCT of ``agents`` agents (the larger of the throughput and critical-path bounds).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from dualpath_plan.errors import PlanInputError
+from dualpath_plan.outcomes.serving import OutcomeMode, ServingConfig, saturated
+from dualpath_plan.physics.links import LINKS
+from dualpath_plan.plan import Scenario
+from dualpath_plan.profiles.registry import Overrides, Registry
+from dualpath_plan.profiles.schemas import KINDS, schema_for
+
+VECTOR_AXES = ("P", "D", "agents")
+MAX_AXIS_POINTS = 10_000_000
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str  # "P", "D", "agents" or "kind.field"
+    values: tuple[float, ...]
+
+    @property
+    def is_vector(self) -> bool:
+        return self.name in VECTOR_AXES
+
+
+def parse_values(name: str, spec: str) -> tuple[float, ...]:
+    """``a,b,c`` | ``A:B`` (inclusive integers) | ``A:B:Nlog`` | ``A:B:Nlin``."""
+    where = f"--grid {name}={spec}"
+    text = spec.strip()
+    if not text:
+        raise PlanInputError(f"{where}: no values", field="--grid")
+
+    def number(s: str) -> float:
+        try:
+            v = float(s)
+        except ValueError:
+            raise PlanInputError(f"{where}: {s!r} is not a number", field="--grid") from None
+        if not math.isfinite(v):
+            raise PlanInputError(f"{where}: {s!r} is not finite", field="--grid")
+        return v
+
+    if ":" in text:
+        parts = text.split(":")
+        if len(parts) == 2:
+            a, b = number(parts[0]), number(parts[1])
+            if a != int(a) or b != int(b):
+                raise PlanInputError(
+                    f"{where}: A:B is a range of whole numbers; use A:B:Nlin for fractional steps",
+                    field="--grid",
+                )
+            if b < a:
+                raise PlanInputError(f"{where}: empty range ({b:g} < {a:g})", field="--grid")
+            count = int(b - a) + 1
+            if count > MAX_AXIS_POINTS:
+                raise PlanInputError(
+                    f"{where}: {count:,} points on one axis is too many", field="--grid"
+                )
+            return tuple(float(v) for v in range(int(a), int(b) + 1))
+        if len(parts) == 3:
+            a, b = number(parts[0]), number(parts[1])
+            step = parts[2].strip().lower()
+            kind = step[-3:] if step.endswith(("log", "lin")) else ""
+            count_text = step[:-3] if kind else step
+            if not kind or not count_text.isdigit() or int(count_text) < 1:
+                raise PlanInputError(
+                    f"{where}: the step must be Nlog or Nlin with N >= 1 points, got {parts[2]!r}",
+                    field="--grid",
+                )
+            n = int(count_text)
+            if n > MAX_AXIS_POINTS:
+                raise PlanInputError(
+                    f"{where}: {n:,} points on one axis is too many", field="--grid"
+                )
+            if b < a:
+                raise PlanInputError(f"{where}: empty range ({b:g} < {a:g})", field="--grid")
+            if n == 1 and a != b:
+                raise PlanInputError(
+                    f"{where}: one point cannot span {a:g}..{b:g}; use N >= 2", field="--grid"
+                )
+            if kind == "log":
+                if a <= 0:
+                    raise PlanInputError(f"{where}: a log range needs A > 0", field="--grid")
+                return tuple(float(v) for v in np.geomspace(a, b, n))
+            return tuple(float(v) for v in np.linspace(a, b, n))
+        raise PlanInputError(
+            f"{where}: expected a,b,c or A:B or A:B:Nlog / A:B:Nlin", field="--grid"
+        )
+    values = tuple(number(p) for p in text.split(",") if p.strip())
+    if not values:
+        raise PlanInputError(f"{where}: no values", field="--grid")
+    return values
+
+
+def parse_axis(text: str) -> Axis:
+    name, eq, spec = text.partition("=")
+    name = name.strip()
+    if not eq:
+        raise PlanInputError(f"--grid {text!r}: expected NAME=VALUES", field="--grid")
+    if name in VECTOR_AXES:
+        values = parse_values(name, spec)
+        if any(v < 1 or v != int(v) for v in values):
+            raise PlanInputError(f"--grid {name}: expected whole numbers >= 1", field="--grid")
+        return Axis(name, values)
+    kind, dot, fname = name.partition(".")
+    if not dot or kind not in KINDS:
+        raise PlanInputError(
+            f"--grid {name!r}: expected P, D, agents or KIND.FIELD with KIND "
+            f"one of {', '.join(KINDS)}",
+            field="--grid",
+        )
+    fields = schema_for(kind).model_fields
+    if fname not in fields:
+        import difflib
+
+        close = difflib.get_close_matches(fname, list(fields), n=1, cutoff=0.6)
+        hint = f"; did you mean '{kind}.{close[0]}'?" if close else ""
+        raise PlanInputError(f"--grid: {kind} has no field '{fname}'{hint}", field="--grid")
+    annotation = str(fields[fname].annotation)
+    if not any(t in annotation for t in ("float", "int")):
+        raise PlanInputError(f"--grid: {kind}.{fname} is not numeric", field="--grid")
+    return Axis(name, parse_values(name, spec))
+
+
+@dataclass
+class SweepSummary:
+    points: int = 0
+    feasible: int = 0
+    bottleneck_counts: dict[str, int] = field(default_factory=dict)
+    best: list[dict[str, float | str]] = field(default_factory=list)
+    top: int = 10
+
+    def add(self, rows: dict[str, np.ndarray], objective: str) -> None:
+        ok = rows["feasible"].astype(bool)
+        self.points += ok.size
+        self.feasible += int(ok.sum())
+        counts = np.bincount(rows["bottleneck_index"][ok], minlength=len(LINKS))
+        for i in np.flatnonzero(counts):
+            link = LINKS[int(i)]
+            self.bottleneck_counts[link] = self.bottleneck_counts.get(link, 0) + int(counts[i])
+        if not ok.any():
+            return
+        score = np.where(ok, rows[objective], -np.inf if objective != "jct_s" else np.inf)
+        rank = score if objective == "jct_s" else -score  # lower is better
+        n_best = min(self.top, rank.size)
+        for i in np.argpartition(rank, n_best - 1)[:n_best]:  # the best, unsorted
+            if ok[i]:
+                row = _row(rows, int(i))
+                row.pop("feasible")
+                self.best.append(row)  # type: ignore[arg-type]
+        sign = 1.0 if objective == "jct_s" else -1.0
+        self.best = sorted(self.best, key=lambda r: sign * float(r[objective]))[: self.top]
+
+
+def _scalar(v: object) -> float | str:
+    if isinstance(v, np.generic):
+        return v.item()  # type: ignore[return-value]
+    return v  # type: ignore[return-value]
+
+
+def grid_size(axes: list[Axis]) -> int:
+    return math.prod(len(a.values) for a in axes)
+
+
+def run_sweep(
+    registry: Registry,
+    base: dict[str, object],
+    axes: list[Axis],
+    modes: tuple[OutcomeMode, ...],
+    cfg: ServingConfig,
+    *,
+    objective: str = "throughput_per_gpu",
+    chunk: int = 200_000,
+    on_chunk: Callable[[dict[str, np.ndarray]], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+    top: int = 10,
+) -> SweepSummary:
+    """Evaluate every grid point; ``on_chunk`` receives each chunk's columns (to write them),
+    ``progress`` the number of points done. Returns the summary."""
+    names = [a.name for a in axes]
+    if len(set(names)) != len(names):
+        raise PlanInputError("--grid names an axis twice", field="--grid")
+    if chunk < 1:
+        raise PlanInputError(f"expected a chunk of at least 1 point, got {chunk}", field="--chunk")
+    vector = {a.name: np.asarray(a.values) for a in axes if a.is_vector}
+    profile_axes = [a for a in axes if not a.is_vector]
+    p_vals = vector.get("P", np.asarray([float(base["prefill_nodes"])]))  # type: ignore[arg-type]
+    d_vals = vector.get("D", np.asarray([float(base["decode_nodes"])]))  # type: ignore[arg-type]
+    a_vals = vector.get("agents", np.asarray([float(cfg.agents)]))
+    shape = (len(p_vals), len(d_vals), len(a_vals))
+    block = math.prod(shape)
+    summary = SweepSummary(top=top)
+    for combo in itertools.product(*[a.values for a in profile_axes]):
+        assignments = [f"{a.name}={_fmt(v)}" for a, v in zip(profile_axes, combo, strict=True)]
+        reg = replace(registry, overrides=registry.overrides.merged(Overrides.parse(assignments)))
+        sc = Scenario.from_ids(reg, **base)  # type: ignore[arg-type]
+        for start in range(0, block, chunk):
+            idx = np.arange(start, min(start + chunk, block))
+            ip, idd, ia = np.unravel_index(idx, shape)
+            P, D, agents = p_vals[ip], d_vals[idd], a_vals[ia]
+            for mode in modes:
+                rows = _evaluate_chunk(sc, mode, cfg, P, D, agents)
+                for a, v in zip(profile_axes, combo, strict=True):
+                    rows[a.name] = np.full(idx.size, v)
+                summary.add(rows, objective)
+                if on_chunk is not None:
+                    on_chunk(rows)
+            if progress is not None:
+                progress(idx.size)
+    return summary
+
+
+def _fmt(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
+
+
+def _evaluate_chunk(
+    sc: Scenario,
+    mode: OutcomeMode,
+    cfg: ServingConfig,
+    P: np.ndarray,
+    D: np.ndarray,
+    agents: np.ndarray,
+) -> dict[str, np.ndarray]:
+    sat = saturated(sc, mode, cfg, P, D)
+    sol = sat.solution
+    t = np.asarray(sol.throughput_turns_per_s)
+    # Per-agent critical path at light load (as evaluate_mode): TTFT_min + generated x TPOT(1).
+    gen = sc.turn_demand.mean(sc.turn_demand.generated_tokens)
+    pm = sat.prefill
+    ttft_min = pm.read_latency_s + pm.forward_s(1.0)
+    cycle_min = ttft_min + gen * sat.tpot_light_s + sc.workload.tool_latency_s
+    x = np.minimum(t, agents / cycle_min)
+    gpus = P * sc.prefill_node.gpus_per_node + D * sc.decode_node.gpus_per_node
+    feasible = sat.feasible & np.isfinite(t) & (t > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        jct = np.where(feasible, agents * sc.workload.turns / x, np.nan)
+    return {
+        "mode": np.asarray(mode),
+        "P": P.astype(np.int64),
+        "D": D.astype(np.int64),
+        "agents": agents.astype(np.int64),
+        "gpus": gpus.astype(np.int64),
+        "throughput_turns_per_s": np.where(feasible, t, np.nan),
+        "throughput_per_gpu": np.where(feasible, t / gpus, np.nan),
+        "jct_s": jct,
+        "decode_path_fraction": np.where(feasible, sol.decode_path_fraction, np.nan),
+        "bottleneck_index": np.asarray(sol.bottleneck),
+        "bottleneck": np.where(
+            feasible, np.asarray(LINKS, dtype=object)[np.asarray(sol.bottleneck)], None
+        ),
+        "feasible": feasible,
+    }
+
+
+def _row(rows: dict[str, np.ndarray], k: int) -> dict[str, object]:
+    """Point k of a chunk: scalars as they are, the bottleneck by name (None if infeasible)."""
+    out: dict[str, object] = {}
+    for c, v in rows.items():
+        if c == "bottleneck_index":
+            out["bottleneck"] = LINKS[int(v[k])] if rows["feasible"][k] else None
+        else:
+            out[c] = _scalar(v[()] if np.ndim(v) == 0 else v[k])
+    return out
+
+
+def iter_rows(rows: dict[str, np.ndarray]) -> Iterator[dict[str, object]]:
+    for k in range(len(rows["P"])):
+        yield _row(rows, k)
