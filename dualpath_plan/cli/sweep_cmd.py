@@ -250,19 +250,7 @@ def sweep(
     if share:
         stdout.print("binding resource: " + ", ".join(f"{k} {v:.0%}" for k, v in share.items()))
     table = Table(title=f"best {len(summary.best)} by {objective}")
-    cols = [
-        *extra,
-        "mode",
-        "P",
-        "D",
-        "agents",
-        "gpus",
-        "throughput_turns_per_s",
-        "throughput_per_gpu",
-        "jct_s",
-        "decode_path_fraction",
-        "bottleneck",
-    ]
+    cols = [*extra, *(c for c in OUT_COLUMNS if c != "feasible")]
     for c in cols:
         table.add_column(c)
     for r in summary.best:
@@ -280,10 +268,8 @@ def _cell(v: object) -> str:
 
 def _lp_sweep(registry, base, axes, modes, cfg, objective, top, writer, advance):  # type: ignore[no-untyped-def]
     """One LP per point (the closed form's cross-check, and the path to what it cannot do)."""
-    from dataclasses import replace as dc_replace
-
     from dualpath_plan.outcomes.serving import saturated
-    from dualpath_plan.outcomes.sweep import SweepSummary, _evaluate_chunk
+    from dualpath_plan.outcomes.sweep import SweepSummary
     from dualpath_plan.solvers.lp import LPProblem, solve_lp
 
     summary = SweepSummary(top=top)
@@ -321,7 +307,6 @@ def _lp_sweep(registry, base, axes, modes, cfg, objective, top, writer, advance)
         on_chunk=on_rows,
         progress=lambda n: advance(n * len(modes)),
     )
-    _ = (dc_replace, _evaluate_chunk)
     return summary
 
 
