@@ -186,6 +186,20 @@ def test_recommend_cli(cli, tmp_path) -> None:
     assert "polyline" in svg.read_text()
 
 
+def test_recommend_png_and_ranks(cli, tmp_path) -> None:
+    png = tmp_path / "r.png"
+    data = cli("recommend", "--budget-nodes", "8", "--plot", str(png), "--json").json()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ranks = [c["modes"]["dualpath"]["rank"] for c in data["candidates"] if c["modes"]["dualpath"]]
+    assert sorted(ranks) == list(range(1, len(ranks) + 1))
+    best = next(
+        c
+        for c in data["candidates"]
+        if c["modes"]["dualpath"] and c["modes"]["dualpath"]["rank"] == 1
+    )
+    assert best["prefill_nodes"] == data["recommended"]["dualpath"]["prefill_nodes"]
+
+
 def test_recommend_phases(cli) -> None:
     data = cli(
         "recommend",
@@ -209,7 +223,7 @@ def test_recommend_phases(cli) -> None:
         (("--budget-nodes", "1"), "does not buy one prefill and one decode"),
         (("--budget-nodes", "3"), "no split of the budget is feasible"),
         (("--budget-nodes", "10", "--objective", "speed"), "--objective"),
-        (("--budget-nodes", "10", "--plot", "x.png"), "SVG"),
+        (("--budget-nodes", "10", "--plot", "x.gif"), ".svg or .png"),
         (("--budget-nodes", "10", "--phase", "paper-64k:-1"), "--phase"),
     ],
 )

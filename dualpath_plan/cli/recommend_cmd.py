@@ -29,6 +29,7 @@ from dualpath_plan.plan import DEFAULTS, Scenario
 from dualpath_plan.reports.recommend_report import (
     recommend_markdown,
     recommend_payload,
+    recommend_png,
     recommend_svg,
     render_recommend,
 )
@@ -96,8 +97,9 @@ def recommend_cmd(
         Path | None,
         typer.Option(
             "--plot",
-            help="Write the objective against the split per mode, bottleneck regions "
-            "shaded, as FILE.svg (SVG is drawn without a plotting library).",
+            help="Write the objective against the split per mode, bottleneck regions shaded: "
+            "FILE.svg (drawn without a plotting library) or FILE.png (needs matplotlib, the 'plot' "
+            "extra).",
             show_default=False,
         ),
     ] = None,
@@ -112,11 +114,8 @@ def recommend_cmd(
         raise PlanInputError(
             f"expected one of {', '.join(OBJECTIVES)}, got {objective!r}", field="--objective"
         )
-    if plot is not None and plot.suffix.lower() != ".svg":
-        raise PlanInputError(
-            "the chart is written as SVG (no plotting library needed); give a .svg file",
-            field="--plot",
-        )
+    if plot is not None and plot.suffix.lower() not in (".svg", ".png"):
+        raise PlanInputError(f"expected a .svg or .png file, got {plot.name!r}", field="--plot")
     budget = Budget(budget_nodes, budget_gpus, budget_cost, prefill_node_cost, decode_node_cost)
     budget.validate()
     cfg = ServingConfig(agents=agents, ttft_slo_s=ttft_slo, tpot_slo_s=tpot_slo)
@@ -147,7 +146,9 @@ def recommend_cmd(
                 raise PlanInputError(f"a phase weight must be > 0, got {spec!r}", field="--phase")
             specs.append((wid, w))
         phases = phase_plan(registry, base, specs, budget, cfg, objective)  # type: ignore[arg-type]
-    if plot is not None:
+    if plot is not None and plot.suffix.lower() == ".png":
+        recommend_png(report, str(plot))
+    elif plot is not None:
         _write(plot, recommend_svg(report), "--plot")
     if markdown is not None:
         rel = str(plot) if plot is not None else None

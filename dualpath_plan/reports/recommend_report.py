@@ -2,7 +2,7 @@
 
 The chart is SVG written directly (a line per mode over the candidate splits, the dualpath
 bottleneck regions shaded): a line chart needs no plotting library, SVG scales, opens in any
-browser and embeds in the Markdown report.
+browser and embeds in the Markdown report. PNG goes through matplotlib (the ``plot`` extra).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from dualpath_plan.outcomes.recommend import Candidate, PhasePlan, RecommendReport
+from dualpath_plan.errors import PlanInputError
+from dualpath_plan.outcomes.recommend import Candidate, PhasePlan, RecommendReport, score
 from dualpath_plan.outcomes.serving import ModeOutcome
 from dualpath_plan.reports.size_report import mode_payload
 
@@ -38,6 +39,7 @@ def _value(o: ModeOutcome | None, c: Candidate, objective: str) -> float | None:
 
 
 def recommend_payload(r: RecommendReport, phases: PhasePlan | None = None) -> dict[str, Any]:
+    ranks = {m: _ranks(r, m) for m in r.candidates[0].modes}
     out: dict[str, Any] = {
         "objective": r.objective,
         "bottleneck_free_range": {
@@ -51,10 +53,11 @@ def recommend_payload(r: RecommendReport, phases: PhasePlan | None = None) -> di
                 "gpus": c.gpus,
                 "bottleneck_free": c.bottleneck_free,
                 "modes": {
-                    m: (mode_payload(o) if o is not None else None) for m, o in c.modes.items()
+                    m: ({**mode_payload(o), "rank": ranks[m][i]} if o is not None else None)
+                    for m, o in c.modes.items()
                 },
             }
-            for c in r.candidates
+            for i, c in enumerate(r.candidates)
         ],
         "recommended": {
             m: {
@@ -86,6 +89,19 @@ def recommend_payload(r: RecommendReport, phases: PhasePlan | None = None) -> di
     return out
 
 
+def _ranks(r: RecommendReport, mode: str) -> list[int | None]:
+    """Rank of each candidate for a mode by the objective (1 = best; None: infeasible)."""
+    scored = []
+    for i, c in enumerate(r.candidates):
+        o = c.modes.get(mode)  # type: ignore[call-overload]
+        if o is not None:
+            scored.append((score(o, c.gpus, r.objective), i))
+    out: list[int | None] = [None] * len(r.candidates)
+    for rank, (_, i) in enumerate(sorted(scored, key=lambda t: -t[0]), 1):
+        out[i] = rank
+    return out
+
+
 def _fmt(v: float | None, objective: str) -> str:
     if v is None:
         return "n/a"
@@ -99,26 +115,38 @@ def render_recommend(r: RecommendReport, console: Console, phases: PhasePlan | N
         f"decode {sc.decode_node.id}; objective {r.objective}; bottleneck-free "
         f"{r.pd_min:.3g} <= P/D <= {r.pd_max:.3g} (marked *)"
     )
-    _, label = METRIC[r.objective]
-    table = Table(title=f"{label} per split")
+    table = Table(title=f"per split (< recommended by {r.objective}; * bottleneck-free)")
     table.add_column("P/D")
-    modes = list(r.recommended) or list(r.candidates[0].modes)
-    for m in modes:
-        table.add_column(m, justify="right")
+    cols = [
+        ("basic", "JCT"),
+        ("basic", "APS"),
+        ("dualpath", "turns/s"),
+        ("dualpath", "JCT"),
+        ("dualpath", "APS"),
+        ("oracle", "JCT"),
+    ]
+    for m, what in cols:
+        table.add_column(f"{m} {what}", justify="right")
     table.add_column("dualpath binds")
     table.add_column("DE share", justify="right")
+
+    def cell(c: Candidate, m: str, what: str) -> str:
+        o = c.modes.get(m)  # type: ignore[call-overload]
+        if o is None:
+            return "n/a"
+        v = {
+            "JCT": f"{o.jct_s:,.0f} s",
+            "APS": f"{o.aps:.3g}",
+            "turns/s": f"{o.throughput_turns_per_s:.3g}",
+        }[what]
+        rec = r.recommended.get(m)  # type: ignore[call-overload]
+        return f"[bold green]{v} <[/bold green]" if rec is not None and rec.candidate is c else v
+
     for c in r.candidates:
-        cells = []
-        for m in modes:
-            v = _fmt(_value(c.modes.get(m), c, r.objective), r.objective)
-            rec = r.recommended.get(m)
-            if rec is not None and rec.candidate is c:
-                v = f"[bold green]{v} <[/bold green]"
-            cells.append(v)
         dp = c.modes.get("dualpath")
         table.add_row(
             f"{c.prefill_nodes}P{c.decode_nodes}D{' *' if c.bottleneck_free else ''}",
-            *cells,
+            *[cell(c, m, w) for m, w in cols],
             dp.bottleneck if dp else "",
             f"{dp.decode_path_fraction:.0%}" if dp else "",
         )
@@ -209,6 +237,54 @@ def recommend_markdown(
         "",
     ]
     return "\n".join(lines)
+
+
+def recommend_png(r: RecommendReport, path: str) -> None:
+    """The same chart as PNG, through matplotlib (the optional ``plot`` extra): rasterizing
+    is what a plotting library does better than code of ours."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.patches as mpatches
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise PlanInputError(
+            "a PNG chart needs matplotlib: pip install 'dualpath-plan[plot]', or write .svg",
+            field="--plot",
+        ) from exc
+    cands = r.candidates
+    _, label = METRIC[r.objective]
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    region_of: dict[str, str] = {}
+    for i, c in enumerate(cands):
+        dp = c.modes.get("dualpath")
+        b = dp.bottleneck if dp else "infeasible"
+        color = region_of.setdefault(b, REGION_COLORS[len(region_of) % len(REGION_COLORS)])
+        ax.axvspan(i - 0.5, i + 0.5, color=color, lw=0)
+    for m in cands[0].modes:
+        pts = [
+            (i, v)
+            for i, c in enumerate(cands)
+            if (v := _value(c.modes.get(m), c, r.objective)) is not None
+        ]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=m, color=COLORS.get(m), lw=2)
+    ax.set_xticks(
+        range(len(cands)), [f"{c.prefill_nodes}P{c.decode_nodes}D" for c in cands], rotation=45
+    )
+    ax.set_ylabel(label)
+    ax.set_xlabel("split (prefill P, decode D nodes); shading: what binds dualpath")
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [mpatches.Patch(color=c, label=b) for b, c in region_of.items()]
+    ax.legend(handles=handles, fontsize=8, loc="best")
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except OSError as exc:
+        raise PlanInputError(f"cannot write: {exc.strerror}", source=path, field="--plot") from None
+    finally:
+        plt.close(fig)
 
 
 def recommend_svg(r: RecommendReport, width: int = 720, height: int = 420) -> str:
