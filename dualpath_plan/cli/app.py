@@ -51,13 +51,21 @@ def _register_commands() -> None:
     """Add the command modules to the app once (main() may run many times in one process)."""
     if _registered:
         return
-    from dualpath_plan.cli import paths_cmd, physics_cmd, recommend_cmd, size_cmd, sweep_cmd
+    from dualpath_plan.cli import (
+        paths_cmd,
+        physics_cmd,
+        recommend_cmd,
+        size_cmd,
+        sweep_cmd,
+        validate_cmd,
+    )
 
     size_cmd.register(app)
     recommend_cmd.register(app)
     sweep_cmd.register(app)
     physics_cmd.register(app)
     paths_cmd.register(app)
+    validate_cmd.register(app)
     _registered.append(True)
 
 

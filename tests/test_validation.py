@@ -1,0 +1,170 @@
+"""Issue 7: the validation suite and the regression gate."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+BASELINE = Path(__file__).parent / "baseline.json"
+
+
+def test_validate_json_and_table(cli) -> None:
+    result = cli("validate", "--json")
+    assert result.code == 0, result.err
+    data = result.json()
+    ids = {c["id"] for c in data["cases"]}
+    assert {"table1-v32-16k", "offline-ds660b-2p4d", "bounds-pd-max", "ablation-ordering"} <= ids
+    for c in data["cases"]:
+        assert set(c) >= {"id", "claim", "paper", "model", "error", "pass"}
+        if c["known_gap"] is None:
+            assert c["pass"], c  # every case without a documented gap is within tolerance
+        else:
+            assert not c["pass"] and c["status"] == "gap"
+    assert data["passed"] + data["gaps"] == len(data["cases"]) and data["failed"] == 0
+
+
+def _case(tmp_path: Path, name: str, body: str) -> Path:
+    d = tmp_path / "cases"
+    d.mkdir(exist_ok=True)
+    (d / f"{name}.toml").write_text(body)
+    return d
+
+
+def test_adding_a_case_is_adding_a_file(cli, tmp_path) -> None:
+    d = _case(
+        tmp_path,
+        "my-claim",
+        """claim = "V3.2 at 32K"
+source = "my notes"
+kind = "ratio"
+paper = 21.7
+tolerance = 0.05
+[inputs]
+model = "deepseek-v3.2"
+context_tokens = 32768
+append_tokens = 429
+""",
+    )
+    data = cli("validate", "--cases", str(d), "--json").json()
+    mine = next(c for c in data["cases"] if c["id"] == "my-claim")
+    assert mine["pass"]
+
+
+def test_a_failing_case_exits_1(cli, tmp_path) -> None:
+    d = _case(
+        tmp_path,
+        "wrong",
+        """claim = "wrong on purpose"
+source = "test"
+kind = "ratio"
+paper = 50.0
+tolerance = 0.05
+[inputs]
+model = "deepseek-v3.2"
+context_tokens = 32768
+append_tokens = 429
+""",
+    )
+    assert cli("validate", "--cases", str(d)).code == 1
+
+
+def test_a_known_gap_that_passes_exits_1(cli, tmp_path) -> None:
+    d = _case(
+        tmp_path,
+        "gap-now-ok",
+        """claim = "marked as a gap but reproduced"
+source = "test"
+kind = "ratio"
+paper = 21.7
+tolerance = 0.05
+known_gap = "no longer true"
+[inputs]
+model = "deepseek-v3.2"
+context_tokens = 32768
+append_tokens = 429
+""",
+    )
+    result = cli("validate", "--cases", str(d), "--json")
+    assert result.code == 1
+    case = next(c for c in result.json()["cases"] if c["id"] == "gap-now-ok")
+    assert case["status"] == "unexpected pass"
+
+
+def test_bad_case_file_exits_2(cli, tmp_path) -> None:
+    d = _case(
+        tmp_path, "bad", 'claim = "x"\nsource = "y"\nkind = "nope"\npaper = 1\ntolerance = 0\n'
+    )
+    result = cli("validate", "--cases", str(d))
+    assert result.code == 2 and "kind" in result.err
+
+
+def test_check_is_clean_on_the_committed_baseline(cli) -> None:
+    result = cli("check", str(BASELINE), "--json")
+    assert result.code == 0, result.out + result.err
+    assert result.json()["regressions"] == 0
+
+
+def test_check_catches_a_one_percent_change(cli, tmp_path) -> None:
+    data = json.loads(BASELINE.read_text())
+    scenario = data["scenarios"][0]
+    name, metric = next(iter(scenario["metrics"].items()))
+    assert metric["rel_tol"] < 0.01
+    metric["value"] *= 1.01
+    broken = tmp_path / "baseline.json"
+    broken.write_text(json.dumps(data))
+    junit = tmp_path / "check.xml"
+    result = cli("check", str(broken), "--junit", str(junit), "--json")
+    assert result.code == 1
+    changes = result.json()["changes"]
+    assert [(c["scenario"], c["metric"]) for c in changes] == [(scenario["id"], name)]
+    suite = ET.fromstring(junit.read_text())
+    assert suite.get("failures") == "1"
+    # --update rewrites the value and the gate is clean again.
+    assert cli("check", str(broken), "--update").code == 0
+    assert cli("check", str(broken)).code == 0
+
+
+def test_check_tolerance_is_per_metric(cli, tmp_path) -> None:
+    data = json.loads(BASELINE.read_text())
+    metric = next(iter(data["scenarios"][0]["metrics"].values()))
+    metric["rel_tol"] = 0.05
+    metric["value"] *= 1.01
+    loose = tmp_path / "baseline.json"
+    loose.write_text(json.dumps(data))
+    assert cli("check", str(loose)).code == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "expect"),
+    [
+        ("{not json", "not JSON"),
+        ('{"scenarios": [{"id": "x"}]}', "has no 'kind'"),
+        ('{"scenarios": [{"id": "x", "kind": "magic", "inputs": {}}]}', "unknown scenario kind"),
+        (
+            '{"scenarios": [{"id": "x", "kind": "size", "inputs": {"model": "nope"}}]}',
+            "unknown model",
+        ),
+    ],
+)
+def test_check_usage_errors_exit_2(cli, tmp_path, content, expect) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(content)
+    result = cli("check", str(path))
+    assert result.code == 2, result.err
+    assert expect in result.err
+
+
+def test_check_missing_file(cli, tmp_path) -> None:
+    result = cli("check", str(tmp_path / "none.json"))
+    assert result.code == 2 and "no such baseline" in result.err
+
+
+def test_shipped_cases_are_in_the_package() -> None:
+    from dualpath_plan.validation import CASES_DIR
+
+    assert len(list(CASES_DIR.glob("*.toml"))) >= 20
+    shutil.disk_usage(CASES_DIR)  # exists on disk beside the code
