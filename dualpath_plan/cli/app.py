@@ -6,6 +6,7 @@ import os
 import sys
 from typing import Annotated
 
+import numpy as np
 import typer
 
 from dualpath_plan import __version__
@@ -72,6 +73,9 @@ def _register_commands() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input is one line on stderr and exit 2, never a traceback."""
     _register_commands()
+    # Floating-point warnings would print on stderr; non-finite results are caught where they
+    # are printed (cli.common.print_json), so the warnings add nothing for a user.
+    np.seterr(all="ignore")
     args = sys.argv[1:] if argv is None else argv
     try:
         # Standalone mode: typer/click print usage errors themselves and exit 2.

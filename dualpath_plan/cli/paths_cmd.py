@@ -67,6 +67,10 @@ def _scheduler(name: str, requests_per_engine: float, load_cv: float) -> Schedul
     )
 
 
+def _finite(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
 def _fmt(v: float) -> str:
     if math.isinf(v):
         return "none"
@@ -105,21 +109,18 @@ def bounds(
     pd_min, pd_max = float(b.pd_min), float(b.pd_max)
     feasible = pd_min <= pd_max and not b.violated[0]
     payload = {
-        "pd_min": pd_min,
-        "pd_max": pd_max if math.isfinite(pd_max) else None,
+        # null where a bound does not exist (none below, none above, or no feasible ratio).
+        "pd_min": _finite(pd_min),
+        "pd_max": _finite(pd_max),
         "binding_lower": b.binding_lower[0],
         "binding_upper": b.binding_upper[0],
         "feasible": bool(feasible),
         "violated_at_every_ratio": b.violated[0],
         "paper_assumptions": paper,
-        "per_link": {
-            k: (float(v) if math.isfinite(float(v)) else None) for k, v in b.per_link.items()
-        },
+        "per_link": {k: _finite(float(v)) for k, v in b.per_link.items()},
         "shift_vs_paper_assumptions": {
-            "pd_min": pd_min - float(ref.pd_min),
-            "pd_max": (pd_max - float(ref.pd_max))
-            if math.isfinite(pd_max) and math.isfinite(float(ref.pd_max))
-            else None,
+            "pd_min": _finite(pd_min - float(ref.pd_min)),
+            "pd_max": _finite(pd_max - float(ref.pd_max)),
         },
     }
     if as_json:

@@ -23,6 +23,7 @@ from dualpath_plan.profiles.registry import Registry
 Objective = Literal["jct", "aps", "throughput-per-gpu"]
 OBJECTIVES: tuple[Objective, ...] = ("jct", "aps", "throughput-per-gpu")
 RECOMMEND_MODES: tuple[OutcomeMode, ...] = ("basic", "even", "dualpath", "oracle")
+MAX_SPLITS = 4096
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,12 @@ class Budget:
             cp, cd, total = float(gpus_p), float(gpus_d), float(self.gpus)
         else:
             cp, cd, total = self.prefill_node_cost, self.decode_node_cost, float(self.cost or 0)
+        if total / cp > 4 * MAX_SPLITS:
+            raise PlanInputError(
+                f"a budget of {total:g} allows more than {MAX_SPLITS:,} splits; "
+                "use sweep for larger grids",
+                field="--budget-nodes",
+            )
         out = []
         eps = 1e-9 * max(total, 1.0)
         p = 1
@@ -164,6 +171,12 @@ def recommend(
             f"expected one of {', '.join(OBJECTIVES)}, got {objective!r}", field="--objective"
         )
     splits = budget.splits(sc.prefill_node.gpus_per_node, sc.decode_node.gpus_per_node)
+    if len(splits) > MAX_SPLITS:
+        raise PlanInputError(
+            f"the budget allows {len(splits):,} splits; at most {MAX_SPLITS:,} "
+            "are evaluated (use sweep for larger grids)",
+            field="--budget-nodes",
+        )
     if not splits:
         raise InfeasibleError(
             "the budget does not buy one prefill and one decode node", field="--budget-nodes"

@@ -62,7 +62,14 @@ def pd_bounds(cluster: Cluster, demand: Demand, options: PathOptions = PathOptio
             "workload loads none (context_tokens = 0)",
             field="context_tokens",
         )
-    alpha, beta = a / H, b / H
+    with np.errstate(all="ignore"):
+        alpha, beta = a / H, b / H
+    if not (np.all(np.isfinite(alpha)) and np.all(np.isfinite(beta))):
+        raise InfeasibleError(
+            "the cached KV is too small against the other bytes of a turn for the SNIC-"
+            "saturation analysis (context_tokens near 0)",
+            field="context_tokens",
+        )
     sp = np.asarray(cluster.pe.snic_read, dtype=np.float64)
     sd = np.asarray(cluster.de.snic_read, dtype=np.float64)
     shape = np.broadcast(alpha[..., 0], sp, sd).shape
