@@ -2,7 +2,7 @@
 
 Golden values: the DualPath paper (dualpath-paper.md 5.1-5.5), with the tolerance the issue
 sets (15% for figure readings). The dualpath-hopper calibration is fitted to the DS 660B 2P4D
-64K point only (bench/fit_dualpath_hopper.py); the other claims are predictions.
+64K point only (dualpath-plan calibrate bench/paper_points.csv); the other claims are predictions.
 """
 
 from __future__ import annotations

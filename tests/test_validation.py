@@ -168,3 +168,90 @@ def test_shipped_cases_are_in_the_package() -> None:
 
     assert len(list(CASES_DIR.glob("*.toml"))) >= 20
     shutil.disk_usage(CASES_DIR)  # exists on disk beside the code
+
+
+PAPER_POINTS = Path(__file__).parent.parent / "bench" / "paper_points.csv"
+PERTURBED = [
+    "--set",
+    "node.snic_efficiency=0.8",
+    "--set",
+    "node.prefill_mfu=0.2",
+    "--set",
+    "node.prefill_hbm_reserve_gbyte=29",
+    "--set",
+    "node.decode_step_overhead_s=0.01",
+]
+
+
+def test_calibrate_recovers_the_shipped_calibration(cli, registry, tmp_path) -> None:
+    result = cli("calibrate", str(PAPER_POINTS), *PERTURBED, "--out", str(tmp_path), "--json")
+    assert result.code == 0, result.err
+    data = result.json()
+    node = registry.node("dualpath-hopper")
+    for field, value in data["fitted"].items():
+        assert value == pytest.approx(getattr(node, field), rel=0.01), field
+    assert data["train_rms_log_error"] < 1e-3
+    # The overlay is a valid profile that --profiles picks up, citing the fit.
+    overlay = tmp_path / "node" / "dualpath-hopper.toml"
+    assert cli("profiles", "validate", str(overlay)).code == 0
+    shown = cli("profiles", "show", "dualpath-hopper", "--profiles", str(tmp_path), "--json")
+    fields = shown.json()
+    assert fields["fields"]["prefill_mfu"] == pytest.approx(data["fitted"]["prefill_mfu"])
+    assert "calibrate" in fields["sources"]["prefill_mfu"][0]
+
+
+def test_calibrate_holdout(cli, tmp_path) -> None:
+    measured = tmp_path / "m.csv"
+    measured.write_text(PAPER_POINTS.read_text() + "jct_s,3000,dualpath,2,4,1024\n")
+    result = cli(
+        "calibrate",
+        str(measured),
+        "--fit",
+        "snic_efficiency,prefill_mfu",
+        "--holdout",
+        "1",
+        "--seed",
+        "3",
+        "--json",
+    )
+    assert result.code == 0, result.err
+    data = result.json()
+    assert len(data["holdout"]) == 1 and len(data["train"]) == 4
+    assert data["holdout_rms_log_error"] is not None
+
+
+@pytest.mark.parametrize(
+    ("rows", "args", "expect"),
+    [
+        ("metric,value\njct_s,1\n", (), "missing column"),
+        ("metric,value,mode,prefill_nodes,decode_nodes\n", (), "no measured points"),
+        ("metric,value,mode,prefill_nodes,decode_nodes\nspeed,1,basic,2,4\n", (), "unknown metric"),
+        ("metric,value,mode,prefill_nodes,decode_nodes\njct_s,-1,basic,2,4\n", (), "value > 0"),
+        (
+            "metric,value,mode,prefill_nodes,decode_nodes\njct_s,1,basic,2,4\n",
+            ("--fit", "no_field"),
+            "no field",
+        ),
+        (
+            "metric,value,mode,prefill_nodes,decode_nodes\njct_s,1,basic,2,4\n",
+            ("--fit", "gpu"),
+            "not a number",
+        ),
+        (
+            "metric,value,mode,prefill_nodes,decode_nodes\njct_s,1,basic,2,4\n",
+            ("--holdout", "1"),
+            "--holdout",
+        ),
+        (
+            "metric,value,mode,prefill_nodes,decode_nodes\njct_s,1,basic,2,4\n",
+            (),
+            "cannot determine",
+        ),
+    ],
+)
+def test_calibrate_bad_input(cli, tmp_path, rows, args, expect) -> None:
+    measured = tmp_path / "m.csv"
+    measured.write_text(rows)
+    result = cli("calibrate", str(measured), *args)
+    assert result.code == 2, result.err
+    assert expect in result.err

@@ -13,6 +13,14 @@ from rich.table import Table
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.validation import load_cases, run_validation
+from dualpath_plan.validation.calibrate import (
+    DEFAULT_FIT,
+    Calibration,
+    calibrate,
+    load_points,
+    overlay,
+    profile_to_toml,
+)
 from dualpath_plan.validation.check import junit_xml, load_baseline, run_check
 
 
@@ -166,6 +174,133 @@ def _num(v: float | None) -> str:
     return "-" if v is None else f"{v:.8g}"
 
 
+def calibrate_cmd(
+    measured: Annotated[
+        Path,
+        typer.Argument(
+            metavar="MEASURED.csv",
+            help="Rows: metric, value, mode, prefill_nodes, decode_nodes[, agents].",
+        ),
+    ],
+    model: Annotated[str, typer.Option("--model")] = "deepseek-v3.2",
+    workload: Annotated[str, typer.Option("--workload")] = "paper-64k",
+    node: Annotated[
+        str, typer.Option("--node", help="The node profile to fit (both sides).")
+    ] = "dualpath-hopper",
+    storage: Annotated[str, typer.Option("--storage")] = "3fs",
+    fit: Annotated[str, typer.Option("--fit", help="Comma list of node fields to fit.")] = ",".join(
+        DEFAULT_FIT
+    ),
+    holdout: Annotated[
+        int,
+        typer.Option(
+            "--holdout", help="Leave K points out of the fit and report the error on them."
+        ),
+    ] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Which points are held out.")] = 0,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write the fitted node as a profile overlay in DIR (use with --profiles DIR).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    profiles: ProfilesOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Fit a node's named efficiency fields to measured points by least squares; report the
+    fitted values, each point's residual and (with --holdout) the held-out error, and write
+    the result as a profile overlay."""
+    from dualpath_plan.plan import Scenario
+
+    registry = load_registry(profiles, set_)
+    points = load_points(measured)
+    sc = Scenario.from_ids(
+        registry,
+        model=model,
+        workload=workload,
+        node=node,
+        storage=None if storage == "none" else storage,
+    )
+    fields = tuple(f.strip() for f in fit.split(",") if f.strip())
+    cal = calibrate(sc, points, fields, holdout, seed)
+    written = None
+    if out is not None:
+        fitted = overlay(cal, measured)
+        target = out / "node" / f"{fitted.id}.toml"
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(profile_to_toml(fitted), encoding="utf-8")
+        except OSError as exc:
+            raise PlanInputError(
+                f"cannot write: {exc.strerror}", source=str(target), field="--out"
+            ) from None
+        written = str(target)
+
+    def rows(results):  # type: ignore[no-untyped-def]
+        return [
+            {
+                "row": r.point.row,
+                "metric": r.point.metric,
+                "mode": r.point.mode,
+                "prefill_nodes": r.point.prefill_nodes,
+                "decode_nodes": r.point.decode_nodes,
+                "measured": r.point.value,
+                "model": r.model,
+                "error": r.error,
+            }
+            for r in results
+        ]
+
+    train_rms = Calibration.rms(cal.train)
+    held_rms = Calibration.rms(cal.holdout)
+    if as_json:
+        print_json(
+            {
+                "node": cal.node.id,
+                "fitted": cal.fitted,
+                "start": cal.start,
+                "train": rows(cal.train),
+                "holdout": rows(cal.holdout),
+                "train_rms_log_error": train_rms,
+                "holdout_rms_log_error": held_rms if cal.holdout else None,
+                "overlay": written,
+            }
+        )
+        return
+    t = Table(title=f"fitted fields of node '{cal.node.id}'")
+    for col in ("field", "start", "fitted"):
+        t.add_column(col)
+    for f, v in cal.fitted.items():
+        t.add_row(f, f"{cal.start[f]:.4g}", f"{v:.4g}")
+    stdout.print(t)
+    r = Table(title="points (model vs measured)")
+    for col in ("row", "set", "metric", "mode", "P/D", "measured", "model", "error"):
+        r.add_column(col)
+    for name, results in (("fit", cal.train), ("held out", cal.holdout)):
+        for x in results:
+            r.add_row(
+                str(x.point.row),
+                name,
+                x.point.metric,
+                x.point.mode,
+                f"{x.point.prefill_nodes}P{x.point.decode_nodes}D",
+                f"{x.point.value:.4g}",
+                f"{x.model:.4g}",
+                f"{x.error:+.1%}",
+            )
+    stdout.print(r)
+    stdout.print(
+        f"RMS log error: fit {train_rms:.3g}"
+        + (f", held out {held_rms:.3g}" if cal.holdout else "")
+    )
+    if written:
+        stdout.print(f"overlay written to {written}; use it with --profiles {out}")
+
+
 def register(app: typer.Typer) -> None:
     app.command("validate")(validate)
     app.command("check")(check)
+    app.command("calibrate")(calibrate_cmd)

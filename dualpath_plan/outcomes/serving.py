@@ -328,6 +328,12 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
     imbalance = float(scheduler.imbalance(P * sc.prefill_node.gpus_per_node))  # busiest GPU
     sol = sat.solution
     t_max = float(sol.throughput_turns_per_s)
+    if not (math.isfinite(t_max) and t_max > 0):
+        raise InfeasibleError(
+            f"{mode}: the cluster sustains no turns ({sol.bottleneck_name()} has no capacity "
+            "left for this workload)",
+            field="cluster",
+        )
     d = sc.turn_demand
     gen = d.mean(d.generated_tokens)
     group = decode_group(

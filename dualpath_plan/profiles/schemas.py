@@ -25,12 +25,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 # No physical quantity here exceeds 1e12 in its own unit (tokens, GB/s, TFLOPS, dims, ...);
 # the bound keeps every product the model forms far from floating-point overflow.
 MAX_MAGNITUDE = 1e12
-Positive = Annotated[float, Field(gt=0, le=MAX_MAGNITUDE, allow_inf_nan=False)]
+# ... nor is a positive quantity below 1e-9 of its unit, or an efficiency below 1e-6 of the
+# datasheet rate: such values only drive results to 0 or overflow.
+MIN_MAGNITUDE = 1e-9
+Positive = Annotated[float, Field(ge=MIN_MAGNITUDE, le=MAX_MAGNITUDE, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, le=MAX_MAGNITUDE, allow_inf_nan=False)]
 PositiveInt = Annotated[int, Field(gt=0, le=MAX_MAGNITUDE)]
 NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_MAGNITUDE)]
 # An efficiency is the achieved share of a datasheet rate: 0 < e <= 1.
-Efficiency = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+Efficiency = Annotated[float, Field(ge=1e-6, le=1, allow_inf_nan=False)]
 # A share of a capacity reserved for something else: 0 <= s < 1.
 Share = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
 

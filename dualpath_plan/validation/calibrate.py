@@ -1,0 +1,265 @@
+"""Calibration: fit a node's named efficiency fields to measured points (least squares).
+
+Measured points are CSV rows ``metric,value,mode,prefill_nodes,decode_nodes[,agents]``;
+``metric`` is an outcome of the model (``jct_s``, ``aps``, ``ttft_s``, ``tpot_s``,
+``online_ttft_s``, ``online_tpot_s``, ``throughput_turns_per_s``). The residual of a point is
+log(model / measured), so every metric weighs by its relative error. Parameters are bounded by
+their own schema constraints (an efficiency in (0, 1], a share in [0, 1), ...). With
+``holdout`` K points are left out of the fit (chosen with a seeded generator) and the fit's
+error on them is reported.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from dualpath_plan.errors import PlanInputError
+from dualpath_plan.outcomes.serving import MODE_SPECS, ServingConfig, evaluate_mode
+from dualpath_plan.plan import Scenario
+from dualpath_plan.profiles.registry import validate_profile
+from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase
+
+METRICS = (
+    "jct_s",
+    "aps",
+    "ttft_s",
+    "tpot_s",
+    "online_ttft_s",
+    "online_tpot_s",
+    "throughput_turns_per_s",
+)
+DEFAULT_FIT = (
+    "snic_efficiency",
+    "prefill_mfu",
+    "prefill_hbm_reserve_gbyte",
+    "decode_step_overhead_s",
+)
+
+
+@dataclass(frozen=True)
+class Point:
+    metric: str
+    value: float
+    mode: str
+    prefill_nodes: int
+    decode_nodes: int
+    agents: int
+    row: int
+
+
+@dataclass(frozen=True)
+class PointResult:
+    point: Point
+    model: float
+
+    @property
+    def error(self) -> float:
+        return self.model / self.point.value - 1.0
+
+
+@dataclass(frozen=True)
+class Calibration:
+    node: NodeProfile  # with the fitted fields
+    fitted: dict[str, float]
+    start: dict[str, float]
+    train: list[PointResult]
+    holdout: list[PointResult]
+
+    @staticmethod
+    def rms(results: list[PointResult]) -> float:
+        if not results:
+            return math.nan
+        return math.sqrt(
+            sum(math.log(r.model / r.point.value) ** 2 for r in results) / len(results)
+        )
+
+
+def load_points(path: Path) -> list[Point]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlanInputError("no such measurements file", source=str(path)) from None
+    rows = [
+        r
+        for r in csv.DictReader(
+            line for line in text.splitlines() if line.strip() and not line.startswith("#")
+        )
+    ]
+    if not rows:
+        raise PlanInputError("no measured points", source=str(path))
+    required = ("metric", "value", "mode", "prefill_nodes", "decode_nodes")
+    for name in required:
+        if name not in rows[0]:
+            raise PlanInputError(
+                f"missing column; expected {', '.join(required)}[, agents]",
+                source=str(path),
+                field=name,
+            )
+    points = []
+    for n, r in enumerate(rows, 2):
+        if r["metric"] not in METRICS:
+            raise PlanInputError(
+                f"row {n}: unknown metric {r['metric']!r}; expected one of {', '.join(METRICS)}",
+                source=str(path),
+                field="metric",
+            )
+        if r["mode"] not in MODE_SPECS:
+            raise PlanInputError(
+                f"row {n}: unknown mode {r['mode']!r}", source=str(path), field="mode"
+            )
+        try:
+            value = float(r["value"])
+            p, d = int(r["prefill_nodes"]), int(r["decode_nodes"])
+            agents = int(r.get("agents") or 2048)
+        except ValueError:
+            raise PlanInputError(
+                f"row {n}: value, node counts and agents must be numbers", source=str(path)
+            ) from None
+        if not (math.isfinite(value) and value > 0) or p < 1 or d < 1 or agents < 1:
+            raise PlanInputError(
+                f"row {n}: expected value > 0 and node counts, agents >= 1",
+                source=str(path),
+                field="value",
+            )
+        points.append(Point(r["metric"], value, r["mode"], p, d, agents, n))
+    return points
+
+
+def field_bounds(name: str) -> tuple[float, float]:
+    """(low, high) of a node field from its schema constraints (gt/ge/lt/le)."""
+    info = NodeProfile.model_fields.get(name)
+    if info is None:
+        raise PlanInputError(f"node has no field '{name}'", field="--fit")
+    if info.annotation not in (float, int):
+        raise PlanInputError(f"node field '{name}' is not a number", field="--fit")
+    low, high = -math.inf, math.inf
+    for c in info.metadata:
+        for attr, pick_low in (("gt", True), ("ge", True), ("lt", False), ("le", False)):
+            v = getattr(c, attr, None)
+            if v is None:
+                continue
+            if pick_low:
+                low = max(low, float(v) + (1e-6 if attr == "gt" else 0.0))
+            else:
+                high = min(high, float(v) - (1e-6 if attr == "lt" else 0.0))
+    return low, high
+
+
+def _with(node: NodeProfile, values: dict[str, float]) -> NodeProfile:
+    data = {**node.model_dump(), **values}
+    return validate_profile(data, source=f"calibration of node '{node.id}'")  # type: ignore[return-value]
+
+
+def _model_value(sc: Scenario, node: NodeProfile, p: Point) -> float:
+    trial = replace(
+        sc,
+        prefill_node=node,
+        decode_node=node,
+        prefill_nodes=p.prefill_nodes,
+        decode_nodes=p.decode_nodes,
+    )
+    out = evaluate_mode(trial, p.mode, ServingConfig(agents=p.agents))  # type: ignore[arg-type]
+    return float(getattr(out, p.metric))
+
+
+def calibrate(
+    sc: Scenario,
+    points: list[Point],
+    fit: tuple[str, ...] = DEFAULT_FIT,
+    holdout: int = 0,
+    seed: int = 0,
+) -> Calibration:
+    from scipy.optimize import least_squares
+
+    if sc.prefill_node.id != sc.decode_node.id:
+        raise PlanInputError(
+            "calibrate fits one node profile: use --node for both sides", field="--node"
+        )
+    if not fit:
+        raise PlanInputError("give at least one field to fit", field="--fit")
+    if holdout < 0 or holdout >= len(points):
+        raise PlanInputError(
+            f"--holdout must leave at least one point to fit; {len(points)} points",
+            field="--holdout",
+        )
+    order = np.random.default_rng(seed).permutation(len(points))
+    held = sorted(order[:holdout].tolist())
+    train = [pt for i, pt in enumerate(points) if i not in held]
+    test = [points[i] for i in held]
+    if len(train) < len(fit):
+        raise PlanInputError(
+            f"{len(train)} points cannot determine {len(fit)} fields; fit "
+            "fewer (--fit) or measure more",
+            field="--fit",
+        )
+    node = sc.prefill_node
+    bounds = [field_bounds(f) for f in fit]
+    start = {f: float(getattr(node, f)) for f in fit}
+    x0 = np.array([min(max(start[f], lo), hi) for f, (lo, hi) in zip(fit, bounds, strict=True)])
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        try:
+            trial = _with(node, dict(zip(fit, map(float, x), strict=True)))
+            return np.array([math.log(_model_value(sc, trial, p) / p.value) for p in train])
+        except (PlanInputError, ValueError, ZeroDivisionError):
+            return np.full(len(train), 10.0)  # infeasible parameters: far from every point
+
+    lo = np.array([b[0] for b in bounds])
+    hi = np.array([b[1] for b in bounds])
+    # Scale each variable by its Jacobian column: schema bounds (up to 1e12) say nothing about
+    # a variable's natural size.
+    res = least_squares(residuals, x0, bounds=(lo, hi), x_scale="jac")
+    fitted = dict(zip(fit, map(float, res.x), strict=True))
+    best = _with(node, fitted)
+    return Calibration(
+        node=best,
+        fitted=fitted,
+        start=start,
+        train=[PointResult(p, _model_value(sc, best, p)) for p in train],
+        holdout=[PointResult(p, _model_value(sc, best, p)) for p in test],
+    )
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return json.dumps(str(v))  # a TOML basic string
+
+
+def profile_to_toml(profile: ProfileBase) -> str:
+    """A profile as TOML that ``read_profile_file`` reads back to the same profile."""
+    data = profile.model_dump(mode="json")
+    lines = []
+    for k, v in data.items():
+        if k in ("id", "sources", "unconfirmed") or v is None:
+            continue
+        lines.append(f"{k} = {_toml_value(v)}")
+    for table in ("sources", "unconfirmed"):
+        if data[table]:
+            lines += ["", f"[{table}]"]
+            lines += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in data[table].items()]
+    return "\n".join(lines) + "\n"
+
+
+def overlay(cal: Calibration, measurements: Path) -> NodeProfile:
+    """The fitted node, each fitted field citing the fit."""
+    rms = Calibration.rms(cal.train)
+    sources = dict(cal.node.sources)
+    unconfirmed = dict(cal.node.unconfirmed)
+    for f in cal.fitted:
+        sources[f] = [
+            f"fitted: dualpath-plan calibrate {measurements.name} ({len(cal.train)} "
+            f"points, RMS log error {rms:.3g})"
+        ]
+        unconfirmed.pop(f, None)
+    return cal.node.model_copy(update={"sources": sources, "unconfirmed": unconfirmed})
