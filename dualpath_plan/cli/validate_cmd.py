@@ -31,6 +31,9 @@ def validate(
             "--cases", help="Extra directory of case files (repeatable).", show_default=False
         ),
     ] = None,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the table as Markdown.")
+    ] = False,
     as_json: JsonOpt = False,
     profiles: ProfilesOpt = None,
     set_: SetOpt = None,
@@ -64,6 +67,23 @@ def validate(
                 "gaps": sum(r.status == "gap" for r in results),
             }
         )
+    elif markdown:
+        lines = [
+            "| case | claim | source | paper | model | error | tolerance | status |",
+            "|---|---|---|---:|---:|---:|---:|---|",
+        ]
+        for r in results:
+            lines.append(
+                f"| {r.case.id} | {r.case.claim} | {r.case.source} | {r.case.paper:.4g} "
+                f"| {r.model:.4g} | {r.error:+.1%} | {r.case.tolerance:.0%} | "
+                f"{r.status}{' (' + r.case.known_gap + ')' if r.case.known_gap else ''} |"
+            )
+        lines.append("")
+        lines.append(
+            f"{sum(r.status == 'pass' for r in results)} passed, {len(failed)} failed, "
+            f"{sum(r.status == 'gap' for r in results)} known gaps"
+        )
+        print("\n".join(lines))
     else:
         table = Table(title="validation against arXiv 2602.21548")
         for col in ("case", "claim", "paper", "model", "error", "tol", "status"):
