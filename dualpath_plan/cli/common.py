@@ -103,3 +103,8 @@ SchedulerOpt = Annotated[
     str,
     typer.Option("--scheduler", help="Load-imbalance model: ideal, round_robin or queue_aware."),
 ]
+
+
+def storage_id(storage: str) -> str | None:
+    """``--storage none`` means no storage-cluster limit."""
+    return None if storage == "none" else storage

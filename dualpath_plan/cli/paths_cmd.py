@@ -26,6 +26,7 @@ from dualpath_plan.cli.common import (
     load_registry,
     print_json,
     stdout,
+    storage_id,
 )
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.physics.cluster import Scheduler
@@ -302,7 +303,7 @@ def paths(
         prefill_node=prefill_node,
         decode_node=decode_node,
         gpu=gpu,
-        storage=None if storage == "none" else storage,
+        storage=storage_id(storage),
         prefill_nodes=prefill_nodes,
         decode_nodes=decode_nodes,
         options=options,
@@ -437,7 +438,7 @@ def _paths_lp(
         classes=_parse_classes(work_class) or [(workload, 1.0)],
         prefill_groups=_parse_groups(prefill_group, "--prefill-group") or [(node, P)],
         decode_groups=_parse_groups(decode_group, "--decode-group") or [(node, D)],
-        storage=None if storage == "none" else storage,
+        storage=storage_id(storage),
         options=options,
     )
     sol = solve_lp(problem, mode, options)

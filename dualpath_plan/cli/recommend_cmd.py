@@ -21,6 +21,7 @@ from dualpath_plan.cli.common import (
     load_registry,
     print_json,
     stdout,
+    storage_id,
 )
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.recommend import OBJECTIVES, Budget, phase_plan, recommend
@@ -127,7 +128,7 @@ def recommend_cmd(
         prefill_node=prefill_node,
         decode_node=decode_node,
         gpu=gpu,
-        storage=None if storage == "none" else storage,
+        storage=storage_id(storage),
     )
     sc = Scenario.from_ids(registry, **base)  # type: ignore[arg-type]
     report = recommend(sc, budget, cfg, objective)  # type: ignore[arg-type]

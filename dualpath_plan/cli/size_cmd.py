@@ -22,6 +22,7 @@ from dualpath_plan.cli.common import (
     load_registry,
     print_json,
     stdout,
+    storage_id,
 )
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.serving import REPORT_MODES, ServingConfig, evaluate
@@ -98,7 +99,7 @@ def size(
         prefill_node=prefill_node,
         decode_node=decode_node,
         gpu=gpu,
-        storage=None if storage == "none" else storage,
+        storage=storage_id(storage),
         prefill_nodes=prefill_nodes,
         decode_nodes=decode_nodes,
     )

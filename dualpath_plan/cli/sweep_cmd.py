@@ -30,6 +30,7 @@ from dualpath_plan.cli.common import (
     load_registry,
     print_json,
     stdout,
+    storage_id,
 )
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.serving import MODE_SPECS, REPORT_MODES, OutcomeMode, ServingConfig
@@ -177,7 +178,7 @@ def sweep(
         prefill_node=prefill_node,
         decode_node=decode_node,
         gpu=gpu,
-        storage=None if storage == "none" else storage,
+        storage=storage_id(storage),
         prefill_nodes=prefill_nodes,
         decode_nodes=decode_nodes,
     )

@@ -10,7 +10,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
+from dualpath_plan.cli.common import (
+    JsonOpt,
+    ProfilesOpt,
+    SetOpt,
+    load_registry,
+    print_json,
+    stdout,
+    storage_id,
+)
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.validation import load_cases, run_validation
 from dualpath_plan.validation.calibrate import (
@@ -242,7 +250,7 @@ def calibrate_cmd(
         model=model,
         workload=workload,
         node=node,
-        storage=None if storage == "none" else storage,
+        storage=storage_id(storage),
     )
     fields = tuple(f.strip() for f in fit.split(",") if f.strip())
     cal = calibrate(sc, points, fields, holdout, seed)

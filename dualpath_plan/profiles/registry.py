@@ -161,31 +161,29 @@ class Overrides:
 
     by_kind: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    @staticmethod
+    def _add(by_kind: dict[str, dict[str, Any]], kind: str, name: str, value: Any) -> None:
+        """Record one assignment; the same field with two different values is an error."""
+        fields = by_kind.setdefault(kind, {})
+        if name in fields and fields[name] != value:
+            raise PlanInputError(
+                f"--set gives {kind}.{name} twice ({fields[name]!r} and {value!r})",
+                field=f"{kind}.{name}",
+            )
+        fields[name] = value
+
     @classmethod
     def parse(cls, assignments: Iterable[str]) -> Overrides:
         by_kind: dict[str, dict[str, Any]] = {}
         for text in assignments:
-            kind, name, value = parse_assignment(text)
-            fields = by_kind.setdefault(kind, {})
-            if name in fields and fields[name] != value:
-                raise PlanInputError(
-                    f"--set gives {kind}.{name} twice ({fields[name]!r} and {value!r})",
-                    field=f"{kind}.{name}",
-                )
-            fields[name] = value
+            cls._add(by_kind, *parse_assignment(text))
         return cls(by_kind)
 
     def merged(self, other: Overrides) -> Overrides:
         out = {k: dict(v) for k, v in self.by_kind.items()}
         for kind, fields in other.by_kind.items():
             for name, value in fields.items():
-                mine = out.setdefault(kind, {})
-                if name in mine and mine[name] != value:
-                    raise PlanInputError(
-                        f"--set gives {kind}.{name} twice ({mine[name]!r} and {value!r})",
-                        field=f"{kind}.{name}",
-                    )
-                mine[name] = value
+                self._add(out, kind, name, value)
         return Overrides(out)
 
     def apply(self, profile: P) -> P:
