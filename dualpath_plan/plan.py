@@ -20,7 +20,7 @@ from dualpath_plan.physics.cluster import (
     side_caps,
 )
 from dualpath_plan.physics.links import Cluster, Demand, PathOptions
-from dualpath_plan.physics.workload import TurnDemand, turn_demand, turn_mix
+from dualpath_plan.physics.workload import TurnDemand, workload_demand
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.profiles.schemas import (
     GpuProfile,
@@ -85,11 +85,10 @@ class Scenario:
         dn = registry.node(decode_node or node)
         pg = registry.gpu(gpu or pn.gpu)
         dg = registry.gpu(gpu or dn.gpu)
-        mix = turn_mix(w, profile_path=registry.origins.get(("workload", w.id)))
         return cls(
             model=m,
             workload=w,
-            turn_demand=turn_demand(m, mix),
+            turn_demand=workload_demand(m, w, registry.origins.get(("workload", w.id))),
             prefill_node=pn,
             prefill_gpu=pg,
             decode_node=dn,
@@ -176,7 +175,7 @@ def heterogeneous_problem(
     demands = []
     for wid, weight in classes:
         w = registry.workload(wid)
-        td = turn_demand(m, turn_mix(w, profile_path=registry.origins.get(("workload", w.id))))
+        td = workload_demand(m, w, registry.origins.get(("workload", w.id)))
         demands.append((wid, weight / total, td))
 
     def groups(spec: list[tuple[str, int]], side: str) -> list[Group]:

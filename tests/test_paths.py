@@ -315,3 +315,21 @@ def test_closed_form_is_vectorized(registry) -> None:
 def test_bounds_without_cached_context_is_a_clear_error(cli) -> None:
     result = cli("bounds", "--set", "workload.context_tokens=0", "--json")
     assert result.code == 2 and "context_tokens" in result.err
+
+
+def test_each_term_switches_to_the_papers_assumption(cli) -> None:
+    from dualpath_plan.physics.links import PathOptions
+
+    terms = list(PathOptions.__dataclass_fields__)
+    all_off = []
+    for t in terms:
+        all_off += ["--paper-term", t]
+    every = cli("bounds", *all_off, "--json").json()
+    paper = cli("bounds", "--paper-assumptions", "--json").json()
+    assert (every["pd_min"], every["pd_max"]) == (paper["pd_min"], paper["pd_max"])
+    # One term at a time moves the extended bounds (efficiencies move both).
+    ext = cli("bounds", "--json").json()
+    no_miss = cli("bounds", "--paper-term", "miss_kv", "--json").json()
+    assert no_miss["pd_max"] > ext["pd_max"]  # miss KV loads the DE DRAM
+    assert cli("paths", "--paper-term", "writeback", "--json").code == 0
+    assert cli("bounds", "--paper-term", "nope").code == 2

@@ -255,3 +255,29 @@ def test_trend_cli(cli) -> None:
     assert cli("trend", "--dtype", "fp16").code == 2
     assert cli("trend", "--dtype", "fp8").code == 2  # the A100 base has no FP8
     assert cli("trend", "--dtype", "fp8", "--base", "h100-sxm").code == 0
+
+
+def test_abstract_workload_profile_runs_everywhere(cli, registry) -> None:
+    from dualpath_plan.outcomes.serving import ServingConfig, evaluate
+    from dualpath_plan.plan import Scenario
+
+    w = registry.workload("agentic-22gb-pflop")
+    assert w.is_abstract
+    abstract = evaluate(Scenario.from_ids(registry, workload=w.id), ServingConfig())
+    concrete = evaluate(Scenario.from_ids(registry, workload="paper-64k"), ServingConfig())
+    # Same trace means and about the same ratio (22 vs 21.7): the same JCT within 3%.
+    for m in ("basic", "dualpath"):
+        assert abstract.modes[m].jct_s == pytest.approx(concrete.modes[m].jct_s, rel=0.03)
+    ratio = cli("ratio", "--workload", w.id, "--model", "deepseek-v3.2", "--json").json()
+    assert ratio["rows"][0]["gb_per_pflop"] == pytest.approx(22.0)
+    for command in (("size",), ("paths",), ("bounds",), ("recommend", "--budget-nodes", "8")):
+        assert cli(*command, "--workload", w.id, "--json").code == 0, command
+
+
+def test_abstract_form_needs_both_fields(cli, tmp_path) -> None:
+    from tests.conftest import copy_profile
+
+    path = copy_profile(tmp_path, "workload", "paper-64k")
+    path.write_text(path.read_text().replace("turns = 157", "turns = 157\ngb_per_pflop = 22"))
+    result = cli("profiles", "validate", str(path))
+    assert result.code == 2 and "kv_bytes_per_token" in result.out + result.err

@@ -99,6 +99,15 @@ PaperOpt = Annotated[
         "collectives' share, efficiencies, PCIe link or storage limits.",
     ),
 ]
+PaperTermOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--paper-term",
+        help="Switch one extended term to the paper's assumption (repeatable): miss_kv, "
+        "writeback, collectives, efficiencies, pcie_link_limit, gpu_pcie, storage_limit.",
+        show_default=False,
+    ),
+]
 SchedulerOpt = Annotated[
     str,
     typer.Option("--scheduler", help="Load-imbalance model: ideal, round_robin or queue_aware."),

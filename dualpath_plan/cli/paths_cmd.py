@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -16,6 +17,7 @@ from dualpath_plan.cli.common import (
     ModelOpt,
     NodeOpt,
     PaperOpt,
+    PaperTermOpt,
     POpt,
     PrefillNodeOpt,
     ProfilesOpt,
@@ -46,8 +48,19 @@ if TYPE_CHECKING:  # scipy.optimize loads only for commands that solve an LP
     from dualpath_plan.solvers.lp import LPSolution
 
 
-def _options(paper: bool) -> PathOptions:
-    return PathOptions.paper() if paper else PathOptions()
+def _options(paper: bool, terms: list[str] | None = None) -> PathOptions:
+    """All extended terms, none (--paper-assumptions), or all but the --paper-term ones."""
+    if paper:
+        return PathOptions.paper()
+    known = list(PathOptions.__dataclass_fields__)
+    off = {}
+    for term in terms or []:
+        if term not in known:
+            raise PlanInputError(
+                f"unknown term {term!r}; expected one of {', '.join(known)}", field="--paper-term"
+            )
+        off[term] = False
+    return replace(PathOptions(), **off)
 
 
 def _scheduler(name: str, requests_per_engine: float, load_cv: float) -> Scheduler:
@@ -85,6 +98,7 @@ def bounds(
     model: ModelOpt = DEFAULTS["model"],  # type: ignore[assignment]
     workload: WorkloadOpt = DEFAULTS["workload"],  # type: ignore[assignment]
     paper: PaperOpt = False,
+    paper_term: PaperTermOpt = None,
     as_json: JsonOpt = False,
     profiles: ProfilesOpt = None,
     set_: SetOpt = None,
@@ -104,7 +118,7 @@ def bounds(
         prefill_nodes=1,
         decode_nodes=1,
     )
-    sc = Scenario.from_ids(registry, options=_options(paper), **kw)  # type: ignore[arg-type]
+    sc = Scenario.from_ids(registry, options=_options(paper, paper_term), **kw)  # type: ignore[arg-type]
     b = sc.bounds()
     ref = Scenario.from_ids(registry, options=PathOptions.paper(), **kw).bounds()  # type: ignore[arg-type]
     pd_min, pd_max = float(b.pd_min), float(b.pd_max)
@@ -253,6 +267,7 @@ def paths(
         ),
     ] = None,
     paper: PaperOpt = False,
+    paper_term: PaperTermOpt = None,
     scheduler: SchedulerOpt = "ideal",
     requests_per_engine: Annotated[
         float,
@@ -277,7 +292,7 @@ def paths(
     if mode not in MODES:
         raise PlanInputError(f"expected one of {', '.join(MODES)}, got {mode!r}", field="--mode")
     registry = load_registry(profiles, set_)
-    options = _options(paper)
+    options = _options(paper, paper_term)
     if prefill_group or decode_group or work_class:
         _paths_lp(
             registry,

@@ -13,7 +13,7 @@ from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.trend import trend
-from dualpath_plan.physics.workload import turn_demand, turn_mix
+from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.schemas import GpuProfile
 
 
@@ -67,7 +67,7 @@ def ratio(
     rows = []
     if workload is not None:
         w = registry.workload(workload)
-        demand = turn_demand(m, turn_mix(w, profile_path=registry.origins[("workload", w.id)]))
+        demand = workload_demand(m, w, registry.origins[("workload", w.id)])
         rows.append(
             {
                 "model": m.id,

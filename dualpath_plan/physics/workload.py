@@ -163,6 +163,23 @@ class TurnDemand:
         return (self.mean(self.hit_bytes) / 1e9) / (self.mean(self.prefill_flops) / 1e15)
 
 
+def workload_demand(
+    model: ModelProfile, workload: WorkloadProfile, profile_path: Path | None = None
+) -> TurnDemand:
+    """A workload's per-turn demand: from its abstract ratio when it gives one, else from the
+    model's KV bytes and FLOPs over its turns."""
+    if workload.is_abstract:
+        assert workload.gb_per_pflop is not None and workload.kv_bytes_per_token is not None
+        return abstract_turn_demand(
+            gb_per_pflop=workload.gb_per_pflop,
+            context_tokens=workload.context_tokens,
+            append_tokens=workload.append_tokens,
+            generated_tokens=workload.generated_tokens,
+            kv_bytes_per_token=workload.kv_bytes_per_token,
+        )
+    return turn_demand(model, turn_mix(workload, profile_path=profile_path))
+
+
 def turn_demand(model: ModelProfile, mix: TurnMix) -> TurnDemand:
     return TurnDemand(
         hit_bytes=phys.kv_bytes_for_context(model, mix.cached_tokens),

@@ -346,6 +346,23 @@ class WorkloadProfile(ProfileBase):
     # uses 0 (dualpath-paper.md 4.3).
     tool_latency_s: NonNegative = 0.0
     trace_file: str | None = None
+    # The abstract form, for planning before a model is chosen: a turn loads
+    # context_tokens x kv_bytes_per_token of KV and needs (bytes / gb_per_pflop) prefill FLOPs.
+    # Both or neither; with them, the model only sets decode cost and weights.
+    gb_per_pflop: Positive | None = None
+    kv_bytes_per_token: Positive | None = None
+
+    @model_validator(mode="after")
+    def _abstract_pair(self) -> WorkloadProfile:
+        if (self.gb_per_pflop is None) != (self.kv_bytes_per_token is None):
+            raise ValueError("the abstract form needs both gb_per_pflop and kv_bytes_per_token")
+        if self.gb_per_pflop is not None and self.trace_file:
+            raise ValueError("give a trace_file or the abstract form (gb_per_pflop), not both")
+        return self
+
+    @property
+    def is_abstract(self) -> bool:
+        return self.gb_per_pflop is not None
 
     @property
     def hit_rate(self) -> float:
