@@ -61,7 +61,7 @@ def test_ablation_ordering(registry, agents) -> None:
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "Online APS gains are not reproduced: the model gives about 1.45x for DS 660B 2P4D. "
+        "Online APS gains are not reproduced: the model gives about 1.6x for DS 660B 2P4D. "
         "With the 64K trace the paper's DualPath APS of about 0.45 would mean 70.7 turns/s, "
         "more than the ~62 turns/s its own Figure 7 shows DualPath sustaining offline; the "
         "online trace is not stated (dualpath-paper.md 4.3, UNCONFIRMED)."

@@ -190,10 +190,13 @@ def check(
                     "[red]REGRESSION[/red]" if d.regressed else "ok",
                 )
             stdout.print(table)
-        stdout.print(
-            f"{len(diffs)} metrics, {len(regressions)} beyond tolerance"
-            + (" (baseline rewritten)" if update else "")
-        )
+        if update:
+            stdout.print(
+                f"{len(diffs)} metrics recorded in {baseline} ({len(regressions)} new "
+                "or changed beyond tolerance)"
+            )
+        else:
+            stdout.print(f"{len(diffs)} metrics, {len(regressions)} beyond tolerance")
     if regressions and not update:
         raise typer.Exit(1)
 

@@ -18,8 +18,10 @@ with cycle_min = TTFT_min + generated x TPOT + tool latency (per-agent critical 
 
 Online (Poisson agent arrivals, paper 7.3): turns arrive at lambda_t = APS x turns. Prefill
 is a gated batch-service queue: a request waits for the running batch (mean residual tau/2)
-and then its own batch, and the steady batch is b = lambda_g t0 / (1 - lambda_g u); so
-    TTFT = R + 1.5 t0 / (1 - lambda_g u) + W_io,
+and then its own batch, and the steady batch is b = lambda_g t0 / (1 - lambda_g u); near the
+batch cap B it also waits for later batches (Kingman: W_B = rho/(1-rho) tau(B)/(2B), rho
+against the capped rate B / tau(B)); so
+    TTFT = R + 1.5 tau(b) + W_B + W_io,
 R the part of the KV read not hidden behind compute, W_io the M/D/1 wait of the binding I/O
 link (one node serves a turn's read), lambda_g the arrival rate at the busiest GPU. TPOT is
 the decode step at the decode batch b_d = lambda_t x generated x TPOT (Little). APS is the
@@ -367,12 +369,20 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
         batch = lam_g * pm.t0_s / (1.0 - lam_g * pm.u_s)
         if batch > cap:
             return math.inf, math.inf, 0.0
+        # Near the batch cap B, requests also wait for later batches: Kingman's heavy-traffic
+        # wait for batches of B Poisson arrivals (c_a^2 = 1/B) served in a fixed tau(B)
+        # (c_s^2 = 0), rho against the capped rate B / tau(B). Negligible when B is large
+        # (layer-wise prefill), it keeps TTFT finite only below the capped capacity.
+        rho_cap = lam_g * pm.forward_s(cap) / cap
+        if rho_cap >= 1.0:
+            return math.inf, math.inf, 0.0
+        wait_batches = rho_cap / (1.0 - rho_cap) * pm.forward_s(cap) / (2.0 * cap)
         wait_io = 0.0
         if math.isfinite(t_io):
             rho = lam / t_io
             mu = t_io / io_nodes
             wait_io = rho / (2.0 * mu * (1.0 - rho))
-        ttft_on = pm.read_latency_s + 1.5 * pm.forward_s(batch) + wait_io
+        ttft_on = pm.read_latency_s + 1.5 * pm.forward_s(batch) + wait_batches + wait_io
         b_d = group.little_batch(lam, gen)
         return ttft_on, group.step_s(max(b_d, 1.0)), b_d
 
