@@ -95,7 +95,7 @@ def render_size(r: SizeReport, console: Console) -> None:
         table.add_row(
             m,
             f"{o.throughput_turns_per_s:.3g}",
-            _t(o.jct_s),
+            _t(o.jct_s) + (" L" if o.latency_bound else ""),
             f"{o.aps:.3g}",
             _t(o.ttft_s),
             f"{o.tpot_s * 1e3:.1f} ms",
@@ -104,6 +104,11 @@ def render_size(r: SizeReport, console: Console) -> None:
             o.aps_limit,
         )
     console.print(table)
+    if any(o.latency_bound for o in r.modes.values()):
+        console.print(
+            "L: JCT set by each agent's critical path (turns x (TTFT + generated x "
+            "TPOT)), not by throughput: too few agents to fill the cluster"
+        )
     console.print(
         f"dualpath vs basic: JCT {r.speedup_jct:.2f}x faster, APS {r.speedup_aps:.2f}x; "
         f"gap to oracle {r.oracle_gap:+.1%}"
