@@ -232,12 +232,6 @@ class Registry:
         registry.check_references()
         return registry
 
-    def add_file(self, path: Path) -> ProfileBase:
-        profile = read_profile_file(path)
-        self.profiles[profile.kind][profile.id] = profile
-        self.origins[(profile.kind, profile.id)] = path
-        return profile
-
     def check_references(self) -> None:
         for node in self.profiles["node"].values():
             assert isinstance(node, NodeProfile)

@@ -16,7 +16,7 @@ architecture) are computed by code, never typed in.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -386,11 +386,3 @@ def schema_for(kind: str) -> type[ProfileBase]:
         raise ValueError(
             f"unknown profile kind '{kind}'; expected one of {', '.join(KINDS)}"
         ) from None
-
-
-def field_names(kind: str) -> list[str]:
-    return sorted(schema_for(kind).model_fields)
-
-
-def as_plain_dict(profile: ProfileBase) -> dict[str, Any]:
-    return profile.model_dump(mode="json")

@@ -44,7 +44,6 @@ from dualpath_plan.physics.model import FloatArray
 
 Mode = Literal["basic", "even", "dualpath", "oracle"]
 MODES: tuple[Mode, ...] = ("basic", "even", "dualpath", "oracle")
-_TOL = 1e-12
 
 
 @dataclass(frozen=True)
@@ -201,9 +200,3 @@ def solve(
         _beta=beta,
         _t=t,
     )
-
-
-def solve_all(
-    cluster: Cluster, demand: Demand, options: PathOptions = PathOptions()
-) -> dict[Mode, Solution]:
-    return {m: solve(cluster, demand, m, options) for m in MODES}
