@@ -39,6 +39,7 @@ import numpy as np
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.cluster import (
+    DecodeGroup,
     Scheduler,
     SchedulerPolicy,
     apply_storage_limits,
@@ -211,6 +212,7 @@ class Saturated:
     cluster: Cluster  # what was solved: the same inputs give the LP (sweep --solver lp)
     demand: Demand
     tpot_light_s: np.ndarray  # TPOT of a single decoding sequence (the critical path's)
+    decode: DecodeGroup  # over the distinct decode node counts (one cluster: that one)
     feasible: np.ndarray  # weights fit both sides, one request fits a prefill GPU, one sequence
     # fits the decode group
 
@@ -274,6 +276,7 @@ def saturated(
         cluster,
         demand,
         tpot_light,
+        group,
         feasible,
     )
 
@@ -338,9 +341,7 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
         )
     d = sc.turn_demand
     gen = d.mean(d.generated_tokens)
-    group = decode_group(
-        sc.model, sc.decode_node, sc.decode_gpu, D, d.mean(d.context_tokens), gen, sc.options
-    )
+    group = sat.decode  # one cluster: the group of its D decode nodes
     turns = sc.workload.turns
     tool = sc.workload.tool_latency_s
     # Offline: asymptotic bounds of the closed system.
