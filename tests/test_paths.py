@@ -239,7 +239,7 @@ def test_paths_cli_json(cli) -> None:
         (("-P", "0"), "at least one node"),
         (("-D", "0"), "at least one node"),
         (("--model", "deepseek-v3.2", "-P", "1", "-D", "1"), "do not fit"),
-        (("--set", "node.snic_gbit_s=0"), "greater than"),
+        (("--set", "node.snic_gbit_s=0"), "greater than or equal to 0.000000001"),
         (("--set", "node.cnic_gbit_s=nan"), "finite"),
         (("--mode", "fast"), "--mode"),
         (("--prefill-group", "dualpath-hopper:x"), "NODE:COUNT"),

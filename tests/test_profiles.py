@@ -92,7 +92,7 @@ def _broken(tmp_path: Path, kind: str, pid: str, old: str, new: str) -> Path:
             "h100-sxm",
             "hbm_tbyte_s = 3.35",
             "hbm_tbyte_s = -3.35",
-            r"hbm_tbyte_s.*greater than",
+            r"hbm_tbyte_s.*greater than or equal to 0\.000000001",
         ),
         ("gpu", "h100-sxm", "hbm_tbyte_s = 3.35", "hbm_tbyte_s = nan", r"hbm_tbyte_s.*finite"),
         ("gpu", "h100-sxm", "hbm_tbyte_s = 3.35", 'hbm_tbyte_s = "fast"', r"hbm_tbyte_s.*number"),
@@ -111,7 +111,13 @@ def _broken(tmp_path: Path, kind: str, pid: str, old: str, new: str) -> Path:
             "num_layers = 64\nnum_layerz = 3",
             r"num_layerz.*unknown key",
         ),
-        ("workload", "paper-64k", "turns = 157", "turns = 0", r"turns.*greater than"),
+        (
+            "workload",
+            "paper-64k",
+            "turns = 157",
+            "turns = 0",
+            r"turns.*greater than or equal to 0\.000000001",
+        ),
         ("gpu", "h100-sxm", 'kind = "gpu"', 'kind = "gpu"\n[[[', r"malformed TOML"),
     ],
 )
@@ -167,7 +173,7 @@ def test_set_overrides(registry: Registry, cli) -> None:
     assert result.code == 0 and result.json()["fields"]["hbm_gbyte"] == 100
     for bad, expect in [
         ("node.snic_gbyte_s=5", "did you mean 'node.snic_gbit_s'"),
-        ("node.snic_gbit_s=-1", "greater than"),
+        ("node.snic_gbit_s=-1", "greater than or equal to 0.000000001"),
         ("node.snic_gbit_s=nan", "finite"),
         ("nodes.x=1", "unknown kind"),
         ("node.snic_gbit_s", "KIND.FIELD=VALUE"),
