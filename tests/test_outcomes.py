@@ -7,9 +7,14 @@ sets (15% for figure readings). The dualpath-hopper calibration is fitted to the
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dualpath_plan.outcomes.serving import (
     ABLATION_MODES,
@@ -18,8 +23,10 @@ from dualpath_plan.outcomes.serving import (
     _prefill_model,
     evaluate,
     evaluate_mode,
+    offline_jct_s,
 )
 from dualpath_plan.outcomes.sizing import smallest_cluster
+from dualpath_plan.physics.workload import TurnCounts
 from dualpath_plan.plan import Scenario
 from dualpath_plan.profiles.registry import Registry
 
@@ -232,3 +239,94 @@ def test_size_bad_input(cli, args, expect) -> None:
     assert result.code == 2, (args, result.err)
     assert expect in result.err
     assert result.err.count("\n") == 1 and "Traceback" not in result.err
+
+
+# --- offline JCT with stragglers (docs/model.md section 6) ---------------------------------
+
+_counts = st.builds(
+    TurnCounts.uniform,
+    st.floats(1.0, 1000.0),
+    st.floats(0.0, 1.0),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    agents=st.integers(1, 100_000),
+    t_max=st.floats(0.01, 1e4),
+    cycle=st.floats(0.01, 100.0),
+    counts=_counts,
+)
+def test_offline_jct_is_above_both_bounds(agents, t_max, cycle, counts) -> None:
+    jct = offline_jct_s(agents, t_max, cycle, counts)
+    assert math.isfinite(jct)
+    assert jct >= agents * counts.mean / t_max * (1 - 1e-9)  # throughput bound
+    assert jct >= cycle * counts.mean * (1 - 1e-9)  # an agent's own turns
+    assert jct <= agents * counts.longest / t_max + cycle * counts.longest + 1e-9
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    agents=st.integers(1, 100_000),
+    t_max=st.floats(0.01, 1e4),
+    cycle=st.floats(0.01, 100.0),
+    turns=st.floats(1.0, 1000.0),
+)
+def test_offline_jct_without_spread_is_the_asymptotic_bound(agents, t_max, cycle, turns) -> None:
+    jct = offline_jct_s(agents, t_max, cycle, TurnCounts.uniform(turns, 0.0))
+    assert jct == pytest.approx(agents * turns / min(t_max, agents / cycle), rel=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    t_max=st.floats(0.1, 1e3),
+    cycle=st.floats(0.1, 30.0),
+    counts=_counts,
+    agents=st.lists(st.integers(1, 50_000), min_size=2, max_size=6),
+    spreads=st.lists(st.floats(0.0, 1.0), min_size=2, max_size=6),
+)
+def test_offline_jct_is_monotone(t_max, cycle, counts, agents, spreads) -> None:
+    by_agents = [offline_jct_s(n, t_max, cycle, counts) for n in sorted(agents)]
+    assert all(a <= b * (1 + 1e-12) for a, b in itertools.pairwise(by_agents))
+    # A wider spread of the same mean never shortens the job: the longest trajectories grow.
+    mean = counts.mean
+    by_spread = [
+        offline_jct_s(512, t_max, cycle, TurnCounts.uniform(mean, s)) for s in sorted(spreads)
+    ]
+    assert all(a <= b * (1 + 1e-9) for a, b in itertools.pairwise(by_spread))
+
+
+def test_offline_jct_is_vectorized_like_the_scalar() -> None:
+    counts = TurnCounts.uniform(157, 1.0)
+    agents = np.array([1, 64, 512, 2048, 4096])
+    t = np.array([10.0, 30.0, 58.8, 64.0, 100.0])
+    c = np.array([5.0, 6.2, 6.2, 7.0, 1.0])
+    vec = offline_jct_s(agents, t, c, counts)
+    scalar = [
+        offline_jct_s(int(n), float(x), float(y), counts)
+        for n, x, y in zip(agents, t, c, strict=True)
+    ]
+    np.testing.assert_allclose(vec, scalar, rtol=1e-12)
+
+
+def test_stragglers_set_the_small_batch_jct(registry) -> None:
+    """Figure 7 (DS 660B 2P4D 64K): JCT(512 agents) is far above 512/2048 of JCT(2048): the
+    longest trajectories finish alone. Without a spread the model misses it by a third."""
+    sc = _ds660(registry)
+    small = evaluate_mode(sc, "dualpath", ServingConfig(agents=512))
+    assert small.jct_s == pytest.approx(2_100, rel=0.15)  # paper 5.2 reading (calibration point)
+    assert small.drain_s > 0.3 * small.jct_s
+    flat = replace(
+        sc, turn_demand=replace(sc.turn_demand, trajectory_turns=TurnCounts.uniform(157, 0.0))
+    )
+    assert evaluate_mode(flat, "dualpath", ServingConfig(agents=512)).jct_s < 0.7 * 2_100
+    # Predictions (not fitted): Basic at 512 and 4096 agents, DualPath at 4096 (paper 5.2).
+    assert evaluate_mode(sc, "basic", ServingConfig(agents=512)).jct_s == pytest.approx(
+        2_900, rel=0.15
+    )
+    assert evaluate_mode(sc, "basic", ServingConfig(agents=4096)).jct_s == pytest.approx(
+        19_500, rel=0.15
+    )
+    assert evaluate_mode(sc, "dualpath", ServingConfig(agents=4096)).jct_s == pytest.approx(
+        10_400, rel=0.15
+    )

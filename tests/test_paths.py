@@ -274,6 +274,7 @@ def test_solvers_accept_the_abstract_workload_form(registry) -> None:
         append_tokens=429,
         generated_tokens=176,
         kv_bytes_per_token=40016,
+        trajectory_turns=sc.turn_demand.trajectory_turns,
     )
     result = replace(sc, turn_demand=abstract).solve(("basic", "dualpath"))
     concrete = sc.solve(("basic", "dualpath"))

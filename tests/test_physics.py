@@ -9,7 +9,13 @@ from hypothesis import strategies as st
 
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.trend import trend
-from dualpath_plan.physics.workload import abstract_turn_demand, load_trace, turn_demand, turn_mix
+from dualpath_plan.physics.workload import (
+    TurnCounts,
+    abstract_turn_demand,
+    load_trace,
+    turn_demand,
+    turn_mix,
+)
 from dualpath_plan.profiles.registry import Registry
 
 # --- golden values: the paper's Table 1 and text (dualpath-paper.md 2.1), within 10% ----------
@@ -194,6 +200,10 @@ def test_trace_file_csv_and_jsonl(tmp_path) -> None:
     mix = load_trace(csv)
     np.testing.assert_array_equal(mix.cached_tokens, [0, 110, 0])
     assert mix.turns_per_trajectory == 1.5
+    # The observed turns per trajectory (2 and 1) set the straggler tail of an offline JCT.
+    assert mix.trajectory_turns is not None
+    assert mix.trajectory_turns.mean == pytest.approx(1.5)
+    assert mix.trajectory_turns.longest == 2.0
     jl = tmp_path / "t.jsonl"
     jl.write_text(
         '{"trajectory_id": 1, "append_tokens": 10, "generated_tokens": 1, "context_tokens": 500}\n'
@@ -208,6 +218,7 @@ def test_abstract_workload_keeps_its_ratio() -> None:
         append_tokens=429,
         generated_tokens=176,
         kv_bytes_per_token=40016,
+        trajectory_turns=TurnCounts.uniform(157, 0.0),
     )
     assert demand.gb_per_pflop == pytest.approx(22.0)
 
@@ -281,3 +292,14 @@ def test_abstract_form_needs_both_fields(cli, tmp_path) -> None:
     path.write_text(path.read_text().replace("turns = 157", "turns = 157\ngb_per_pflop = 22"))
     result = cli("profiles", "validate", str(path))
     assert result.code == 2 and "kv_bytes_per_token" in result.out + result.err
+
+
+def test_turn_counts_keep_their_mean() -> None:
+    for turns, spread in ((157, 0.0), (157, 1.0), (60, 0.3)):
+        counts = TurnCounts.uniform(turns, spread)
+        assert counts.mean == pytest.approx(turns, rel=1e-12)
+        assert counts.longest == pytest.approx(turns * (1 + spread))
+        assert np.all(np.diff(counts.surviving) <= 0)
+    observed = TurnCounts.observed(np.array([3, 1, 3, 7]))
+    assert observed.mean == pytest.approx(3.5)
+    assert observed.longest == 7

@@ -219,9 +219,14 @@ def calibrate_cmd(
         str, typer.Option("--node", help="The node profile to fit (both sides).")
     ] = "dualpath-hopper",
     storage: Annotated[str, typer.Option("--storage")] = "3fs",
-    fit: Annotated[str, typer.Option("--fit", help="Comma list of node fields to fit.")] = ",".join(
-        DEFAULT_FIT
-    ),
+    fit: Annotated[
+        str,
+        typer.Option(
+            "--fit",
+            help="Comma list of fields to fit: node fields (FIELD or node.FIELD) and workload "
+            "fields (workload.FIELD, e.g. workload.turns_spread).",
+        ),
+    ] = ",".join(DEFAULT_FIT),
     holdout: Annotated[
         int,
         typer.Option(
@@ -241,9 +246,9 @@ def calibrate_cmd(
     profiles: ProfilesOpt = None,
     set_: SetOpt = None,
 ) -> None:
-    """Fit a node's named efficiency fields to measured points by least squares; report the
-    fitted values, each point's residual and (with --holdout) the held-out error, and write
-    the result as a profile overlay."""
+    """Fit a node's named efficiency fields (and workload fields such as turns_spread) to
+    measured points by least squares; report the fitted values, each point's residual and
+    (with --holdout) the held-out error, and write the result as a profile overlay."""
     from dualpath_plan.plan import Scenario
 
     registry = load_registry(profiles, set_)
@@ -257,18 +262,19 @@ def calibrate_cmd(
     )
     fields = tuple(f.strip() for f in fit.split(",") if f.strip())
     cal = calibrate(sc, points, fields, holdout, seed)
-    written = None
+    written: list[str] | None = None
     if out is not None:
-        fitted = overlay(cal, measured)
-        target = out / "node" / f"{fitted.id}.toml"
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(profile_to_toml(fitted), encoding="utf-8")
-        except OSError as exc:
-            raise PlanInputError(
-                f"cannot write: {exc.strerror}", source=str(target), field="--out"
-            ) from None
-        written = str(target)
+        written = []
+        for fitted in overlay(cal, measured):
+            target = out / fitted.KIND / f"{fitted.id}.toml"
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(profile_to_toml(fitted), encoding="utf-8")
+            except OSError as exc:
+                raise PlanInputError(
+                    f"cannot write: {exc.strerror}", source=str(target), field="--out"
+                ) from None
+            written.append(str(target))
 
     def rows(results):  # type: ignore[no-untyped-def]
         return [
@@ -291,6 +297,7 @@ def calibrate_cmd(
         print_json(
             {
                 "node": cal.node.id,
+                "workload": cal.workload.id,
                 "fitted": cal.fitted,
                 "start": cal.start,
                 "train": rows(cal.train),
@@ -301,7 +308,7 @@ def calibrate_cmd(
             }
         )
         return
-    t = Table(title=f"fitted fields of node '{cal.node.id}'")
+    t = Table(title=f"fitted fields of node '{cal.node.id}', workload '{cal.workload.id}'")
     for col in ("field", "start", "fitted"):
         t.add_column(col)
     for f, v in cal.fitted.items():
@@ -328,7 +335,7 @@ def calibrate_cmd(
         + (f", held out {held_rms:.3g}" if cal.holdout else "")
     )
     if written:
-        stdout.print(f"overlay written to {written}; use it with --profiles {out}")
+        stdout.print(f"overlay written to {', '.join(written)}; use it with --profiles {out}")
 
 
 def register(app: typer.Typer) -> None:

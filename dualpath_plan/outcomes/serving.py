@@ -12,9 +12,14 @@ prefill: the paper's Basic). The batch is capped by HBM: the whole KV of the bat
 layer-wise prefill, one layer's KV with it. Throughput per GPU is b / tau(b) = b / (t1 (b + h))
 without the copy: 3x from b = 1 to 20 for h = 2.35.
 
-Offline (N agents start together, paper 7.2): a closed system's asymptotic bounds,
-    X = min(T_max, N / cycle_min),  JCT = N x turns / X,
-with cycle_min = TTFT_min + generated x TPOT + tool latency (per-agent critical path).
+Offline (N agents start together, paper 7.2): a closed system drained by its stragglers. While
+n agents are running, each takes a turn every max(cycle_min, n / T_max) (the asymptotic bounds
+of a closed system), with cycle_min = TTFT_min + generated x TPOT + tool latency, the
+per-agent critical path. Agents progress together, so after k turns n = N S(k) are left, S the
+survival function of turns per trajectory, and
+    JCT = integral over k of max(cycle_min x P(any left), N S(k) / T_max),
+P(any left) = 1 - (1 - S(k))^N (the expected longest of N trajectories). With every
+trajectory of the mean length this is N x turns / min(T_max, N / cycle_min).
 
 Online (Poisson agent arrivals, paper 7.3): turns arrive at lambda_t = APS x turns. Prefill
 is a gated batch-service queue: a request waits for the running batch (mean residual tau/2)
@@ -56,6 +61,7 @@ from dualpath_plan.physics.links import (
     Num,
     SideCaps,
 )
+from dualpath_plan.physics.workload import TurnCounts
 from dualpath_plan.plan import Scenario
 from dualpath_plan.solvers.closed_form import Mode, Solution, solve
 from dualpath_plan.units import gbit_s_to_byte_s
@@ -146,6 +152,7 @@ class ModeOutcome:
     mode: OutcomeMode
     throughput_turns_per_s: float  # saturated (offline) throughput
     jct_s: float  # offline, N agents
+    drain_s: float  # of the JCT, time beyond N x turns / throughput: stragglers, critical path
     aps: float  # online agents/s under both SLOs (0 when no rate meets them)
     ttft_s: float  # offline TTFT at the operating point
     tpot_s: float  # offline TPOT at the operating point
@@ -281,6 +288,21 @@ def saturated(
     )
 
 
+def offline_jct_s(agents: Num, t_max: Num, cycle_min: Num, counts: TurnCounts) -> Num:
+    """Offline JCT of N agents started together (docs/model.md section 6): per segment of the
+    turn-count survival function S, turns take max(cycle_min x P(any left), N S / T_max)
+    each. Vectorized over agents, t_max and cycle_min; >= N x mean turns / T_max and
+    >= longest x cycle_min for large N."""
+    n = np.asarray(agents, dtype=np.float64)
+    t = np.asarray(t_max, dtype=np.float64)
+    c = np.asarray(cycle_min, dtype=np.float64)
+    total = np.zeros(np.broadcast(n, t, c).shape)
+    for length, share in zip(counts.length, counts.surviving, strict=True):
+        any_left = -np.expm1(n * np.log1p(-share)) if share < 1.0 else 1.0
+        total += length * np.maximum(c * any_left, n * share / t)
+    return float(total) if total.ndim == 0 else total
+
+
 def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """(distinct values, index back) for an array; a number is its own distinct value. Node
     counts are small whole numbers: those are mapped by counting, without a sort."""
@@ -342,9 +364,10 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
     d = sc.turn_demand
     gen = d.mean(d.generated_tokens)
     group = sat.decode  # one cluster: the group of its D decode nodes
-    turns = sc.workload.turns
+    counts = d.trajectory_turns
+    turns = counts.mean
     tool = sc.workload.tool_latency_s
-    # Offline: asymptotic bounds of the closed system.
+    # Offline: the closed system while all N agents run (the operating point), then drained.
     ttft_min = pm.read_latency_s + pm.forward_s(1.0)
     cycle_min = ttft_min + gen * group.step_s(1.0) + tool
     x = min(t_max, cfg.agents / cycle_min)
@@ -352,7 +375,7 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
     tpot = group.step_s(max(b_dec, 1.0))
     cycle = cfg.agents / x
     ttft = max(cycle - gen * tpot - tool, ttft_min)
-    jct = cfg.agents * turns / x
+    jct = float(offline_jct_s(cfg.agents, t_max, cycle_min, counts))
     util = np.asarray(sol.utilization)
     # I/O side of the online queue: the most utilized I/O link sets W_io.
     io = [i for i, n in enumerate(LINKS) if n not in COMPUTE_LINKS]
@@ -417,6 +440,7 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
         mode=mode,
         throughput_turns_per_s=t_max,
         jct_s=jct,
+        drain_s=max(jct - cfg.agents * turns / t_max, 0.0),
         aps=aps,
         ttft_s=ttft,
         tpot_s=tpot,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.outcomes.serving import OutcomeMode, ServingConfig, saturated
+from dualpath_plan.outcomes.serving import OutcomeMode, ServingConfig, offline_jct_s, saturated
 from dualpath_plan.physics.links import LINKS
 from dualpath_plan.plan import Scenario
 from dualpath_plan.profiles.registry import Overrides, Registry
@@ -244,11 +244,14 @@ def _evaluate_chunk(
     pm = sat.prefill
     ttft_min = pm.read_latency_s + pm.forward_s(1.0)
     cycle_min = ttft_min + gen * sat.tpot_light_s + sc.workload.tool_latency_s
-    x = np.minimum(t, agents / cycle_min)
     gpus = P * sc.prefill_node.gpus_per_node + D * sc.decode_node.gpus_per_node
     feasible = sat.feasible & np.isfinite(t) & (t > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        jct = np.where(feasible, agents * sc.workload.turns / x, np.nan)
+        jct = np.where(
+            feasible,
+            offline_jct_s(agents, t, cycle_min, sc.turn_demand.trajectory_turns),
+            np.nan,
+        )
     return {
         "mode": np.asarray(mode),
         "P": P.astype(np.int64),

@@ -21,6 +21,55 @@ from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.profiles.schemas import ModelProfile, WorkloadProfile
 
+# Segments that discretize a continuous turn-count distribution: the integral of a smooth
+# survival function by the midpoint rule, error O(1/n^2) (below 0.01% of a JCT at 64).
+SPREAD_SEGMENTS = 64
+
+
+@dataclass(frozen=True)
+class TurnCounts:
+    """How many turns trajectories have, as a survival function over the turn index k.
+
+    Segment j covers ``length[j]`` turns during which the share ``surviving[j]`` of
+    trajectories is still running (non-increasing). The mean turn count is
+    sum(length x surviving): the area under the survival function.
+    """
+
+    length: FloatArray
+    surviving: FloatArray
+
+    @property
+    def mean(self) -> float:
+        return float(np.sum(self.length * self.surviving))
+
+    @property
+    def longest(self) -> float:
+        return float(np.sum(self.length))
+
+    @classmethod
+    def uniform(cls, mean_turns: float, spread: float) -> TurnCounts:
+        """Turn counts uniform on [mean (1 - spread), mean (1 + spread)] (spread 0: all equal)."""
+        if not (np.isfinite(mean_turns) and mean_turns > 0):
+            raise PlanInputError(f"expected turns > 0, got {mean_turns!r}", field="turns")
+        if not (np.isfinite(spread) and 0.0 <= spread <= 1.0):
+            raise PlanInputError(f"expected 0 <= spread <= 1, got {spread!r}", field="turns_spread")
+        low = mean_turns * (1.0 - spread)
+        if spread == 0.0:
+            return cls(np.array([mean_turns]), np.ones(1))
+        n = SPREAD_SEGMENTS
+        width = 2.0 * mean_turns * spread / n
+        mid = 1.0 - (np.arange(n) + 0.5) / n
+        return cls(np.concatenate([[low], np.full(n, width)]), np.concatenate([[1.0], mid]))
+
+    @classmethod
+    def observed(cls, turns_per_trajectory: FloatArray) -> TurnCounts:
+        """The empirical distribution of a trace's trajectories (each one equally likely)."""
+        counts = np.sort(np.asarray(turns_per_trajectory, dtype=np.float64))
+        levels, first = np.unique(counts, return_index=True)
+        surviving = 1.0 - first / counts.size  # share with at least levels[j] turns
+        length = np.diff(np.concatenate([[0.0], levels]))
+        return cls(length, surviving)
+
 
 @dataclass(frozen=True)
 class TurnMix:
@@ -32,6 +81,7 @@ class TurnMix:
     weight: FloatArray
     turns_per_trajectory: float
     tool_latency_s: float = 0.0
+    trajectory_turns: TurnCounts | None = None  # from a trace; None: the profile's uniform
 
     def mean(self, values: FloatArray) -> float:
         return float(np.sum(values * self.weight))
@@ -54,6 +104,7 @@ def turn_mix(workload: WorkloadProfile, *, profile_path: Path | None = None) -> 
             mix.weight,
             mix.turns_per_trajectory,
             workload.tool_latency_s,
+            mix.trajectory_turns,
         )
     one = np.ones(1)
     return TurnMix(
@@ -101,6 +152,7 @@ def load_trace(path: Path) -> TurnMix:
     has_context = "context_tokens" in rows[0]
     cached, append, generated = [], [], []
     running: dict[str, float] = {}
+    per_trajectory: dict[str, int] = {}
     for n, row in enumerate(rows, 1):
         try:
             a = float(row["append_tokens"])  # type: ignore[arg-type]
@@ -120,6 +172,7 @@ def load_trace(path: Path) -> TurnMix:
         tid = str(row["trajectory_id"])
         ctx = c if c is not None else running.get(tid, 0.0)
         running[tid] = ctx + a + g
+        per_trajectory[tid] = per_trajectory.get(tid, 0) + 1
         cached.append(ctx)
         append.append(a)
         generated.append(g)
@@ -130,6 +183,7 @@ def load_trace(path: Path) -> TurnMix:
         generated_tokens=np.array(generated),
         weight=np.full(count, 1.0 / count),
         turns_per_trajectory=count / len(running),
+        trajectory_turns=TurnCounts.observed(np.array(list(per_trajectory.values()))),
     )
 
 
@@ -153,6 +207,7 @@ class TurnDemand:
     generated_tokens: FloatArray
     context_tokens: FloatArray
     weight: FloatArray
+    trajectory_turns: TurnCounts
 
     def mean(self, values: FloatArray) -> float:
         return float(np.sum(values * self.weight))
@@ -176,11 +231,18 @@ def workload_demand(
             append_tokens=workload.append_tokens,
             generated_tokens=workload.generated_tokens,
             kv_bytes_per_token=workload.kv_bytes_per_token,
+            trajectory_turns=TurnCounts.uniform(workload.turns, workload.turns_spread),
         )
-    return turn_demand(model, turn_mix(workload, profile_path=profile_path))
+    mix = turn_mix(workload, profile_path=profile_path)
+    counts = mix.trajectory_turns or TurnCounts.uniform(workload.turns, workload.turns_spread)
+    return turn_demand(model, mix, counts)
 
 
-def turn_demand(model: ModelProfile, mix: TurnMix) -> TurnDemand:
+def turn_demand(model: ModelProfile, mix: TurnMix, counts: TurnCounts | None = None) -> TurnDemand:
+    """The demand of a mix; ``counts`` defaults to the mix's trace, else all trajectories
+    of the mix's mean length."""
+    if counts is None:
+        counts = mix.trajectory_turns or TurnCounts.uniform(mix.turns_per_trajectory, 0.0)
     return TurnDemand(
         hit_bytes=phys.kv_bytes_for_context(model, mix.cached_tokens),
         miss_bytes=phys.kv_bytes_new_tokens(model, mix.append_tokens),
@@ -190,6 +252,7 @@ def turn_demand(model: ModelProfile, mix: TurnMix) -> TurnDemand:
         generated_tokens=mix.generated_tokens,
         context_tokens=mix.cached_tokens + mix.append_tokens,
         weight=mix.weight,
+        trajectory_turns=counts,
     )
 
 
@@ -200,6 +263,7 @@ def abstract_turn_demand(
     append_tokens: float,
     generated_tokens: float,
     kv_bytes_per_token: float,
+    trajectory_turns: TurnCounts,
 ) -> TurnDemand:
     """A turn given by its cache-compute ratio, for planning before a model is chosen:
     hit bytes = context x KV bytes per token; prefill FLOPs = hit bytes / ratio."""
@@ -227,4 +291,5 @@ def abstract_turn_demand(
         generated_tokens=one * generated_tokens,
         context_tokens=one * (context_tokens + append_tokens),
         weight=one,
+        trajectory_turns=trajectory_turns,
     )

@@ -345,6 +345,10 @@ class WorkloadProfile(ProfileBase):
     # Time an agent spends outside inference between turns (tool calls); the paper's replay
     # uses 0 (dualpath-paper.md 4.3).
     tool_latency_s: NonNegative = 0.0
+    # Spread of turns per trajectory: counts uniform on [turns (1 - s), turns (1 + s)]. It sets
+    # the straggler tail of an offline JCT (the longest trajectories finish alone, latency-bound);
+    # 0: every trajectory has the mean. A trace file gives the observed counts instead.
+    turns_spread: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.0
     trace_file: str | None = None
     # The abstract form, for planning before a model is chosen: a turn loads
     # context_tokens x kv_bytes_per_token of KV and needs (bytes / gb_per_pflop) prefill FLOPs.

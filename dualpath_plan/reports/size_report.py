@@ -16,6 +16,7 @@ def mode_payload(o: ModeOutcome) -> dict[str, Any]:
     return {
         "throughput_turns_per_s": o.throughput_turns_per_s,
         "jct_s": o.jct_s,
+        "drain_s": o.drain_s,
         "aps": o.aps,
         "ttft_s": o.ttft_s,
         "tpot_s": o.tpot_s,
@@ -64,13 +65,22 @@ def _t(seconds: float) -> str:
     return f"{seconds:.2f} s"
 
 
+def _turns(sc: Any) -> str:
+    """Mean turns per trajectory, with the spread that sets the straggler tail."""
+    counts = sc.turn_demand.trajectory_turns
+    if sc.workload.trace_file:
+        return f"{counts.mean:.4g} turns, longest {counts.longest:g}"
+    spread = sc.workload.turns_spread
+    return f"{counts.mean:g} turns" + (f" ±{spread:.0%}" if spread else "")
+
+
 def render_size(r: SizeReport, console: Console) -> None:
     sc, cfg = r.scenario, r.config
     console.print(
         f"[bold]{sc.model.id}[/bold] on [bold]{sc.prefill_nodes}P{sc.decode_nodes}D[/bold] "
         f"({sc.prefill_node.id} x {sc.prefill_node.gpus_per_node} {sc.prefill_gpu.id} / "
         f"{sc.decode_node.id}), storage {sc.storage.id if sc.storage else 'unlimited'}, "
-        f"workload {sc.workload.id} ({sc.workload.turns:g} turns, {sc.workload.context_tokens:,.0f}"
+        f"workload {sc.workload.id} ({_turns(sc)}, {sc.workload.context_tokens:,.0f}"
         f" context, {sc.workload.append_tokens:g} appended, {sc.workload.generated_tokens:g} "
         f"generated), {cfg.agents:,} agents; SLO TTFT {cfg.ttft_slo_s:g} s, TPOT "
         f"{cfg.tpot_slo_s * 1e3:g} ms"
@@ -108,6 +118,14 @@ def render_size(r: SizeReport, console: Console) -> None:
         console.print(
             "L: JCT set by each agent's critical path (turns x (TTFT + generated x "
             "TPOT)), not by throughput: too few agents to fill the cluster"
+        )
+    drains = ", ".join(
+        f"{m} {o.drain_s / o.jct_s:.0%}" for m, o in r.modes.items() if o.drain_s > 0.005 * o.jct_s
+    )
+    if drains:
+        console.print(
+            f"of each JCT, the drain (stragglers and critical paths: fewer agents left than "
+            f"keep the cluster busy): {drains}"
         )
     console.print(
         f"dualpath vs basic: JCT {r.speedup_jct:.2f}x faster, APS {r.speedup_aps:.2f}x; "

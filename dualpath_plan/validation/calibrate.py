@@ -16,14 +16,18 @@ import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.serving import MODE_SPECS, ServingConfig, evaluate_mode
+from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.plan import Scenario
 from dualpath_plan.profiles.registry import validate_profile
-from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase
+from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, WorkloadProfile
+
+P = TypeVar("P", bound=ProfileBase)
 
 METRICS = (
     "jct_s",
@@ -66,6 +70,7 @@ class PointResult:
 @dataclass(frozen=True)
 class Calibration:
     node: NodeProfile  # with the fitted fields
+    workload: WorkloadProfile  # with the fitted workload fields (unchanged if none)
     fitted: dict[str, float]
     start: dict[str, float]
     train: list[PointResult]
@@ -131,13 +136,28 @@ def load_points(path: Path) -> list[Point]:
     return points
 
 
+def _target(name: str) -> tuple[str, str]:
+    """(kind, field) of a --fit name: ``FIELD`` or ``node.FIELD`` (the node),
+    ``workload.FIELD`` (the workload, e.g. its turns_spread)."""
+    kind, _, field = name.rpartition(".")
+    kind = kind or "node"
+    if kind not in ("node", "workload"):
+        raise PlanInputError(
+            f"'{name}': calibrate fits node or workload fields (node.FIELD, workload.FIELD)",
+            field="--fit",
+        )
+    return kind, field
+
+
 def field_bounds(name: str) -> tuple[float, float]:
-    """(low, high) of a node field from its schema constraints (gt/ge/lt/le)."""
-    info = NodeProfile.model_fields.get(name)
+    """(low, high) of a node or workload field from its schema constraints (gt/ge/lt/le)."""
+    kind, field = _target(name)
+    schema = NodeProfile if kind == "node" else WorkloadProfile
+    info = schema.model_fields.get(field)
     if info is None:
-        raise PlanInputError(f"node has no field '{name}'", field="--fit")
+        raise PlanInputError(f"{kind} has no field '{field}'", field="--fit")
     if info.annotation not in (float, int):
-        raise PlanInputError(f"node field '{name}' is not a number", field="--fit")
+        raise PlanInputError(f"{kind} field '{field}' is not a number", field="--fit")
     low, high = -math.inf, math.inf
     for c in info.metadata:
         for attr, pick_low in (("gt", True), ("ge", True), ("lt", False), ("le", False)):
@@ -151,19 +171,28 @@ def field_bounds(name: str) -> tuple[float, float]:
     return low, high
 
 
-def _with(node: NodeProfile, values: dict[str, float]) -> NodeProfile:
-    data = {**node.model_dump(), **values}
-    return validate_profile(data, source=f"calibration of node '{node.id}'")  # type: ignore[return-value]
+def _with(profile: P, values: dict[str, float]) -> P:
+    data = {**profile.model_dump(), **values}
+    source = f"calibration of {profile.KIND} '{profile.id}'"
+    return validate_profile(data, source=source)  # type: ignore[return-value]
 
 
-def _model_value(sc: Scenario, node: NodeProfile, p: Point) -> float:
-    trial = replace(
-        sc,
-        prefill_node=node,
-        decode_node=node,
-        prefill_nodes=p.prefill_nodes,
-        decode_nodes=p.decode_nodes,
-    )
+def _trial(sc: Scenario, values: dict[str, float]) -> Scenario:
+    """The scenario with fitted values applied to its node (both sides) and workload."""
+    by_kind: dict[str, dict[str, float]] = {"node": {}, "workload": {}}
+    for name, v in values.items():
+        kind, field = _target(name)
+        by_kind[kind][field] = v
+    node = _with(sc.prefill_node, by_kind["node"]) if by_kind["node"] else sc.prefill_node
+    trial = replace(sc, prefill_node=node, decode_node=node)
+    if by_kind["workload"]:
+        workload = _with(sc.workload, by_kind["workload"])
+        trial = replace(trial, workload=workload, turn_demand=workload_demand(sc.model, workload))
+    return trial
+
+
+def _model_value(sc: Scenario, p: Point) -> float:
+    trial = replace(sc, prefill_nodes=p.prefill_nodes, decode_nodes=p.decode_nodes)
     out = evaluate_mode(trial, p.mode, ServingConfig(agents=p.agents))  # type: ignore[arg-type]
     return float(getattr(out, p.metric))
 
@@ -198,15 +227,24 @@ def calibrate(
             "fewer (--fit) or measure more",
             field="--fit",
         )
-    node = sc.prefill_node
+    if sc.workload.trace_file and any(_target(f)[0] == "workload" for f in fit):
+        raise PlanInputError(
+            f"workload '{sc.workload.id}' is a trace file: its turns are observed, not fitted",
+            field="--fit",
+        )
     bounds = [field_bounds(f) for f in fit]
-    start = {f: float(getattr(node, f)) for f in fit}
+    start = {
+        f: float(
+            getattr(sc.prefill_node if _target(f)[0] == "node" else sc.workload, _target(f)[1])
+        )
+        for f in fit
+    }
     x0 = np.array([min(max(start[f], lo), hi) for f, (lo, hi) in zip(fit, bounds, strict=True)])
 
     def residuals(x: np.ndarray) -> np.ndarray:
         try:
-            trial = _with(node, dict(zip(fit, map(float, x), strict=True)))
-            return np.array([math.log(_model_value(sc, trial, p) / p.value) for p in train])
+            trial = _trial(sc, dict(zip(fit, map(float, x), strict=True)))
+            return np.array([math.log(_model_value(trial, p) / p.value) for p in train])
         except (PlanInputError, ValueError, ZeroDivisionError):
             return np.full(len(train), 10.0)  # infeasible parameters: far from every point
 
@@ -216,13 +254,14 @@ def calibrate(
     # a variable's natural size.
     res = least_squares(residuals, x0, bounds=(lo, hi), x_scale="jac")
     fitted = dict(zip(fit, map(float, res.x), strict=True))
-    best = _with(node, fitted)
+    best = _trial(sc, fitted)
     return Calibration(
-        node=best,
+        node=best.prefill_node,
+        workload=best.workload,
         fitted=fitted,
         start=start,
-        train=[PointResult(p, _model_value(sc, best, p)) for p in train],
-        holdout=[PointResult(p, _model_value(sc, best, p)) for p in test],
+        train=[PointResult(p, _model_value(best, p)) for p in train],
+        holdout=[PointResult(p, _model_value(best, p)) for p in test],
     )
 
 
@@ -251,15 +290,22 @@ def profile_to_toml(profile: ProfileBase) -> str:
     return "\n".join(lines) + "\n"
 
 
-def overlay(cal: Calibration, measurements: Path) -> NodeProfile:
-    """The fitted node, each fitted field citing the fit."""
+def overlay(cal: Calibration, measurements: Path) -> list[ProfileBase]:
+    """The fitted profiles (the node, and the workload if any of its fields was fitted), each
+    fitted field citing the fit."""
     rms = Calibration.rms(cal.train)
-    sources = dict(cal.node.sources)
-    unconfirmed = dict(cal.node.unconfirmed)
-    for f in cal.fitted:
-        sources[f] = [
-            f"fitted: dualpath-plan calibrate {measurements.name} ({len(cal.train)} "
-            f"points, RMS log error {rms:.3g})"
-        ]
-        unconfirmed.pop(f, None)
-    return cal.node.model_copy(update={"sources": sources, "unconfirmed": unconfirmed})
+    out: list[ProfileBase] = []
+    for kind, profile in (("node", cal.node), ("workload", cal.workload)):
+        fields = [_target(f)[1] for f in cal.fitted if _target(f)[0] == kind]
+        if not fields:
+            continue
+        sources = dict(profile.sources)
+        unconfirmed = dict(profile.unconfirmed)
+        for f in fields:
+            sources[f] = [
+                f"fitted: dualpath-plan calibrate {measurements.name} ({len(cal.train)} "
+                f"points, RMS log error {rms:.3g})"
+            ]
+            unconfirmed.pop(f, None)
+        out.append(profile.model_copy(update={"sources": sources, "unconfirmed": unconfirmed}))
+    return out
