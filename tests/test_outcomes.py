@@ -297,6 +297,27 @@ def test_offline_jct_is_monotone(t_max, cycle, counts, agents, spreads) -> None:
     assert all(a <= b * (1 + 1e-9) for a, b in itertools.pairwise(by_spread))
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    agents=st.integers(1, 2_000),
+    cycle=st.floats(0.1, 30.0),
+    ratio=st.floats(0.2, 5.0),
+    spread=st.floats(0.05, 1.0),
+)
+def test_offline_jct_ramp_is_the_integral(agents, cycle, ratio, spread) -> None:
+    """The closed-form ramp equals the same uniform distribution cut into 20,000 steps (the
+    midpoint rule), where the crossing of the two bounds is hardest: r = N / T near c."""
+    t_max = agents / (cycle * ratio)
+    ramp = TurnCounts.uniform(157, spread)
+    m = 20_000
+    steps = TurnCounts(
+        np.concatenate([[157 * (1 - spread)], np.full(m, 2 * 157 * spread / m)]),
+        np.concatenate([[1.0], 1.0 - (np.arange(m) + 0.5) / m]),
+    )
+    exact = offline_jct_s(agents, t_max, cycle, ramp)
+    assert exact == pytest.approx(offline_jct_s(agents, t_max, cycle, steps), rel=1e-5)
+
+
 def test_offline_jct_is_vectorized_like_the_scalar() -> None:
     counts = TurnCounts.uniform(157, 1.0)
     agents = np.array([1, 64, 512, 2048, 4096])

@@ -21,45 +21,40 @@ from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.profiles.schemas import ModelProfile, WorkloadProfile
 
-# Segments that discretize a continuous turn-count distribution: the integral of a smooth
-# survival function by the midpoint rule, error O(1/n^2) (below 0.01% of a JCT at 64).
-SPREAD_SEGMENTS = 64
-
 
 @dataclass(frozen=True)
 class TurnCounts:
-    """How many turns trajectories have, as a survival function over the turn index k.
+    """How many turns trajectories have, as a survival function S over the turn index k.
 
-    Segment j covers ``length[j]`` turns during which the share ``surviving[j]`` of
-    trajectories is still running (non-increasing). The mean turn count is
-    sum(length x surviving): the area under the survival function.
+    Steps: segment j covers ``length[j]`` turns during which the share ``surviving[j]`` of
+    trajectories is still running (non-increasing). Then ``ramp_turns`` more turns over which
+    S falls linearly from the last step's share to 0 (the tail of a uniform distribution; 0
+    for observed counts). The mean turn count is the area under S.
     """
 
     length: FloatArray
     surviving: FloatArray
+    ramp_turns: float = 0.0
 
     @property
     def mean(self) -> float:
-        return float(np.sum(self.length * self.surviving))
+        ramp_share = float(self.surviving[-1]) if self.surviving.size else 1.0
+        return float(np.sum(self.length * self.surviving)) + self.ramp_turns * ramp_share / 2
 
     @property
     def longest(self) -> float:
-        return float(np.sum(self.length))
+        return float(np.sum(self.length)) + self.ramp_turns
 
     @classmethod
     def uniform(cls, mean_turns: float, spread: float) -> TurnCounts:
-        """Turn counts uniform on [mean (1 - spread), mean (1 + spread)] (spread 0: all equal)."""
+        """Turn counts uniform on [mean (1 - spread), mean (1 + spread)] (spread 0: all equal):
+        S = 1 up to the shortest, then a linear ramp to 0 at the longest."""
         if not (np.isfinite(mean_turns) and mean_turns > 0):
             raise PlanInputError(f"expected turns > 0, got {mean_turns!r}", field="turns")
         if not (np.isfinite(spread) and 0.0 <= spread <= 1.0):
             raise PlanInputError(f"expected 0 <= spread <= 1, got {spread!r}", field="turns_spread")
         low = mean_turns * (1.0 - spread)
-        if spread == 0.0:
-            return cls(np.array([mean_turns]), np.ones(1))
-        n = SPREAD_SEGMENTS
-        width = 2.0 * mean_turns * spread / n
-        mid = 1.0 - (np.arange(n) + 0.5) / n
-        return cls(np.concatenate([[low], np.full(n, width)]), np.concatenate([[1.0], mid]))
+        return cls(np.array([low]), np.ones(1), ramp_turns=2.0 * mean_turns * spread)
 
     @classmethod
     def observed(cls, turns_per_trajectory: FloatArray) -> TurnCounts:
