@@ -352,3 +352,29 @@ def test_stragglers_set_the_small_batch_jct(registry) -> None:
     assert evaluate_mode(sc, "dualpath", ServingConfig(agents=4096)).jct_s == pytest.approx(
         10_400, rel=0.15
     )
+
+
+def test_trace_workload_drains_through_its_longest_trajectory(cli, tmp_path) -> None:
+    """A trace file gives the observed turns per trajectory: one trajectory of 40 turns among
+    nine of 4 sets the JCT of a small batch, and the report says the trace's numbers."""
+    wdir = tmp_path / "workload"
+    wdir.mkdir()
+    rows = ["trajectory_id,append_tokens,generated_tokens"]
+    for tid, turns in enumerate([4] * 9 + [40]):
+        rows += [f"{tid},400,150"] * turns
+    (wdir / "t.csv").write_text("\n".join(rows) + "\n")
+    (wdir / "skewed.toml").write_text(
+        'kind = "workload"\nname = "skewed"\nturns = 7.6\nappend_tokens = 400\n'
+        'generated_tokens = 150\ncontext_tokens = 2000\ntrace_file = "t.csv"\n'
+    )
+    result = cli("size", "--profiles", str(tmp_path), "--workload", "skewed", "--agents", "64")
+    assert result.code == 0, result.err
+    assert "trace t.csv: 7.6 turns, longest 40" in result.out
+    data = cli(
+        "size", "--profiles", str(tmp_path), "--workload", "skewed", "--agents", "64", "--json"
+    ).json()
+    dp = data["modes"]["dualpath"]
+    # 64 agents hardly load the cluster: the JCT is the longest trajectory's critical path,
+    # 40 turns of (TTFT + generated x TPOT) at light load, not 7.6 mean turns.
+    assert dp["drain_s"] > 0.5 * dp["jct_s"]
+    assert dp["jct_s"] > 40 * 150 * 0.03

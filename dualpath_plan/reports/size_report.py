@@ -67,11 +67,21 @@ def _t(seconds: float) -> str:
 
 def _turns(sc: Any) -> str:
     """Mean turns per trajectory, with the spread that sets the straggler tail."""
-    counts = sc.turn_demand.trajectory_turns
+    d = sc.turn_demand
+    counts = d.trajectory_turns
     if sc.workload.trace_file:
-        return f"{counts.mean:.4g} turns, longest {counts.longest:g}"
-    spread = sc.workload.turns_spread
-    return f"{counts.mean:g} turns" + (f" ±{spread:.0%}" if spread else "")
+        # The trace's own means, not the profile's: the model runs on the trace.
+        return (
+            f"trace {sc.workload.trace_file}: {counts.mean:.4g} turns, longest "
+            f"{counts.longest:g}, {d.mean(d.context_tokens):,.0f} prompt tokens, "
+            f"{d.mean(d.generated_tokens):.4g} generated"
+        )
+    w = sc.workload
+    spread = f" ±{w.turns_spread:.0%}" if w.turns_spread else ""
+    return (
+        f"{counts.mean:g} turns{spread}, {w.context_tokens:,.0f} context, "
+        f"{w.append_tokens:g} appended, {w.generated_tokens:g} generated"
+    )
 
 
 def render_size(r: SizeReport, console: Console) -> None:
@@ -80,9 +90,8 @@ def render_size(r: SizeReport, console: Console) -> None:
         f"[bold]{sc.model.id}[/bold] on [bold]{sc.prefill_nodes}P{sc.decode_nodes}D[/bold] "
         f"({sc.prefill_node.id} x {sc.prefill_node.gpus_per_node} {sc.prefill_gpu.id} / "
         f"{sc.decode_node.id}), storage {sc.storage.id if sc.storage else 'unlimited'}, "
-        f"workload {sc.workload.id} ({_turns(sc)}, {sc.workload.context_tokens:,.0f}"
-        f" context, {sc.workload.append_tokens:g} appended, {sc.workload.generated_tokens:g} "
-        f"generated), {cfg.agents:,} agents; SLO TTFT {cfg.ttft_slo_s:g} s, TPOT "
+        f"workload {sc.workload.id} ({_turns(sc)}), {cfg.agents:,} agents; SLO TTFT "
+        f"{cfg.ttft_slo_s:g} s, TPOT "
         f"{cfg.tpot_slo_s * 1e3:g} ms"
     )
     console.print(
