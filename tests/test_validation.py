@@ -222,6 +222,20 @@ def test_calibrate_recovers_the_shipped_calibration(cli, registry, tmp_path) -> 
     assert "calibrate" in shown["sources"]["turns_spread"][0]
 
 
+def test_calibrate_more_starts_never_fit_worse(cli) -> None:
+    """--starts adds least-squares runs from random starts; the first is the profiles' own
+    values, so more starts can only lower the error. A poor single-start fit says so."""
+    args = ("calibrate", str(PAPER_POINTS), "--fit", "prefill_mfu,workload.turns_spread")
+    hard = ("--set", "node.prefill_mfu=0.9", "--set", "node.snic_efficiency=0.2")
+    one = cli(*args, *hard, "--json").json()["train_rms_log_error"]
+    three = cli(*args, *hard, "--starts", "3", "--json").json()["train_rms_log_error"]
+    assert three <= one + 1e-12
+    shown = cli(*args, *hard)
+    assert shown.code == 0
+    assert one > 0.05 and "try --starts" in shown.out  # snic_efficiency 0.2 is not fitted
+    assert cli(*args, "--starts", "0").code == 2
+
+
 def test_calibrate_keeps_unfitted_fields_at_their_values(cli) -> None:
     """Without --fit the node's four fields are fitted and the workload is left as shipped."""
     result = cli("calibrate", str(PAPER_POINTS), "--json")

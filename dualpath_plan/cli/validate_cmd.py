@@ -205,6 +205,10 @@ def _num(v: float | None) -> str:
     return "-" if v is None else f"{v:.8g}"
 
 
+# RMS log error above which calibrate suggests more starts: 5% per point on average.
+POOR_FIT_RMS = 0.05
+
+
 def calibrate_cmd(
     measured: Annotated[
         Path,
@@ -233,7 +237,17 @@ def calibrate_cmd(
             "--holdout", help="Leave K points out of the fit and report the error on them."
         ),
     ] = 0,
-    seed: Annotated[int, typer.Option("--seed", help="Which points are held out.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Which points are held out, and the extra starts.")
+    ] = 0,
+    starts: Annotated[
+        int,
+        typer.Option(
+            "--starts",
+            help="Least-squares runs: from the profiles' values, then from random starts "
+            "around them; the best fit wins (the search is local).",
+        ),
+    ] = 1,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -261,7 +275,7 @@ def calibrate_cmd(
         storage=storage_id(storage),
     )
     fields = tuple(f.strip() for f in fit.split(",") if f.strip())
-    cal = calibrate(sc, points, fields, holdout, seed)
+    cal = calibrate(sc, points, fields, holdout, seed, starts)
     written: list[str] | None = None
     if out is not None:
         written = []
@@ -334,6 +348,11 @@ def calibrate_cmd(
         f"RMS log error: fit {train_rms:.3g}"
         + (f", held out {held_rms:.3g}" if cal.holdout else "")
     )
+    if train_rms > POOR_FIT_RMS and starts == 1:
+        stdout.print(
+            f"a poor fit (RMS log error above {POOR_FIT_RMS:g}): least squares is local; "
+            "try --starts 8, or start nearer with --set"
+        )
     if written:
         stdout.print(f"overlay written to {', '.join(written)}; use it with --profiles {out}")
 

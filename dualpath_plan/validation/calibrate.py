@@ -203,7 +203,11 @@ def calibrate(
     fit: tuple[str, ...] = DEFAULT_FIT,
     holdout: int = 0,
     seed: int = 0,
+    starts: int = 1,
 ) -> Calibration:
+    """Least squares from the profiles' values, and from ``starts - 1`` more starts drawn
+    around them (each field scaled by e^N(0, 1), clipped to its bounds; a field at 0 drawn
+    uniformly within its bounds, capped at 1): the search is local, and the best fit wins."""
     from scipy.optimize import least_squares
 
     if sc.prefill_node.id != sc.decode_node.id:
@@ -212,6 +216,8 @@ def calibrate(
         )
     if not fit:
         raise PlanInputError("give at least one field to fit", field="--fit")
+    if not 1 <= starts <= 100:
+        raise PlanInputError(f"expected 1 to 100 starts, got {starts}", field="--starts")
     if holdout < 0 or holdout >= len(points):
         raise PlanInputError(
             f"--holdout must leave at least one point to fit; {len(points)} points",
@@ -252,8 +258,19 @@ def calibrate(
     hi = np.array([b[1] for b in bounds])
     # Scale each variable by its Jacobian column: schema bounds (up to 1e12) say nothing about
     # a variable's natural size.
-    res = least_squares(residuals, x0, bounds=(lo, hi), x_scale="jac")
-    fitted = dict(zip(fit, map(float, res.x), strict=True))
+    rng = np.random.default_rng(seed)
+    best_x, best_cost = x0, math.inf
+    for k in range(starts):
+        if k == 0:
+            start_x = x0
+        else:
+            scaled = x0 * np.exp(rng.standard_normal(x0.size))
+            drawn = rng.uniform(lo, np.minimum(hi, np.maximum(lo, 1.0)))
+            start_x = np.clip(np.where(x0 > 0, scaled, drawn), lo, hi)
+        res = least_squares(residuals, start_x, bounds=(lo, hi), x_scale="jac")
+        if res.cost < best_cost:
+            best_x, best_cost = res.x, res.cost
+    fitted = dict(zip(fit, map(float, best_x), strict=True))
     best = _trial(sc, fitted)
     return Calibration(
         node=best.prefill_node,
