@@ -23,6 +23,7 @@ KINDS = ("size", "ratio", "bounds", "paths", "recommend")
 SIZE_METRICS = (
     "throughput_turns_per_s",
     "jct_s",
+    "drain_s",
     "aps",
     "ttft_s",
     "tpot_s",
