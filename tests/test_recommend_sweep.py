@@ -96,6 +96,7 @@ def test_sweep_matches_size_point_by_point(registry, cli, tmp_path) -> None:
             o.throughput_turns_per_s, rel=1e-9
         )
         assert float(row["jct_s"]) == pytest.approx(o.jct_s, rel=1e-9)
+        assert float(row["drain_s"]) == pytest.approx(o.drain_s, rel=1e-9, abs=1e-9)
         assert row["bottleneck"] == o.bottleneck
         checked += 1
     assert checked > 10

@@ -47,6 +47,7 @@ OUT_COLUMNS = (
     "throughput_turns_per_s",
     "throughput_per_gpu",
     "jct_s",
+    "drain_s",
     "decode_path_fraction",
     "bottleneck",
     "feasible",

@@ -247,11 +247,9 @@ def _evaluate_chunk(
     gpus = P * sc.prefill_node.gpus_per_node + D * sc.decode_node.gpus_per_node
     feasible = sat.feasible & np.isfinite(t) & (t > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        jct = np.where(
-            feasible,
-            offline_jct_s(agents, t, cycle_min, sc.turn_demand.trajectory_turns),
-            np.nan,
-        )
+        counts = sc.turn_demand.trajectory_turns
+        jct = np.where(feasible, offline_jct_s(agents, t, cycle_min, counts), np.nan)
+        drain = np.maximum(jct - agents * counts.mean / t, 0.0)
     return {
         "mode": np.asarray(mode),
         "P": P.astype(np.int64),
@@ -261,6 +259,7 @@ def _evaluate_chunk(
         "throughput_turns_per_s": np.where(feasible, t, np.nan),
         "throughput_per_gpu": np.where(feasible, t / gpus, np.nan),
         "jct_s": jct,
+        "drain_s": drain,
         "decode_path_fraction": np.where(feasible, sol.decode_path_fraction, np.nan),
         "bottleneck_index": np.asarray(sol.bottleneck),
         "bottleneck": np.where(
