@@ -299,3 +299,23 @@ def test_calibrate_bad_input(cli, tmp_path, rows, args, expect) -> None:
     result = cli("calibrate", str(measured), *args)
     assert result.code == 2, result.err
     assert expect in result.err
+
+
+def test_readme_validation_table_is_what_validate_prints(cli) -> None:
+    """The README's accuracy table is `validate --markdown` verbatim: regenerate it when the
+    model moves."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("| case | claim |")
+    end = readme.index("\n\n## ", start)
+    result = cli("validate", "--markdown")
+    assert result.code == 0
+    assert readme[start:end].strip() == result.out.strip()
+
+
+def test_readme_size_example_is_what_size_prints(cli) -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("$ dualpath-plan size\n") + len("$ dualpath-plan size\n")
+    end = readme.index("```", start)
+    result = cli("size")
+    assert result.code == 0
+    assert readme[start:end].strip() == result.out.strip()
