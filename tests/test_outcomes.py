@@ -71,7 +71,7 @@ def test_ablation_ordering(registry, agents) -> None:
         "Online APS gains are not reproduced: the model gives about 1.6x for DS 660B 2P4D. "
         "Even at equal utilization the gain is the capacity ratio the offline bars fix, about "
         "1.88x; the paper's DualPath APS of about 0.45 means 70.7 turns/s with the 64K trace, "
-        "at or above the ~68 turns/s Figure 7 gives offline. The online trace is not stated "
+        "above the 65 to 68 turns/s Figure 7 gives offline. The online trace is not stated "
         "(dualpath-paper.md 4.3, UNCONFIRMED)."
     ),
 )
