@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dualpath_plan.outcomes.serving import (
@@ -258,7 +258,10 @@ _counts = st.builds(
     cycle=st.floats(0.01, 100.0),
     counts=_counts,
 )
+@example(agents=2, t_max=2.03125, cycle=0.5, counts=TurnCounts.uniform(1.0, 1.0))
 def test_offline_jct_is_above_both_bounds(agents, t_max, cycle, counts) -> None:
+    # The example: c N only just above N / T, so the two bounds cross near S = 0 and Newton
+    # from c / r needs ~40 steps (4 fixed steps once left the JCT 2e-6 under the bound).
     jct = offline_jct_s(agents, t_max, cycle, counts)
     assert math.isfinite(jct)
     assert jct >= agents * counts.mean / t_max * (1 - 1e-9)  # throughput bound
@@ -320,9 +323,9 @@ def test_offline_jct_ramp_is_the_integral(agents, cycle, ratio, spread) -> None:
 
 def test_offline_jct_is_vectorized_like_the_scalar() -> None:
     counts = TurnCounts.uniform(157, 1.0)
-    agents = np.array([1, 64, 512, 2048, 4096])
-    t = np.array([10.0, 30.0, 58.8, 64.0, 100.0])
-    c = np.array([5.0, 6.2, 6.2, 7.0, 1.0])
+    agents = np.array([1, 64, 512, 2048, 4096, 2])
+    t = np.array([10.0, 30.0, 58.8, 64.0, 100.0, 2.03125])
+    c = np.array([5.0, 6.2, 6.2, 7.0, 1.0, 0.5])
     vec = offline_jct_s(agents, t, c, counts)
     scalar = [
         offline_jct_s(int(n), float(x), float(y), counts)
