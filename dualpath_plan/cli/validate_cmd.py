@@ -252,7 +252,8 @@ def calibrate_cmd(
         Path | None,
         typer.Option(
             "--out",
-            help="Write the fitted node as a profile overlay in DIR (use with --profiles DIR).",
+            help="Write the fitted node (and workload, if one of its fields was fitted) as "
+            "profile overlays in DIR (use with --profiles DIR).",
             show_default=False,
         ),
     ] = None,

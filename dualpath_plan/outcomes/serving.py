@@ -307,6 +307,12 @@ def offline_jct_s(agents: Num, t_max: Num, cycle_min: Num, counts: TurnCounts) -
     return float(total) if total.ndim == 0 else total
 
 
+def offline_drain_s(jct_s: Num, agents: Num, t_max: Num, counts: TurnCounts) -> Num:
+    """The part of an offline JCT beyond the throughput bound N x mean turns / T_max: the time
+    the cluster runs below saturation (stragglers, and the critical path of too few agents)."""
+    return np.maximum(jct_s - np.asarray(agents) * counts.mean / t_max, 0.0)
+
+
 def _ramp_integral(n: np.ndarray, r: np.ndarray, c: np.ndarray, top: float) -> np.ndarray:
     """The integral over S from 0 to ``top`` of max(g, h), g = c (1 - (1 - S)^n) (concave,
     the critical path while any agent is left) and h = r S (the throughput bound). g starts
@@ -490,7 +496,7 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
         mode=mode,
         throughput_turns_per_s=t_max,
         jct_s=jct,
-        drain_s=max(jct - cfg.agents * turns / t_max, 0.0),
+        drain_s=float(offline_drain_s(jct, cfg.agents, t_max, counts)),
         aps=aps,
         ttft_s=ttft,
         tpot_s=tpot,

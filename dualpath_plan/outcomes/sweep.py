@@ -18,7 +18,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.outcomes.serving import OutcomeMode, ServingConfig, offline_jct_s, saturated
+from dualpath_plan.outcomes.serving import (
+    OutcomeMode,
+    ServingConfig,
+    offline_drain_s,
+    offline_jct_s,
+    saturated,
+)
 from dualpath_plan.physics.links import LINKS
 from dualpath_plan.plan import Scenario
 from dualpath_plan.profiles.registry import Overrides, Registry
@@ -249,7 +255,7 @@ def _evaluate_chunk(
     with np.errstate(divide="ignore", invalid="ignore"):
         counts = sc.turn_demand.trajectory_turns
         jct = np.where(feasible, offline_jct_s(agents, t, cycle_min, counts), np.nan)
-        drain = np.maximum(jct - agents * counts.mean / t, 0.0)
+        drain = offline_drain_s(jct, agents, t, counts)
     return {
         "mode": np.asarray(mode),
         "P": P.astype(np.int64),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -74,12 +74,15 @@ class TurnMix:
     append_tokens: FloatArray
     generated_tokens: FloatArray
     weight: FloatArray
-    turns_per_trajectory: float
+    trajectory_turns: TurnCounts  # observed in a trace, else the profile's uniform spread
     tool_latency_s: float = 0.0
-    trajectory_turns: TurnCounts | None = None  # from a trace; None: the profile's uniform
 
     def mean(self, values: FloatArray) -> float:
         return float(np.sum(values * self.weight))
+
+    @property
+    def turns_per_trajectory(self) -> float:
+        return self.trajectory_turns.mean
 
     @property
     def hit_rate(self) -> float:
@@ -91,15 +94,8 @@ def turn_mix(workload: WorkloadProfile, *, profile_path: Path | None = None) -> 
     """The workload's turns: its trace file when it names one, else its per-turn means."""
     if workload.trace_file:
         base = profile_path.parent if profile_path else Path.cwd()
-        mix = load_trace(base / workload.trace_file)
-        return TurnMix(
-            mix.cached_tokens,
-            mix.append_tokens,
-            mix.generated_tokens,
-            mix.weight,
-            mix.turns_per_trajectory,
-            workload.tool_latency_s,
-            mix.trajectory_turns,
+        return replace(
+            load_trace(base / workload.trace_file), tool_latency_s=workload.tool_latency_s
         )
     one = np.ones(1)
     return TurnMix(
@@ -107,7 +103,7 @@ def turn_mix(workload: WorkloadProfile, *, profile_path: Path | None = None) -> 
         append_tokens=one * workload.append_tokens,
         generated_tokens=one * workload.generated_tokens,
         weight=one,
-        turns_per_trajectory=workload.turns,
+        trajectory_turns=TurnCounts.uniform(workload.turns, workload.turns_spread),
         tool_latency_s=workload.tool_latency_s,
     )
 
@@ -177,7 +173,6 @@ def load_trace(path: Path) -> TurnMix:
         append_tokens=np.array(append),
         generated_tokens=np.array(generated),
         weight=np.full(count, 1.0 / count),
-        turns_per_trajectory=count / len(running),
         trajectory_turns=TurnCounts.observed(np.array(list(per_trajectory.values()))),
     )
 
@@ -228,16 +223,10 @@ def workload_demand(
             kv_bytes_per_token=workload.kv_bytes_per_token,
             trajectory_turns=TurnCounts.uniform(workload.turns, workload.turns_spread),
         )
-    mix = turn_mix(workload, profile_path=profile_path)
-    counts = mix.trajectory_turns or TurnCounts.uniform(workload.turns, workload.turns_spread)
-    return turn_demand(model, mix, counts)
+    return turn_demand(model, turn_mix(workload, profile_path=profile_path))
 
 
-def turn_demand(model: ModelProfile, mix: TurnMix, counts: TurnCounts | None = None) -> TurnDemand:
-    """The demand of a mix; ``counts`` defaults to the mix's trace, else all trajectories
-    of the mix's mean length."""
-    if counts is None:
-        counts = mix.trajectory_turns or TurnCounts.uniform(mix.turns_per_trajectory, 0.0)
+def turn_demand(model: ModelProfile, mix: TurnMix) -> TurnDemand:
     return TurnDemand(
         hit_bytes=phys.kv_bytes_for_context(model, mix.cached_tokens),
         miss_bytes=phys.kv_bytes_new_tokens(model, mix.append_tokens),
@@ -247,7 +236,7 @@ def turn_demand(model: ModelProfile, mix: TurnMix, counts: TurnCounts | None = N
         generated_tokens=mix.generated_tokens,
         context_tokens=mix.cached_tokens + mix.append_tokens,
         weight=mix.weight,
-        trajectory_turns=counts,
+        trajectory_turns=mix.trajectory_turns,
     )
 
 

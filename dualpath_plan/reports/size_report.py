@@ -10,6 +10,7 @@ from rich.table import Table
 
 from dualpath_plan.outcomes.serving import ModeOutcome, SizeReport
 from dualpath_plan.outcomes.sizing import SizingResult
+from dualpath_plan.plan import Scenario
 
 
 def mode_payload(o: ModeOutcome) -> dict[str, Any]:
@@ -65,7 +66,7 @@ def _t(seconds: float) -> str:
     return f"{seconds:.2f} s"
 
 
-def _turns(sc: Any) -> str:
+def _turns(sc: Scenario) -> str:
     """Mean turns per trajectory, with the spread that sets the straggler tail."""
     d = sc.turn_demand
     counts = d.trajectory_turns

@@ -177,6 +177,12 @@ def _with(profile: P, values: dict[str, float]) -> P:
     return validate_profile(data, source=source)  # type: ignore[return-value]
 
 
+def _current(sc: Scenario, name: str) -> float:
+    """The scenario's value of a --fit field (the node's, or the workload's)."""
+    kind, field = _target(name)
+    return float(getattr(sc.prefill_node if kind == "node" else sc.workload, field))
+
+
 def _trial(sc: Scenario, values: dict[str, float]) -> Scenario:
     """The scenario with fitted values applied to its node (both sides) and workload."""
     by_kind: dict[str, dict[str, float]] = {"node": {}, "workload": {}}
@@ -239,12 +245,7 @@ def calibrate(
             field="--fit",
         )
     bounds = [field_bounds(f) for f in fit]
-    start = {
-        f: float(
-            getattr(sc.prefill_node if _target(f)[0] == "node" else sc.workload, _target(f)[1])
-        )
-        for f in fit
-    }
+    start = {f: _current(sc, f) for f in fit}
     x0 = np.array([min(max(start[f], lo), hi) for f, (lo, hi) in zip(fit, bounds, strict=True)])
 
     def residuals(x: np.ndarray) -> np.ndarray:
