@@ -18,8 +18,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from dualpath_plan.plan import Scenario
 from dualpath_plan.profiles.registry import Registry
+from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.assemble import assemble
 from dualpath_plan.solvers.closed_form import solve
 from dualpath_plan.solvers.lp import LPProblem, solve_lp
 
@@ -31,51 +32,46 @@ def main() -> None:
     parser.add_argument("--lp", type=int, default=300)
     args = parser.parse_args()
     sc = Scenario.from_ids(Registry.load())
-    cluster, _ = sc.cluster()
     rng = np.random.default_rng(0)
+    base = assemble(sc, "dualpath", 2.0, 4.0)
+    snic_base = float(base.pe.per_node["pe_snic_read"])
 
     def batch(n: int):
-        snic = rng.uniform(100, 800, n) / 8 * 1e9
-        return replace(
-            cluster,
-            prefill_nodes=rng.integers(1, 17, n).astype(float),
-            decode_nodes=rng.integers(1, 17, n).astype(float),
-            pe=replace(cluster.pe, snic_read=snic),
-            de=replace(cluster.de, snic_read=snic),
-        )
+        """n random clusters: the default's links, P and D in 1..16, SNICs 100..800 Gb/s."""
+        P = rng.integers(1, 17, n).astype(float)
+        D = rng.integers(1, 17, n).astype(float)
+        asm = assemble(sc, "dualpath", P, D)
+        scale = rng.uniform(100, 800, n) / 8 * 1e9 / snic_base
+        capacity = dict(asm.links.capacity)
+        for k in ("pe_snic_read", "de_snic_read"):
+            capacity[k] = np.asarray(capacity[k]) * scale
+        return replace(asm, links=replace(asm.links, capacity=capacity))
 
-    solve(batch(1000), sc.demand, "dualpath")  # warm up
+    solve(batch(1000).links)  # warm up
     # Timed: the solve and each point's bottleneck (what a sweep needs), not the generation of
     # the random inputs.
     done, spent = 0, 0.0
     while done < args.scenarios:
         n = min(args.chunk, args.scenarios - done)
-        inputs = batch(n)
+        inputs = batch(n).links
         t0 = time.perf_counter()
-        sol = solve(inputs, sc.demand, "dualpath")
-        _ = sol.bottleneck
+        sol = solve(inputs)
+        _ = sol.binding_mask
         spent += time.perf_counter() - t0
         done += n
     cf_rate = done / spent
 
     problems = []
     for _ in range(args.lp):
-        b = batch(1)
-        one = replace(
-            b,
-            prefill_nodes=np.float64(b.prefill_nodes[0]),
-            decode_nodes=np.float64(b.decode_nodes[0]),
-            pe=replace(b.pe, snic_read=np.float64(b.pe.snic_read[0])),
-            de=replace(b.de, snic_read=np.float64(b.de.snic_read[0])),
-        )
-        problems.append(LPProblem.from_cluster(one, sc.demand))
+        P, D = (float(v) for v in rng.integers(2, 17, 2))  # V3.2 needs 2 nodes a side
+        problems.append(LPProblem.from_assembly(assemble(sc, "dualpath", P, D)))
     t0 = time.perf_counter()
     for p in problems:
-        solve_lp(p, "dualpath", balanced=False)
+        solve_lp(p, balanced=False)
     lp_rate = args.lp / (time.perf_counter() - t0)
     t0 = time.perf_counter()
     for p in problems[:100]:
-        solve_lp(p, "dualpath", balanced=True)
+        solve_lp(p, balanced=True)
     lp_bal_rate = min(100, args.lp) / (time.perf_counter() - t0)
 
     # The sweep end to end (grid expansion, saturated() per chunk, summary), in a child
@@ -84,14 +80,12 @@ def main() -> None:
     for points_axis in ("1:10", "1:100", "1:1000"):
         code = (
             "import resource, time\n"
-            "from dualpath_plan.outcomes.serving import ServingConfig\n"
             "from dualpath_plan.outcomes.sweep import parse_axis, run_sweep, grid_size\n"
             "from dualpath_plan.profiles.registry import Registry\n"
-            "from dualpath_plan.plan import DEFAULTS\n"
+            "from dualpath_plan.scenario.spec import DEFAULT_SPEC\n"
             "axes = [parse_axis(g) for g in ('P=1:100', 'D=1:100', 'agents=" + points_axis + "')]\n"
-            "base = {k: v for k, v in DEFAULTS.items()}\n"
             "t = time.perf_counter()\n"
-            "run_sweep(Registry.load(), base, axes, ('dualpath',), ServingConfig())\n"
+            "run_sweep(Registry.load(), DEFAULT_SPEC, axes, ('dualpath',), DEFAULT_SPEC.serving)\n"
             "dt = time.perf_counter() - t\n"
             "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
             "print(grid_size(axes), dt, rss)\n"

@@ -270,7 +270,7 @@ def test_trend_cli(cli) -> None:
 
 def test_abstract_workload_profile_runs_everywhere(cli, registry) -> None:
     from dualpath_plan.outcomes.serving import ServingConfig, evaluate
-    from dualpath_plan.plan import Scenario
+    from dualpath_plan.scenario import Scenario
 
     w = registry.workload("agentic-22gb-pflop")
     assert w.is_abstract

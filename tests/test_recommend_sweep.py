@@ -13,7 +13,7 @@ from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.recommend import Budget
 from dualpath_plan.outcomes.serving import ServingConfig, evaluate_mode, saturated
 from dualpath_plan.outcomes.sweep import parse_axis, parse_values
-from dualpath_plan.plan import Scenario
+from dualpath_plan.scenario import Scenario
 
 
 def test_grid_value_specs() -> None:
@@ -146,7 +146,7 @@ def test_sweep_memory_is_bounded_by_the_chunk(registry) -> None:
     sc = Scenario.from_ids(registry)
     P = np.full(100_000, 2.0)
     D = np.arange(100_000) % 16 + 1.0
-    sat = saturated(sc, "dualpath", ServingConfig(), P, D)
+    sat = saturated(sc, "dualpath", P, D)
     assert sat.solution.throughput_turns_per_s.shape == (100_000,)
 
 

@@ -43,11 +43,12 @@ def test_adding_a_case_is_adding_a_file(cli, tmp_path) -> None:
         """claim = "V3.2 at 32K"
 source = "my notes"
 kind = "ratio"
+metric = "gb_per_pflop.32768"
 paper = 21.7
 tolerance = 0.05
 [inputs]
 model = "deepseek-v3.2"
-context_tokens = 32768
+context_tokens = [32768]
 append_tokens = 429
 """,
     )
@@ -63,11 +64,12 @@ def test_a_failing_case_exits_1(cli, tmp_path) -> None:
         """claim = "wrong on purpose"
 source = "test"
 kind = "ratio"
+metric = "gb_per_pflop.32768"
 paper = 50.0
 tolerance = 0.05
 [inputs]
 model = "deepseek-v3.2"
-context_tokens = 32768
+context_tokens = [32768]
 append_tokens = 429
 """,
     )
@@ -81,12 +83,13 @@ def test_a_known_gap_that_passes_exits_1(cli, tmp_path) -> None:
         """claim = "marked as a gap but reproduced"
 source = "test"
 kind = "ratio"
+metric = "gb_per_pflop.32768"
 paper = 21.7
 tolerance = 0.05
 known_gap = "no longer true"
 [inputs]
 model = "deepseek-v3.2"
-context_tokens = 32768
+context_tokens = [32768]
 append_tokens = 429
 """,
     )
@@ -98,7 +101,9 @@ append_tokens = 429
 
 def test_bad_case_file_exits_2(cli, tmp_path) -> None:
     d = _case(
-        tmp_path, "bad", 'claim = "x"\nsource = "y"\nkind = "nope"\npaper = 1\ntolerance = 0\n'
+        tmp_path,
+        "bad",
+        'claim = "x"\nsource = "y"\nkind = "nope"\nmetric = "m"\npaper = 1\ntolerance = 0\n',
     )
     result = cli("validate", "--cases", str(d))
     assert result.code == 2 and "kind" in result.err
@@ -145,7 +150,7 @@ def test_check_tolerance_is_per_metric(cli, tmp_path) -> None:
     [
         ("{not json", "not JSON"),
         ('{"scenarios": [{"id": "x"}]}', "has no 'kind'"),
-        ('{"scenarios": [{"id": "x", "kind": "magic", "inputs": {}}]}', "unknown scenario kind"),
+        ('{"scenarios": [{"id": "x", "kind": "magic", "inputs": {}}]}', "unknown kind"),
         (
             '{"scenarios": [{"id": "x", "kind": "size", "inputs": {"model": "nope"}}]}',
             "unknown model",

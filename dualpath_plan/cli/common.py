@@ -71,49 +71,18 @@ def require_positive(value: float | int, name: str) -> None:
         raise PlanInputError(f"expected a finite number > 0, got {value!r}", field=name)
 
 
-# Scenario options shared by paths, size and later commands.
-ModelOpt = Annotated[str, typer.Option("--model", help="Model profile id.")]
-WorkloadOpt = Annotated[str, typer.Option("--workload", help="Workload profile id.")]
-NodeOpt = Annotated[str, typer.Option("--node", help="Node profile for both sides.")]
-PrefillNodeOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--prefill-node", help="Prefill node profile (default --node).", show_default=False
-    ),
-]
-DecodeNodeOpt = Annotated[
-    str | None,
-    typer.Option("--decode-node", help="Decode node profile (default --node).", show_default=False),
-]
-GpuOpt = Annotated[
-    str | None, typer.Option("--gpu", help="Override the nodes' GPU profile.", show_default=False)
-]
-StorageOpt = Annotated[str, typer.Option("--storage", help="Storage profile id, or 'none'.")]
-POpt = Annotated[int, typer.Option("-P", "--prefill-nodes", help="Prefill nodes.")]
-DOpt = Annotated[int, typer.Option("-D", "--decode-nodes", help="Decode nodes.")]
-PaperOpt = Annotated[
-    bool,
-    typer.Option(
-        "--paper-assumptions",
-        help="The paper's eq. (1)-(9) model: no miss KV, write-back, "
-        "collectives' share, efficiencies, PCIe link or storage limits.",
-    ),
-]
-PaperTermOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--paper-term",
-        help="Switch one extended term to the paper's assumption (repeatable): miss_kv, "
-        "writeback, collectives, efficiencies, pcie_link_limit, gpu_pcie, storage_limit.",
-        show_default=False,
-    ),
-]
-SchedulerOpt = Annotated[
-    str,
-    typer.Option("--scheduler", help="Load-imbalance model: ideal, round_robin or queue_aware."),
-]
-
-
-def storage_id(storage: str) -> str | None:
-    """``--storage none`` means no storage-cluster limit."""
-    return None if storage == "none" else storage
+def parse_pairs(
+    specs: list[str] | None, option: str, what: str, whole: bool
+) -> list[tuple[str, float]]:
+    """``ID:NUMBER`` items (a group's node count, a class's weight)."""
+    out: list[tuple[str, float]] = []
+    for item in specs or []:
+        ident, _, count = item.partition(":")
+        try:
+            n = (int(count) if whole else float(count)) if count else 1
+        except ValueError:
+            raise PlanInputError(f"expected {what}, got {item!r}", field=option) from None
+        if not ident or not (math.isfinite(n) and n > 0) or (whole and n > 1_000_000):
+            raise PlanInputError(f"expected {what} with a number > 0, got {item!r}", field=option)
+        out.append((ident, n))
+    return out

@@ -8,25 +8,17 @@ from typing import Annotated
 import typer
 
 from dualpath_plan.cli.common import (
-    DecodeNodeOpt,
-    GpuOpt,
     JsonOpt,
-    ModelOpt,
-    NodeOpt,
-    PrefillNodeOpt,
     ProfilesOpt,
     SetOpt,
-    StorageOpt,
-    WorkloadOpt,
     load_registry,
+    parse_pairs,
     print_json,
     stdout,
-    storage_id,
 )
+from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.recommend import OBJECTIVES, Budget, phase_plan, recommend
-from dualpath_plan.outcomes.serving import ServingConfig
-from dualpath_plan.plan import DEFAULTS, Scenario
 from dualpath_plan.reports.recommend_report import (
     recommend_markdown,
     recommend_payload,
@@ -34,6 +26,8 @@ from dualpath_plan.reports.recommend_report import (
     recommend_svg,
     render_recommend,
 )
+from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.spec import ScenarioSpec
 
 
 def _write(path: Path, text: str, field: str) -> None:
@@ -45,7 +39,9 @@ def _write(path: Path, text: str, field: str) -> None:
         ) from None
 
 
+@scenario_options(exclude=("prefill_nodes", "decode_nodes"))
 def recommend_cmd(
+    spec: ScenarioSpec,
     budget_nodes: Annotated[
         int | None,
         typer.Option(
@@ -69,16 +65,6 @@ def recommend_cmd(
     objective: Annotated[
         str, typer.Option("--objective", help="jct, aps or throughput-per-gpu.")
     ] = "jct",
-    model: ModelOpt = DEFAULTS["model"],  # type: ignore[assignment]
-    workload: WorkloadOpt = DEFAULTS["workload"],  # type: ignore[assignment]
-    node: NodeOpt = DEFAULTS["node"],  # type: ignore[assignment]
-    prefill_node: PrefillNodeOpt = None,
-    decode_node: DecodeNodeOpt = None,
-    gpu: GpuOpt = None,
-    storage: StorageOpt = DEFAULTS["storage"],  # type: ignore[assignment]
-    agents: Annotated[int, typer.Option("--agents", help="Agents (offline JCT).")] = 2048,
-    ttft_slo: Annotated[float, typer.Option("--ttft-slo", help="TTFT SLO, seconds.")] = 4.0,
-    tpot_slo: Annotated[float, typer.Option("--tpot-slo", help="TPOT SLO, seconds.")] = 0.050,
     phase: Annotated[
         list[str] | None,
         typer.Option(
@@ -119,34 +105,14 @@ def recommend_cmd(
         raise PlanInputError(f"expected a .svg or .png file, got {plot.name!r}", field="--plot")
     budget = Budget(budget_nodes, budget_gpus, budget_cost, prefill_node_cost, decode_node_cost)
     budget.validate()
-    cfg = ServingConfig(agents=agents, ttft_slo_s=ttft_slo, tpot_slo_s=tpot_slo)
+    cfg = spec.serving
     registry = load_registry(profiles, set_)
-    base = dict(
-        model=model,
-        workload=workload,
-        node=node,
-        prefill_node=prefill_node,
-        decode_node=decode_node,
-        gpu=gpu,
-        storage=storage_id(storage),
-    )
-    sc = Scenario.from_ids(registry, **base)  # type: ignore[arg-type]
+    sc = Scenario.from_spec(registry, spec)
     report = recommend(sc, budget, cfg, objective)  # type: ignore[arg-type]
     phases = None
     if phase:
-        specs = []
-        for spec in phase:
-            wid, _, weight = spec.partition(":")
-            try:
-                w = float(weight) if weight else 1.0
-            except ValueError:
-                raise PlanInputError(
-                    f"expected WORKLOAD:WEIGHT, got {spec!r}", field="--phase"
-                ) from None
-            if not (w > 0 and w < float("inf")):
-                raise PlanInputError(f"a phase weight must be > 0, got {spec!r}", field="--phase")
-            specs.append((wid, w))
-        phases = phase_plan(registry, base, specs, budget, cfg, objective)  # type: ignore[arg-type]
+        specs = parse_pairs(phase, "--phase", "WORKLOAD:WEIGHT", whole=False)
+        phases = phase_plan(registry, spec, specs, budget, cfg, objective)  # type: ignore[arg-type]
     if plot is not None and plot.suffix.lower() == ".png":
         recommend_png(report, str(plot))
     elif plot is not None:

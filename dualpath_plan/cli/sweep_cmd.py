@@ -6,7 +6,7 @@ import csv
 import json
 import math
 from pathlib import Path
-from typing import IO, Annotated, Any, cast
+from typing import IO, Annotated, Any
 
 import numpy as np
 import typer
@@ -14,31 +14,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
-from dualpath_plan.cli.common import (
-    DecodeNodeOpt,
-    DOpt,
-    GpuOpt,
-    JsonOpt,
-    ModelOpt,
-    NodeOpt,
-    POpt,
-    PrefillNodeOpt,
-    ProfilesOpt,
-    SetOpt,
-    StorageOpt,
-    WorkloadOpt,
-    load_registry,
-    print_json,
-    stdout,
-    storage_id,
-)
+from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
+from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.outcomes.serving import MODE_SPECS, REPORT_MODES, OutcomeMode, ServingConfig
 from dualpath_plan.outcomes.sweep import grid_size, iter_rows, parse_axis, run_sweep
-from dualpath_plan.plan import DEFAULTS
+from dualpath_plan.physics.modes import parse_modes
+from dualpath_plan.scenario.spec import ScenarioSpec
 
 OBJECTIVES = ("throughput_per_gpu", "throughput_turns_per_s", "jct_s")
 OUT_COLUMNS = (
+    "point",
     "mode",
     "P",
     "D",
@@ -94,7 +79,9 @@ class _Writer:
         self.handle.close()
 
 
+@scenario_options()
 def sweep(
+    spec: ScenarioSpec,
     grid: Annotated[
         list[str],
         typer.Option(
@@ -104,16 +91,6 @@ def sweep(
             "A:B:Nlog | A:B:Nlin (N points).",
         ),
     ],
-    model: ModelOpt = DEFAULTS["model"],  # type: ignore[assignment]
-    workload: WorkloadOpt = DEFAULTS["workload"],  # type: ignore[assignment]
-    node: NodeOpt = DEFAULTS["node"],  # type: ignore[assignment]
-    prefill_node: PrefillNodeOpt = None,
-    decode_node: DecodeNodeOpt = None,
-    gpu: GpuOpt = None,
-    storage: StorageOpt = DEFAULTS["storage"],  # type: ignore[assignment]
-    prefill_nodes: POpt = DEFAULTS["prefill_nodes"],  # type: ignore[assignment]
-    decode_nodes: DOpt = DEFAULTS["decode_nodes"],  # type: ignore[assignment]
-    agents: Annotated[int, typer.Option("--agents", help="Agents, when not an axis.")] = 2048,
     mode: Annotated[
         str, typer.Option("--mode", help="Comma list of basic, even, dualpath, oracle, or 'all'.")
     ] = "dualpath",
@@ -151,16 +128,7 @@ def sweep(
     bar on stderr; print a summary (the best points, the share of the grid each resource binds)
     and, with --out, every point."""
     axes = [parse_axis(g) for g in grid]
-    modes = (
-        REPORT_MODES
-        if mode == "all"
-        else cast(tuple[OutcomeMode, ...], tuple(m.strip() for m in mode.split(",")))
-    )
-    for m in modes:
-        if m not in MODE_SPECS:
-            raise PlanInputError(
-                f"unknown mode {m!r}; expected basic, even, dualpath, oracle or all", field="--mode"
-            )
+    modes = parse_modes(mode)
     if objective not in OBJECTIVES:
         raise PlanInputError(
             f"expected one of {', '.join(OBJECTIVES)}, got {objective!r}", field="--objective"
@@ -169,20 +137,8 @@ def sweep(
         raise PlanInputError(f"expected closed or lp, got {solver!r}", field="--solver")
     if top < 1:
         raise PlanInputError(f"expected at least 1, got {top}", field="--top")
-    cfg = ServingConfig(agents=agents)
-    cfg.validate()
+    cfg = spec.serving
     registry = load_registry(profiles, set_)
-    base: dict[str, object] = dict(
-        model=model,
-        workload=workload,
-        node=node,
-        prefill_node=prefill_node,
-        decode_node=decode_node,
-        gpu=gpu,
-        storage=storage_id(storage),
-        prefill_nodes=prefill_nodes,
-        decode_nodes=decode_nodes,
-    )
     total = grid_size(axes) * len(modes)
     extra = [a.name for a in axes if not a.is_vector]
     writer = _Writer(out, extra) if out else None
@@ -198,38 +154,26 @@ def sweep(
             disable=as_json and not err.is_terminal,
         ) as bar:
             task = bar.add_task("sweep", total=total)
-            if solver == "lp":
-                summary = _lp_sweep(
-                    registry,
-                    base,
-                    axes,
-                    modes,
-                    cfg,
-                    objective,
-                    top,
-                    writer,
-                    lambda n: bar.advance(task, n),
-                )
-            else:
-                summary = run_sweep(
-                    registry,
-                    base,
-                    axes,
-                    modes,
-                    cfg,
-                    objective=objective,
-                    chunk=chunk,
-                    top=top,
-                    on_chunk=writer.write if writer else None,
-                    progress=lambda n: bar.advance(task, n * len(modes)),
-                )
+            summary = run_sweep(
+                registry,
+                spec,
+                axes,
+                modes,
+                cfg,
+                objective=objective,
+                chunk=chunk if solver == "closed" else min(chunk, 1000),
+                top=top,
+                on_chunk=writer.write if writer else None,
+                progress=lambda n: bar.advance(task, n * len(modes)),
+                solver=solver,
+            )
     finally:
         if writer:
             writer.close()
     share = (
         {
             k: v / summary.feasible
-            for k, v in sorted(summary.bottleneck_counts.items(), key=lambda kv: -kv[1])
+            for k, v in sorted(summary.binding_counts.items(), key=lambda kv: (-kv[1], kv[0]))
         }
         if summary.feasible
         else {}
@@ -237,7 +181,7 @@ def sweep(
     payload: dict[str, Any] = {
         "points": summary.points,
         "feasible": summary.feasible,
-        "bottleneck_share": share,
+        "bottleneck_share": share,  # per set of binding links ("a + b" on a tie)
         "objective": objective,
         "best": [{k: _clean(v) for k, v in r.items()} for r in summary.best],
         "out": str(out) if out else None,
@@ -250,9 +194,9 @@ def sweep(
         f"modes {', '.join(modes)}"
     )
     if share:
-        stdout.print("binding resource: " + ", ".join(f"{k} {v:.0%}" for k, v in share.items()))
+        stdout.print("binding links: " + ", ".join(f"{k} {v:.0%}" for k, v in share.items()))
     table = Table(title=f"best {len(summary.best)} by {objective}")
-    cols = [*extra, *(c for c in OUT_COLUMNS if c != "feasible")]
+    cols = [*extra, *(c for c in OUT_COLUMNS if c not in ("feasible", "point"))]
     for c in cols:
         table.add_column(c)
     for r in summary.best:
@@ -266,61 +210,6 @@ def _cell(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return "" if v is None else str(v)
-
-
-def _lp_sweep(registry, base, axes, modes, cfg, objective, top, writer, advance):  # type: ignore[no-untyped-def]
-    """One LP per point (the closed form's cross-check, and the path to what it cannot do)."""
-    from dualpath_plan.outcomes.serving import saturated
-    from dualpath_plan.outcomes.sweep import SweepSummary
-    from dualpath_plan.solvers.lp import LPProblem, solve_lp
-
-    summary = SweepSummary(top=top)
-
-    def on_rows(rows: dict[str, np.ndarray]) -> None:
-        # Replace the closed form's throughput by the LP's, point by point.
-        t = rows["throughput_turns_per_s"].copy()
-        for k in range(t.size):
-            if not rows["feasible"][k]:
-                continue
-            sc = _scenario_for(registry, base, rows, k, axes)
-            mode = str(rows["mode"])
-            sat = saturated(sc, mode, cfg, rows["P"][k], rows["D"][k])  # type: ignore[arg-type]
-            lp = solve_lp(
-                LPProblem.from_cluster(sat.cluster, sat.demand),
-                MODE_SPECS[mode].path_mode,  # type: ignore[index]
-                sc.options,
-            )
-            t[k] = lp.throughput_turns_per_s
-        rows["throughput_turns_per_s"] = t
-        rows["throughput_per_gpu"] = t / rows["gpus"]
-        summary.add(rows, objective)
-        if writer:
-            writer.write(rows)
-
-    run_sweep(
-        registry,
-        base,
-        axes,
-        modes,
-        cfg,
-        objective=objective,
-        chunk=1000,
-        top=top,
-        on_chunk=on_rows,
-        progress=lambda n: advance(n * len(modes)),
-    )
-    return summary
-
-
-def _scenario_for(registry, base, rows, k, axes):  # type: ignore[no-untyped-def]
-    from dataclasses import replace as dc_replace
-
-    from dualpath_plan.plan import Scenario
-    from dualpath_plan.profiles.registry import Overrides
-
-    sets = [f"{a.name}={rows[a.name][k]!r}" for a in axes if not a.is_vector]
-    reg = dc_replace(registry, overrides=registry.overrides.merged(Overrides.parse(sets)))
-    return Scenario.from_ids(reg, **base)
 
 
 def register(app: typer.Typer) -> None:

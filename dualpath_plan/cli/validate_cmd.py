@@ -10,16 +10,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from dualpath_plan.cli.common import (
-    JsonOpt,
-    ProfilesOpt,
-    SetOpt,
-    load_registry,
-    print_json,
-    stdout,
-    storage_id,
-)
+from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
+from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.scenario.spec import ScenarioSpec
 from dualpath_plan.validation import load_cases, run_validation
 from dualpath_plan.validation.calibrate import (
     DEFAULT_FIT,
@@ -201,15 +195,19 @@ def check(
         raise typer.Exit(1)
 
 
-def _num(v: float | None) -> str:
-    return "-" if v is None else f"{v:.8g}"
+def _num(v: float | str | None) -> str:
+    return "-" if v is None else v if isinstance(v, str) else f"{v:.8g}"
 
 
 # RMS log error above which calibrate suggests more starts: 5% per point on average.
 POOR_FIT_RMS = 0.05
 
 
+@scenario_options(
+    groups=("profiles", "scheduling", "terms"), exclude=("prefill_node", "decode_node")
+)
 def calibrate_cmd(
+    spec: ScenarioSpec,
     measured: Annotated[
         Path,
         typer.Argument(
@@ -217,12 +215,6 @@ def calibrate_cmd(
             help="Rows: metric, value, mode, prefill_nodes, decode_nodes[, agents].",
         ),
     ],
-    model: Annotated[str, typer.Option("--model")] = "deepseek-v3.2",
-    workload: Annotated[str, typer.Option("--workload")] = "paper-64k",
-    node: Annotated[
-        str, typer.Option("--node", help="The node profile to fit (both sides).")
-    ] = "dualpath-hopper",
-    storage: Annotated[str, typer.Option("--storage")] = "3fs",
     fit: Annotated[
         str,
         typer.Option(
@@ -264,17 +256,11 @@ def calibrate_cmd(
     """Fit a node's named efficiency fields (and workload fields such as turns_spread) to
     measured points by least squares; report the fitted values, each point's residual and
     (with --holdout) the held-out error, and write the result as a profile overlay."""
-    from dualpath_plan.plan import Scenario
+    from dualpath_plan.scenario import Scenario
 
     registry = load_registry(profiles, set_)
     points = load_points(measured)
-    sc = Scenario.from_ids(
-        registry,
-        model=model,
-        workload=workload,
-        node=node,
-        storage=storage_id(storage),
-    )
+    sc = Scenario.from_spec(registry, spec)
     fields = tuple(f.strip() for f in fit.split(",") if f.strip())
     cal = calibrate(sc, points, fields, holdout, seed, starts)
     written: list[str] | None = None

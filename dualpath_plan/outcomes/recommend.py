@@ -15,10 +15,12 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.outcomes.paths import bottleneck_free_range
 from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, ServingConfig, evaluate_mode
-from dualpath_plan.physics.links import LINK_DESCRIPTIONS, link_resource
-from dualpath_plan.plan import Scenario
+from dualpath_plan.physics.links import link
 from dualpath_plan.profiles.registry import Registry
+from dualpath_plan.scenario.bundle import Scenario
+from dualpath_plan.scenario.spec import ScenarioSpec
 
 Objective = Literal["jct", "aps", "throughput-per-gpu"]
 OBJECTIVES: tuple[Objective, ...] = ("jct", "aps", "throughput-per-gpu")
@@ -133,7 +135,7 @@ def _evaluate(
             except InfeasibleError:
                 results[m] = None
         gpus = p * sc.prefill_node.gpus_per_node + d * sc.decode_node.gpus_per_node
-        out.append(Candidate(p, d, gpus, pd_min <= p / d <= pd_max, results))
+        out.append(Candidate(p, d, gpus, bool(pd_min <= p / d <= pd_max), results))
     return out
 
 
@@ -142,10 +144,8 @@ def _why(cands: list[Candidate], best: Candidate, mode: OutcomeMode) -> str:
     by = {(c.prefill_nodes, c.decode_nodes): c for c in cands}
     here = best.modes[mode]
     assert here is not None
-    parts = [
-        f"{best.prefill_nodes}P{best.decode_nodes}D is bound by {here.bottleneck} "
-        f"({LINK_DESCRIPTIONS.get(link_resource(here.bottleneck), '')})"
-    ]
+    what = "; ".join(link(n).description for n in here.binding)
+    parts = [f"{best.prefill_nodes}P{best.decode_nodes}D is bound by {here.bottleneck} ({what})"]
     ordered = sorted(by)
     k = ordered.index((best.prefill_nodes, best.decode_nodes))
     for j, side in ((k - 1, "fewer prefill nodes"), (k + 1, "more prefill nodes")):
@@ -165,7 +165,6 @@ def recommend(
     modes: tuple[OutcomeMode, ...] = RECOMMEND_MODES,
 ) -> RecommendReport:
     budget.validate()
-    cfg.validate()
     if objective not in OBJECTIVES:
         raise PlanInputError(
             f"expected one of {', '.join(OBJECTIVES)}, got {objective!r}", field="--objective"
@@ -181,8 +180,9 @@ def recommend(
         raise InfeasibleError(
             "the budget does not buy one prefill and one decode node", field="--budget-nodes"
         )
-    b = sc.bounds()
-    pd_min, pd_max = float(b.pd_min), float(b.pd_max)
+    b = bottleneck_free_range(sc)
+    free = bool(b.feasible)
+    pd_min, pd_max = (float(b.pd_min), float(b.pd_max)) if free else (math.nan, math.nan)
     cands = _evaluate(sc, splits, cfg, modes, pd_min, pd_max)
     recommended = {}
     for m in modes:
@@ -219,7 +219,7 @@ class PhasePlan:
 
 def phase_plan(
     registry: Registry,
-    base: dict[str, object],
+    spec: ScenarioSpec,
     phases: list[tuple[str, float]],
     budget: Budget,
     cfg: ServingConfig,
@@ -232,7 +232,7 @@ def phase_plan(
     total = sum(w for _, w in phases)
     reports = []
     for wid, w in phases:
-        sc = Scenario.from_ids(registry, **{**base, "workload": wid})  # type: ignore[arg-type]
+        sc = Scenario.from_spec(registry, spec.with_(workload=wid))
         reports.append((wid, w / total, recommend(sc, budget, cfg, objective, (mode,))))
     splits = [(c.prefill_nodes, c.decode_nodes) for c in reports[0][2].candidates]
 

@@ -36,115 +36,29 @@ largest rate with TTFT <= SLO and TPOT <= SLO, found by bisection.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import dataclass
 
 import numpy as np
 
-from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.errors import InfeasibleError
+from dualpath_plan.outcomes.limits import LinkLimit, link_limits
 from dualpath_plan.physics import model as phys
-from dualpath_plan.physics.cluster import (
-    DecodeGroup,
-    Scheduler,
-    SchedulerPolicy,
-    apply_storage_limits,
-    check_weights_fit,
-    decode_group,
-    side_caps,
-)
-from dualpath_plan.physics.links import (
-    COMPUTE_LINKS,
-    LINKS,
-    SIDE_FIELDS,
-    Cluster,
-    Demand,
-    Num,
-    SideCaps,
+from dualpath_plan.physics.engines import PrefillEngine, check_weights_fit
+from dualpath_plan.physics.links import LINK_TABLE, LINKS, Num
+from dualpath_plan.physics.modes import (
+    ABLATION_MODES,
+    MODE_TABLE,
+    REPORT_MODES,
+    ModeName,
 )
 from dualpath_plan.physics.workload import TurnCounts
-from dualpath_plan.plan import Scenario
-from dualpath_plan.solvers.closed_form import Mode, Solution, solve
-from dualpath_plan.units import gbit_s_to_byte_s
+from dualpath_plan.scenario.assemble import Assembly, assemble
+from dualpath_plan.scenario.bundle import Scenario
+from dualpath_plan.scenario.spec import ServingConfig
+from dualpath_plan.solvers.closed_form import Solution, solve
 
-OutcomeMode = Literal[
-    "basic", "basic_layerwise", "dualpath_unscheduled", "even", "dualpath", "oracle"
-]
-REPORT_MODES: tuple[OutcomeMode, ...] = ("basic", "even", "dualpath", "oracle")
-ABLATION_MODES: tuple[OutcomeMode, ...] = (
-    "basic",
-    "basic_layerwise",
-    "dualpath_unscheduled",
-    "dualpath",
-)
-
-
-@dataclass(frozen=True)
-class ModeSpec:
-    path_mode: Mode
-    layerwise: bool
-    scheduled: bool  # the paper's token- and read-queue-aware scheduler, else the baseline
-
-
-# The paper's Basic: PE reads only, no layer-wise prefill, the framework's own scheduler. The
-# ablation (Figure 12 right) adds layer-wise prefill, then dual-path loading, then scheduling.
-MODE_SPECS: dict[OutcomeMode, ModeSpec] = {
-    "basic": ModeSpec("basic", layerwise=False, scheduled=False),
-    "basic_layerwise": ModeSpec("basic", layerwise=True, scheduled=False),
-    "dualpath_unscheduled": ModeSpec("dualpath", layerwise=True, scheduled=False),
-    "even": ModeSpec("even", layerwise=True, scheduled=True),
-    "dualpath": ModeSpec("dualpath", layerwise=True, scheduled=True),
-    "oracle": ModeSpec("oracle", layerwise=True, scheduled=True),
-}
-
-
-@dataclass(frozen=True)
-class ServingConfig:
-    agents: int = 2048
-    ttft_slo_s: float = 4.0  # paper 7.3
-    tpot_slo_s: float = 0.050  # paper 7.3
-    baseline_scheduler: SchedulerPolicy = "round_robin"
-    requests_per_engine: float = 16.0
-    load_cv: float = 0.5
-
-    def validate(self) -> None:
-        if not (isinstance(self.agents, int) and self.agents > 0):
-            raise PlanInputError(
-                f"expected a whole number of agents > 0, got {self.agents!r}", field="--agents"
-            )
-        for name, v in (("--ttft-slo", self.ttft_slo_s), ("--tpot-slo", self.tpot_slo_s)):
-            if not (math.isfinite(v) and v > 0):
-                raise PlanInputError(
-                    f"expected a finite number of seconds > 0, got {v!r}", field=name
-                )
-
-    def scheduler(self, scheduled: bool) -> Scheduler:
-        policy: SchedulerPolicy = "queue_aware" if scheduled else self.baseline_scheduler
-        return Scheduler(policy, self.requests_per_engine, self.load_cv)
-
-
-@dataclass(frozen=True)
-class PrefillModel:
-    """One prefill GPU's batching parameters for a mode (per request = per turn)."""
-
-    t1_s: float  # compute of one request at the plateau
-    t0_s: float  # fixed time per forward pass
-    copy_s: float  # KV copy into HBM serialized with compute (no layer-wise prefill)
-    batch_cap: Num  # most requests per forward pass (an array over prefill node counts)
-    read_latency_s: float  # part of the KV read a request waits for before its prefill
-
-    @property
-    def u_s(self) -> float:
-        return self.t1_s + self.copy_s
-
-    def forward_s(self, batch: float) -> float:
-        return self.t0_s + batch * self.u_s
-
-    @property
-    def max_rate(self) -> Num:
-        """Requests/s of one GPU at its batch cap (0 where not one request fits)."""
-        cap = np.asarray(self.batch_cap)
-        rate = np.where(cap >= 1, cap / (self.t0_s + cap * self.u_s), 0.0)
-        return float(rate) if rate.ndim == 0 else rate
+OutcomeMode = ModeName
+__all__ = ["ABLATION_MODES", "REPORT_MODES", "ServingConfig"]
 
 
 @dataclass(frozen=True)
@@ -158,7 +72,8 @@ class ModeOutcome:
     tpot_s: float  # offline TPOT at the operating point
     online_ttft_s: float  # at the APS
     online_tpot_s: float
-    bottleneck: str
+    binding: tuple[str, ...]  # the tight links at the optimum (all of them on a tie)
+    limits: dict[str, LinkLimit]  # every link: capacity, load, unit, what derates it
     decode_path_fraction: float
     utilization: dict[str, float]
     prefill_batch: float  # requests per forward pass per GPU offline
@@ -167,125 +82,42 @@ class ModeOutcome:
     latency_bound: bool  # offline JCT set by the per-agent critical path, not throughput
     aps_limit: str  # what stops a higher APS: ttft, tpot, throughput, or unreachable
 
-
-def _prefill_model(sc: Scenario, spec: ModeSpec, nodes: Num) -> PrefillModel:
-    """Batching parameters of one prefill GPU; ``nodes`` (prefill nodes, a number or an array)
-    sets the weight shard and so the batch cap (< 1: not one request fits)."""
-    m, node, gpu = sc.model, sc.prefill_node, sc.prefill_gpu
-    e = sc.options.efficiencies
-    d = sc.turn_demand
-    hit = d.mean(d.hit_bytes)
-    flops = d.mean(d.prefill_flops)
-    tflops = gpu.dense_tflops(m.compute_dtype) or gpu.bf16_dense_tflops
-    peak = tflops * 1e12 * (node.prefill_mfu if e else 1.0)
-    t1 = flops / peak
-    # HBM per GPU left for KV: weights shard over the prefill group's GPUs (EP).
-    free = (gpu.hbm_gbyte - node.prefill_hbm_reserve_gbyte) * 1e9 - phys.weight_bytes(m) / (
-        nodes * node.gpus_per_node
-    )
-    kv_request = float(phys.kv_bytes_for_context(m, d.mean(d.context_tokens)))
-    per_request = kv_request / m.num_layers if spec.layerwise else kv_request
-    # The batch cap as an average (fractional) number of requests: batches of alternating
-    # sizes average out, and it keeps the model smooth in its inputs.
-    cap = np.maximum(np.asarray(free, dtype=np.float64) / per_request, 0.0)
-    snic = node.snic_count * gbit_s_to_byte_s(node.snic_gbit_s) * (node.snic_efficiency if e else 1)
-    loopback = min(
-        gbit_s_to_byte_s(node.cnic_gbit_s) * (node.cnic_efficiency if e else 1),
-        node.cnic_pcie_usable_gbyte_s * 1e9,
-    )
-    if spec.path_mode == "oracle":
-        copy, read = 0.0, 0.0
-    elif spec.layerwise:
-        # Layer blocks stream in while earlier layers compute: only the first layer waits.
-        copy, read = 0.0, hit / m.num_layers / snic
-    else:
-        copy, read = hit / loopback, hit / snic
-    h = node.prefill_batch_half_requests
-    return PrefillModel(
-        t1_s=t1,
-        t0_s=h * t1,
-        copy_s=copy,
-        batch_cap=float(cap) if cap.ndim == 0 else cap,  # type: ignore[arg-type]
-        read_latency_s=read,
-    )
+    @property
+    def bottleneck(self) -> str:
+        """The binding links as one label ("a + b" on a tie)."""
+        return " + ".join(self.binding)
 
 
 @dataclass(frozen=True)
 class Saturated:
-    """The most turns/s a mode sustains (offline, saturated), over arrays of P and D."""
+    """The most turns/s a mode sustains (offline, saturated), over arrays of P and D: the one
+    assembly of the cluster and its closed-form optimum."""
 
+    assembly: Assembly
     solution: Solution
-    prefill: PrefillModel
-    cluster: Cluster  # what was solved: the same inputs give the LP (sweep --solver lp)
-    demand: Demand
-    tpot_light_s: np.ndarray  # TPOT of a single decoding sequence (the critical path's)
-    decode: DecodeGroup  # over the distinct decode node counts (one cluster: that one)
-    feasible: np.ndarray  # weights fit both sides, one request fits a prefill GPU, one sequence
-    # fits the decode group
+
+    @property
+    def prefill(self) -> PrefillEngine:
+        assert self.assembly.pe.prefill is not None
+        return self.assembly.pe.prefill
+
+    @property
+    def tpot_light_s(self) -> np.ndarray:
+        """TPOT of a single decoding sequence (the critical path's), per decode node count."""
+        group = self.assembly.de.decode
+        assert group is not None
+        return self.assembly.de.take(group.step_array_s(np.ones_like(group.free_hbm_bytes)))
+
+    @property
+    def feasible(self) -> np.ndarray:
+        return self.assembly.feasible
 
 
-def saturated(
-    sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, prefill_nodes: Num, decode_nodes: Num
-) -> Saturated:
-    """The path model's optimum for the mode, with its prefill batching folded into the
-    compute link: the effective prefill work per turn, in FLOPs at the node's achieved rate,
-    is such that the compute link's capacity divided by it is the batch-capped request rate.
-    Vectorized over ``prefill_nodes`` and ``decode_nodes`` (used by size, recommend, sweep)."""
-    spec = MODE_SPECS[mode]
-    P = np.asarray(prefill_nodes, dtype=np.float64)
-    D = np.asarray(decode_nodes, dtype=np.float64)
-    scheduler = cfg.scheduler(spec.scheduled)
-    node, gpu = sc.prefill_node, sc.prefill_gpu
-    d = sc.turn_demand
-    # What depends on P alone or on D alone is computed once per distinct value (a grid has
-    # few) and then indexed: the batch cap, the imbalance, the decode group.
-    uP, iP = _distinct(P)
-    uD, iD = _distinct(D)
-    pm_u = _prefill_model(sc, spec, uP)
-    pm = replace(pm_u, batch_cap=_take(pm_u.batch_cap, iP))
-    rate = _take(pm_u.max_rate, iP)
-    tflops = gpu.dense_tflops(sc.model.compute_dtype) or gpu.bf16_dense_tflops
-    peak = tflops * 1e12 * (node.prefill_mfu if sc.options.efficiencies else 1.0)
-    with np.errstate(divide="ignore"):
-        work = np.where(rate > 0, peak / np.where(rate > 0, rate, 1.0), np.inf)
-    demand = replace(sc.demand, prefill_flops=work)
-    group = decode_group(
-        sc.model,
-        sc.decode_node,
-        sc.decode_gpu,
-        uD,
-        d.mean(d.context_tokens),
-        d.mean(d.generated_tokens),
-        sc.options,
-    )
-    tokens = _take(group.tokens_per_s_array(), iD)
-    tpot_light = _take(group.step_array_s(np.ones_like(uD)), iD)
-    pe = _take_caps(side_caps(node, gpu, sc.model, sc.options, scheduler, uP), iP)
-    de = _take_caps(
-        side_caps(sc.decode_node, sc.decode_gpu, sc.model, sc.options, scheduler, uD), iD
-    )
-    pe, de, read, write = apply_storage_limits(pe, de, sc.storage, sc.options)
-    weights = phys.weight_bytes(sc.model)
-    fits_p = P * node.gpus_per_node * gpu.hbm_gbyte * 1e9 > weights
-    feasible = (P >= 1) & (D >= 1) & fits_p & (rate > 0) & np.isfinite(tokens)
-    cluster = Cluster(
-        prefill_nodes=P,
-        decode_nodes=D,
-        pe=pe,
-        de=de,
-        decode_tokens_per_s=np.where(np.isfinite(tokens), tokens, 1.0),
-        storage_read=np.float64(read),
-        storage_write=np.float64(write),
-    )
-    return Saturated(
-        solve(cluster, demand, spec.path_mode, sc.options),
-        pm,
-        cluster,
-        demand,
-        tpot_light,
-        group,
-        feasible,
-    )
+def saturated(sc: Scenario, mode: OutcomeMode, prefill_nodes: Num, decode_nodes: Num) -> Saturated:
+    """The path model's optimum for the mode, vectorized over ``prefill_nodes`` and
+    ``decode_nodes`` (used by size, recommend, sweep)."""
+    asm = assemble(sc, mode, prefill_nodes, decode_nodes)
+    return Saturated(asm, solve(asm.links))
 
 
 def offline_jct_s(agents: Num, t_max: Num, cycle_min: Num, counts: TurnCounts) -> Num:
@@ -359,33 +191,8 @@ def _ramp_integral(n: np.ndarray, r: np.ndarray, c: np.ndarray, top: float) -> n
 _NEWTON_MAX_STEPS = 100
 
 
-def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """(distinct values, index back) for an array; a number is its own distinct value. Node
-    counts are small whole numbers: those are mapped by counting, without a sort."""
-    if values.ndim == 0:
-        return values, None
-    if values.size and values.min() >= 0 and values.max() < 1e6:
-        ints = values.astype(np.int64)
-        if np.array_equal(ints, values):
-            present = np.flatnonzero(np.bincount(ints.ravel()))
-            lookup = np.zeros(int(present[-1]) + 1, dtype=np.int64)
-            lookup[present] = np.arange(present.size)
-            return present.astype(np.float64), lookup[ints]
-    u, inverse = np.unique(values, return_inverse=True)
-    return u, inverse.reshape(values.shape)
-
-
-def _take(values: Num, index: np.ndarray | None) -> np.ndarray:
-    a = np.asarray(values)
-    return a if index is None or a.ndim == 0 else a[index]
-
-
-def _take_caps(caps: SideCaps, index: np.ndarray | None) -> SideCaps:
-    return SideCaps(**{f: _take(getattr(caps, f), index) for f in SIDE_FIELDS})
-
-
 def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOutcome:
-    spec = MODE_SPECS[mode]
+    spec = MODE_TABLE[mode]
     P, D = sc.prefill_nodes, sc.decode_nodes
     if P < 1 or D < 1:
         raise InfeasibleError(
@@ -395,10 +202,18 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
     # Weights first: the clearest reason a cluster is too small.
     check_weights_fit(sc.model, sc.prefill_node, sc.prefill_gpu, P, "prefill")
     check_weights_fit(sc.model, sc.decode_node, sc.decode_gpu, D, "decode")
-    sat = saturated(sc, mode, cfg, P, D)
+    sat = saturated(sc, mode, P, D)
     pm = sat.prefill
     cap = float(np.asarray(pm.batch_cap))  # one cluster: a number
+    group = sat.assembly.de.decode  # one cluster: the group of its D decode nodes
+    assert group is not None
     if not bool(sat.feasible):
+        if group.max_batch < 1:
+            raise InfeasibleError(
+                f"one sequence's KV ({group.kv_bytes_per_sequence / 1e9:.1f} GB) does not fit "
+                "beside the weights in the decode group's HBM",
+                field="decode_nodes",
+            )
         per = float(
             phys.kv_bytes_for_context(sc.model, sc.turn_demand.mean(sc.turn_demand.context_tokens))
         )
@@ -407,19 +222,19 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
             f"of the weights and the {sc.prefill_node.prefill_hbm_reserve_gbyte:g} GB reserve",
             field="prefill_nodes",
         )
-    scheduler = cfg.scheduler(spec.scheduled)
+    scheduler = sc.scheduling.scheduler(spec.scheduler)
     imbalance = float(scheduler.imbalance(P * sc.prefill_node.gpus_per_node))  # busiest GPU
     sol = sat.solution
     t_max = float(sol.throughput_turns_per_s)
+    binding = tuple(sol.binding())
     if not (math.isfinite(t_max) and t_max > 0):
         raise InfeasibleError(
-            f"{mode}: the cluster sustains no turns ({sol.bottleneck_name()} has no capacity "
-            "left for this workload)",
+            f"{mode}: the cluster sustains no turns ({', '.join(binding) or 'no link'} has no "
+            "capacity left for this workload)",
             field="cluster",
         )
     d = sc.turn_demand
     gen = d.mean(d.generated_tokens)
-    group = sat.decode  # one cluster: the group of its D decode nodes
     counts = d.trajectory_turns
     turns = counts.mean
     tool = sc.workload.tool_latency_s
@@ -434,11 +249,11 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
     jct = float(offline_jct_s(cfg.agents, t_max, cycle_min, counts))
     util = np.asarray(sol.utilization)
     # I/O side of the online queue: the most utilized I/O link sets W_io.
-    io = [i for i, n in enumerate(LINKS) if n not in COMPUTE_LINKS]
-    io_util = float(util[io].max()) if spec.path_mode != "oracle" else 0.0
-    io_link = LINKS[io[int(np.argmax(util[io]))]]
+    io = [i for i, k in enumerate(LINK_TABLE) if k.io]
+    io_util = float(util[io].max()) if not spec.io_free else 0.0
+    io_link = LINK_TABLE[io[int(np.argmax(util[io]))]]
     t_io = t_max / io_util if io_util > 0 else math.inf
-    io_nodes = P if io_link.startswith("pe_") else (D if io_link.startswith("de_") else 1)
+    io_nodes = P if io_link.side == "pe" else (D if io_link.side == "de" else 1)
     gpus = P * sc.prefill_node.gpus_per_node
 
     def online(aps: float) -> tuple[float, float, float]:
@@ -502,7 +317,8 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
         tpot_s=tpot,
         online_ttft_s=t_on,
         online_tpot_s=p_on,
-        bottleneck=sol.bottleneck_name(),
+        binding=binding,
+        limits=link_limits(sat.assembly, sol),
         decode_path_fraction=float(sol.decode_path_fraction),
         utilization={n: float(util[i]) for i, n in enumerate(LINKS)},
         prefill_batch=min(cap, x / gpus * pm.t0_s / max(1e-12, 1 - x / gpus * pm.u_s))
@@ -545,7 +361,6 @@ def evaluate(
 ) -> SizeReport:
     """All modes of a scenario. ``strict``: an SLO that no arrival rate meets in some mode is
     an error (the CLI's exit 2), not an APS of 0."""
-    cfg.validate()
     out = {m: evaluate_mode(sc, m, cfg) for m in modes}
     if strict:
         for m, o in out.items():

@@ -1,8 +1,10 @@
-"""Inverse sizing: the smallest cluster (node count, P/D split) that meets a target.
+"""Inverse sizing: the smallest cluster (node count, P/D split) that meets a target, per mode.
 
 For a total of n nodes every split P + D = n (P, D >= 1) is evaluated and the best kept. More
 nodes never lower the best split's throughput or APS (every capacity only rises: the
-monotonicity the path model is tested for), so n is found by doubling and then bisection.
+monotonicity the path model is tested for), so n is found by doubling, capped at the largest
+cluster the user allows, and then bisection. A mode that cannot reach the target within it
+says why instead of stopping the others.
 """
 
 from __future__ import annotations
@@ -12,10 +14,21 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
-from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, ServingConfig, evaluate_mode
-from dualpath_plan.plan import Scenario
+from dualpath_plan.outcomes.serving import (
+    REPORT_MODES,
+    ModeOutcome,
+    OutcomeMode,
+    ServingConfig,
+    evaluate_mode,
+)
+from dualpath_plan.scenario.bundle import Scenario
+from dualpath_plan.scenario.spec import ScenarioSpec
 
 Target = Literal["aps", "deadline"]
+# The largest cluster a search may try: each size evaluates every split, so the work grows
+# with the square of this; 4,096 nodes (32,768 GPUs at 8 per node) is beyond any deployment
+# the paper or its peers describe (the paper's largest is 1,152 GPUs).
+MAX_NODES = 4096
 
 
 @dataclass(frozen=True)
@@ -24,11 +37,26 @@ class SizingResult:
     prefill_nodes: int
     decode_nodes: int
     gpus: int
-    outcome: ModeOutcome
+    outcome: ModeOutcome | None  # None: the target is out of reach (see reason)
+    reason: str = ""
 
     @property
     def nodes(self) -> int:
         return self.prefill_nodes + self.decode_nodes
+
+    @property
+    def reached(self) -> bool:
+        return self.outcome is not None
+
+
+@dataclass(frozen=True)
+class SizingReport:
+    scenario: Scenario
+    spec: ScenarioSpec
+    target: Target
+    goal: float
+    max_nodes: int
+    modes: dict[OutcomeMode, SizingResult]
 
 
 def _best_split(
@@ -60,15 +88,10 @@ def smallest_cluster(
     deadline_s: float | None = None,
     max_nodes: int = 1024,
 ) -> SizingResult:
-    if (target_aps is None) == (deadline_s is None):
-        raise PlanInputError("give exactly one of --target-aps or --deadline", field="--target-aps")
-    target: Target = "aps" if target_aps is not None else "deadline"
-    goal = float(target_aps if target_aps is not None else deadline_s)  # type: ignore[arg-type]
-    if not (math.isfinite(goal) and goal > 0):
-        raise PlanInputError(
-            f"expected a finite number > 0, got {goal!r}",
-            field="--target-aps" if target == "aps" else "--deadline",
-        )
+    """The smallest cluster of at most ``max_nodes`` nodes that meets the target in ``mode``;
+    a result without an outcome (and with the reason) when none does."""
+    target, goal = _target(target_aps, deadline_s)
+    _check_max_nodes(max_nodes)
 
     def meets(n: int) -> tuple[int, int, ModeOutcome] | None:
         best = _best_split(sc, n, mode, cfg, target)
@@ -80,12 +103,12 @@ def smallest_cluster(
     lo, hi = 1, 2
     found = meets(hi)
     while found is None:
-        lo, hi = hi, hi * 2
-        if hi > max_nodes:
+        if hi >= max_nodes:
             what = f"{goal:g} agents/s" if target == "aps" else f"a JCT of {goal:g} s"
-            raise InfeasibleError(
-                f"{mode}: no cluster of up to {max_nodes} nodes reaches {what}", field="--max-nodes"
+            return SizingResult(
+                mode, 0, 0, 0, None, f"no cluster of up to {max_nodes:,} nodes reaches {what}"
             )
+        lo, hi = hi, min(hi * 2, max_nodes)
         found = meets(hi)
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -97,3 +120,45 @@ def smallest_cluster(
     p, d, out = found
     gpus = p * sc.prefill_node.gpus_per_node + d * sc.decode_node.gpus_per_node
     return SizingResult(mode, p, d, gpus, out)
+
+
+def _target(target_aps: float | None, deadline_s: float | None) -> tuple[Target, float]:
+    if (target_aps is None) == (deadline_s is None):
+        raise PlanInputError("give exactly one of --target-aps or --deadline", field="--target-aps")
+    target: Target = "aps" if target_aps is not None else "deadline"
+    goal = float(target_aps if target_aps is not None else deadline_s)  # type: ignore[arg-type]
+    if not (math.isfinite(goal) and goal > 0):
+        raise PlanInputError(
+            f"expected a finite number > 0, got {goal!r}",
+            field="--target-aps" if target == "aps" else "--deadline",
+        )
+    return target, goal
+
+
+def _check_max_nodes(max_nodes: int) -> None:
+    if not 2 <= max_nodes <= MAX_NODES:
+        raise PlanInputError(
+            f"expected 2 to {MAX_NODES:,} nodes, got {max_nodes}", field="--max-nodes"
+        )
+
+
+def sizing_report(
+    sc: Scenario,
+    spec: ScenarioSpec,
+    *,
+    target_aps: float | None = None,
+    deadline_s: float | None = None,
+    max_nodes: int = 1024,
+    modes: tuple[OutcomeMode, ...] = REPORT_MODES,
+) -> SizingReport:
+    """The smallest cluster per mode; every mode is reported, reached or not."""
+    target, goal = _target(target_aps, deadline_s)
+    _check_max_nodes(max_nodes)
+    cfg = spec.serving
+    results = {
+        m: smallest_cluster(
+            sc, m, cfg, target_aps=target_aps, deadline_s=deadline_s, max_nodes=max_nodes
+        )
+        for m in modes
+    }
+    return SizingReport(sc, spec, target, goal, max_nodes, results)

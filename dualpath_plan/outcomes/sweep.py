@@ -25,10 +25,13 @@ from dualpath_plan.outcomes.serving import (
     offline_jct_s,
     saturated,
 )
-from dualpath_plan.physics.links import LINKS
-from dualpath_plan.plan import Scenario
+from dualpath_plan.physics.links import LINK_INDEX
 from dualpath_plan.profiles.registry import Overrides, Registry
 from dualpath_plan.profiles.schemas import KINDS, schema_for
+from dualpath_plan.scenario.assemble import assemble
+from dualpath_plan.scenario.bundle import Scenario
+from dualpath_plan.scenario.spec import ScenarioSpec
+from dualpath_plan.solvers.closed_form import mask_names
 
 VECTOR_AXES = ("P", "D", "agents")
 MAX_AXIS_POINTS = 10_000_000
@@ -144,9 +147,13 @@ def parse_axis(text: str) -> Axis:
 
 @dataclass
 class SweepSummary:
+    """Points, feasible points, how often each set of binding links binds, and the best points
+    by the objective; ties are broken by the point's place in the grid (its ``point`` number),
+    so the summary does not depend on the chunk size."""
+
     points: int = 0
     feasible: int = 0
-    bottleneck_counts: dict[str, int] = field(default_factory=dict)
+    binding_counts: dict[str, int] = field(default_factory=dict)
     best: list[dict[str, float | str]] = field(default_factory=list)
     top: int = 10
 
@@ -154,22 +161,23 @@ class SweepSummary:
         ok = rows["feasible"].astype(bool)
         self.points += ok.size
         self.feasible += int(ok.sum())
-        counts = np.bincount(rows["bottleneck_index"][ok], minlength=len(LINKS))
-        for i in np.flatnonzero(counts):
-            link = LINKS[int(i)]
-            self.bottleneck_counts[link] = self.bottleneck_counts.get(link, 0) + int(counts[i])
+        masks, counts = np.unique(rows["binding_mask"][ok], return_counts=True)
+        for mask, count in zip(masks, counts, strict=True):
+            label = " + ".join(mask_names(int(mask)))
+            self.binding_counts[label] = self.binding_counts.get(label, 0) + int(count)
         if not ok.any():
             return
-        score = np.where(ok, rows[objective], -np.inf if objective != "jct_s" else np.inf)
-        rank = score if objective == "jct_s" else -score  # lower is better
+        sign = 1.0 if objective == "jct_s" else -1.0  # lower rank is better
+        rank = np.where(ok, sign * rows[objective], np.inf)
         n_best = min(self.top, rank.size)
-        for i in np.argpartition(rank, n_best - 1)[:n_best]:  # the best, unsorted
-            if ok[i]:
-                row = _row(rows, int(i))
-                row.pop("feasible")
-                self.best.append(row)  # type: ignore[arg-type]
-        sign = 1.0 if objective == "jct_s" else -1.0
-        self.best = sorted(self.best, key=lambda r: sign * float(r[objective]))[: self.top]
+        threshold = np.partition(rank, n_best - 1)[n_best - 1]
+        for i in np.flatnonzero((rank <= threshold) & ok):
+            row = _row(rows, int(i))
+            row.pop("feasible")
+            self.best.append(row)  # type: ignore[arg-type]
+        self.best = sorted(self.best, key=lambda r: (sign * float(r[objective]), int(r["point"])))[
+            : self.top
+        ]
 
 
 def _scalar(v: object) -> float | str:
@@ -184,7 +192,7 @@ def grid_size(axes: list[Axis]) -> int:
 
 def run_sweep(
     registry: Registry,
-    base: dict[str, object],
+    spec: ScenarioSpec,
     axes: list[Axis],
     modes: tuple[OutcomeMode, ...],
     cfg: ServingConfig,
@@ -194,6 +202,7 @@ def run_sweep(
     on_chunk: Callable[[dict[str, np.ndarray]], None] | None = None,
     progress: Callable[[int], None] | None = None,
     top: int = 10,
+    solver: str = "closed",
 ) -> SweepSummary:
     """Evaluate every grid point; ``on_chunk`` receives each chunk's columns (to write them),
     ``progress`` the number of points done. Returns the summary."""
@@ -204,22 +213,23 @@ def run_sweep(
         raise PlanInputError(f"expected a chunk of at least 1 point, got {chunk}", field="--chunk")
     vector = {a.name: np.asarray(a.values) for a in axes if a.is_vector}
     profile_axes = [a for a in axes if not a.is_vector]
-    p_vals = vector.get("P", np.asarray([float(base["prefill_nodes"])]))  # type: ignore[arg-type]
-    d_vals = vector.get("D", np.asarray([float(base["decode_nodes"])]))  # type: ignore[arg-type]
+    p_vals = vector.get("P", np.asarray([float(spec.prefill_nodes)]))
+    d_vals = vector.get("D", np.asarray([float(spec.decode_nodes)]))
     a_vals = vector.get("agents", np.asarray([float(cfg.agents)]))
     shape = (len(p_vals), len(d_vals), len(a_vals))
     block = math.prod(shape)
     summary = SweepSummary(top=top)
-    for combo in itertools.product(*[a.values for a in profile_axes]):
+    for c, combo in enumerate(itertools.product(*[a.values for a in profile_axes])):
         assignments = [f"{a.name}={_fmt(v)}" for a, v in zip(profile_axes, combo, strict=True)]
         reg = replace(registry, overrides=registry.overrides.merged(Overrides.parse(assignments)))
-        sc = Scenario.from_ids(reg, **base)  # type: ignore[arg-type]
+        sc = Scenario.from_spec(reg, spec)
         for start in range(0, block, chunk):
             idx = np.arange(start, min(start + chunk, block))
             ip, idd, ia = np.unravel_index(idx, shape)
             P, D, agents = p_vals[ip], d_vals[idd], a_vals[ia]
-            for mode in modes:
-                rows = _evaluate_chunk(sc, mode, cfg, P, D, agents)
+            for k, mode in enumerate(modes):
+                rows = _evaluate_chunk(sc, mode, cfg, P, D, agents, solver)
+                rows["point"] = (c * len(modes) + k) * block + idx
                 for a, v in zip(profile_axes, combo, strict=True):
                     rows[a.name] = np.full(idx.size, v)
                 summary.add(rows, objective)
@@ -241,17 +251,30 @@ def _evaluate_chunk(
     P: np.ndarray,
     D: np.ndarray,
     agents: np.ndarray,
+    solver: str = "closed",
 ) -> dict[str, np.ndarray]:
-    sat = saturated(sc, mode, cfg, P, D)
+    """Every point of a chunk: the closed form over the whole array, or (``solver="lp"``) one
+    LP per point on the same assembly; the JCT and drain from that solver's throughput."""
+    sat = saturated(sc, mode, P, D)
     sol = sat.solution
-    t = np.asarray(sol.throughput_turns_per_s)
+    t = np.asarray(sol.throughput_turns_per_s, dtype=np.float64)
+    x = np.asarray(sol.decode_path_fraction, dtype=np.float64)
+    mask = np.asarray(sol.binding_mask)
+    feasible = sat.feasible & np.isfinite(t) & (t > 0)
+    if solver == "lp":
+        from dualpath_plan.solvers.lp import LPProblem, solve_lp  # scipy.optimize: only here
+
+        t, x, mask = t.copy(), x.copy(), mask.copy()
+        for k in np.flatnonzero(feasible):
+            lp = solve_lp(LPProblem.from_assembly(assemble(sc, mode, P[k], D[k])))
+            t[k], x[k] = lp.throughput_turns_per_s, lp.decode_path_fraction
+            mask[k] = sum(1 << LINK_INDEX[n] for n in lp.binding())
     # Per-agent critical path at light load (as evaluate_mode): TTFT_min + generated x TPOT(1).
     gen = sc.turn_demand.mean(sc.turn_demand.generated_tokens)
     pm = sat.prefill
     ttft_min = pm.read_latency_s + pm.forward_s(1.0)
     cycle_min = ttft_min + gen * sat.tpot_light_s + sc.workload.tool_latency_s
     gpus = P * sc.prefill_node.gpus_per_node + D * sc.decode_node.gpus_per_node
-    feasible = sat.feasible & np.isfinite(t) & (t > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         counts = sc.turn_demand.trajectory_turns
         jct = np.where(feasible, offline_jct_s(agents, t, cycle_min, counts), np.nan)
@@ -266,21 +289,19 @@ def _evaluate_chunk(
         "throughput_per_gpu": np.where(feasible, t / gpus, np.nan),
         "jct_s": jct,
         "drain_s": drain,
-        "decode_path_fraction": np.where(feasible, sol.decode_path_fraction, np.nan),
-        "bottleneck_index": np.asarray(sol.bottleneck),
-        "bottleneck": np.where(
-            feasible, np.asarray(LINKS, dtype=object)[np.asarray(sol.bottleneck)], None
-        ),
+        "decode_path_fraction": np.where(feasible, x, np.nan),
+        "binding_mask": mask,
         "feasible": feasible,
     }
 
 
 def _row(rows: dict[str, np.ndarray], k: int) -> dict[str, object]:
-    """Point k of a chunk: scalars as they are, the bottleneck by name (None if infeasible)."""
+    """Point k of a chunk: scalars as they are, the binding links by name (None if
+    infeasible)."""
     out: dict[str, object] = {}
     for c, v in rows.items():
-        if c == "bottleneck_index":
-            out["bottleneck"] = LINKS[int(v[k])] if rows["feasible"][k] else None
+        if c == "binding_mask":
+            out["bottleneck"] = " + ".join(mask_names(int(v[k]))) if rows["feasible"][k] else None
         else:
             out[c] = _scalar(v[()] if np.ndim(v) == 0 else v[k])
     return out

@@ -1,11 +1,16 @@
-"""Per-link loads of the two KV read paths (dualpath-paper.md 1.4 and 2.4), vectorized.
+"""The links of a P/D cluster, as data, and their per-turn loads on the two KV read paths
+(dualpath-paper.md 1.4 and 2.4), vectorized.
+
+``LINK_TABLE`` is the one list of links: every solver (closed form, LP, bounds) and every report
+iterates over it, so adding a link is a row here, its load in :func:`turn_load_columns` and its
+capacity in ``scenario/assemble.py`` (docs/extending.md).
 
 Every byte of a turn is followed step by step. For a share ``x`` of the hit bytes read on the
 decode-engine (DE) path and ``1 - x`` on the prefill-engine (PE) path, each link's load per
-turn, summed over the nodes of its side, is ``a + b x`` bytes; dividing by the side's node
-count gives the per-node load. Symbols: H hit bytes, Mi miss (appended-token) KV bytes,
-Ga generated-token KV bytes, Aw appended-token KV written back, F prefill FLOPs, G generated
-tokens.
+turn, summed over the nodes of its side, is ``a + b x`` (bytes, FLOPs, requests or tokens);
+dividing by the side's node count gives the per-node load. Symbols: H hit bytes, Mi miss
+(appended-token) KV bytes, Ga generated-token KV bytes, Aw appended-token KV written back, F
+prefill FLOPs, G generated tokens.
 
 PE path, one hit byte (steps of the paper's Figure 4): storage -> PE SNIC -> PE DRAM (1-2);
 DRAM -> PE CNIC (PCIe read) -> PE HBM (PCIe write, loopback H2D) (3-4); after the layer,
@@ -21,7 +26,8 @@ KV D2H through the CNIC into DRAM, then DRAM read -> SNIC egress (paper 1.4 "KV-
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -31,59 +37,82 @@ from dualpath_plan.physics.model import FloatArray
 # A scenario input: one value or an array of them (they broadcast together).
 Num = FloatArray | np.float64 | float
 
-# Link names: side prefix ("pe_", "de_") + resource. Order is the report order.
-LINKS: tuple[str, ...] = (
-    "pe_snic_read",
-    "pe_snic_write",
-    "pe_dram",
-    "pe_cnic_pcie_read",
-    "pe_cnic_pcie_write",
-    "pe_cnic_net_send",
-    "pe_cnic_net_recv",
-    "pe_gpu_pcie_h2d",
-    "pe_gpu_pcie_d2h",
-    "pe_compute",
-    "de_snic_read",
-    "de_snic_write",
-    "de_dram",
-    "de_cnic_pcie_read",
-    "de_cnic_pcie_write",
-    "de_cnic_net_send",
-    "de_cnic_net_recv",
-    "de_gpu_pcie_h2d",
-    "de_gpu_pcie_d2h",
-    "de_decode",
-    "storage_read",
-    "storage_write",
+Side = Literal["pe", "de", "storage"]
+Unit = Literal["B", "FLOP", "request", "token"]
+
+
+@dataclass(frozen=True)
+class Link:
+    """One capacity of the cluster that a turn loads. ``io``: moving KV (free in the oracle);
+    ``reads_storage``: carries a node's storage reads (saturated in the paper's bounds)."""
+
+    name: str
+    side: Side
+    resource: str
+    unit: Unit
+    direction: Literal["in", "out", "both", "-"]
+    description: str
+    io: bool = True
+    reads_storage: bool = False
+
+
+def _side_links(side: Literal["pe", "de"]) -> tuple[Link, ...]:
+    node = "prefill" if side == "pe" else "decode"
+    rows = (
+        Link(f"{side}_snic_read", side, "snic_read", "B", "in",
+             "storage NICs, storage -> node", reads_storage=True),
+        Link(f"{side}_storage_client_read", side, "storage_client_read", "B", "in",
+             "the storage system's per-client read limit (max_client_read_gbyte_s)",
+             reads_storage=True),
+        Link(f"{side}_snic_write", side, "snic_write", "B", "out",
+             "storage NICs, node -> storage"),
+        Link(f"{side}_dram", side, "dram", "B", "both",
+             "host DRAM, reads + writes (half duplex, paper 4.2)"),
+        Link(f"{side}_cnic_pcie_read", side, "cnic_pcie_read", "B", "out",
+             "compute NICs' PCIe side, reads (host/HBM -> NIC)"),
+        Link(f"{side}_cnic_pcie_write", side, "cnic_pcie_write", "B", "in",
+             "compute NICs' PCIe side, writes (NIC -> host/HBM)"),
+        Link(f"{side}_cnic_net_send", side, "cnic_net_send", "B", "out",
+             "compute network, node -> peer"),
+        Link(f"{side}_cnic_net_recv", side, "cnic_net_recv", "B", "in",
+             "compute network, peer -> node"),
+        Link(f"{side}_gpu_pcie_h2d", side, "gpu_pcie_h2d", "B", "in",
+             "GPUs' PCIe links, into HBM"),
+        Link(f"{side}_gpu_pcie_d2h", side, "gpu_pcie_d2h", "B", "out",
+             "GPUs' PCIe links, out of HBM"),
+    )  # fmt: skip
+    if side == "pe":
+        return (
+            *rows,
+            Link("pe_compute", "pe", "compute", "FLOP", "-",
+                 "prefill GPUs' tensor FLOPs at prefill_mfu (with layer-wise prefill, "
+                 "at its batch)", io=False),
+            Link("pe_prefill_batch", "pe", "prefill_batch", "request", "-",
+                 "prefill GPUs at the HBM-capped batch without layer-wise prefill "
+                 "(per-pass overhead, KV copy serialized with compute)", io=False),
+        )  # fmt: skip
+    return (
+        *rows,
+        Link("de_decode", "de", "decode", "token", "-",
+             f"{node} group's tokens/s at its HBM-limited batch", io=False),
+    )  # fmt: skip
+
+
+# The one table of links, in report order.
+LINK_TABLE: tuple[Link, ...] = (
+    *_side_links("pe"),
+    *_side_links("de"),
+    Link("storage_read", "storage", "storage_read", "B", "out", "storage cluster aggregate read"),
+    Link("storage_write", "storage", "storage_write", "B", "in", "storage cluster aggregate write"),
 )
+LINKS: tuple[str, ...] = tuple(link.name for link in LINK_TABLE)
 LINK_INDEX = {name: i for i, name in enumerate(LINKS)}
-COMPUTE_LINKS = ("pe_compute", "de_decode")
-IO_LINKS = tuple(n for n in LINKS if n not in COMPUTE_LINKS)
-
-LINK_DESCRIPTIONS = {
-    "snic_read": "storage NIC, storage -> node",
-    "snic_write": "storage NIC, node -> storage",
-    "dram": "host DRAM, reads + writes (half duplex, paper 4.2)",
-    "cnic_pcie_read": "compute NICs' PCIe side, reads (host/HBM -> NIC)",
-    "cnic_pcie_write": "compute NICs' PCIe side, writes (NIC -> host/HBM)",
-    "cnic_net_send": "compute network, node -> peer",
-    "cnic_net_recv": "compute network, peer -> node",
-    "gpu_pcie_h2d": "GPUs' PCIe links, into HBM",
-    "gpu_pcie_d2h": "GPUs' PCIe links, out of HBM",
-    "compute": "prefill tensor FLOPs",
-    "decode": "decode tokens/s of the decode group",
-    "storage_read": "storage cluster aggregate read",
-    "storage_write": "storage cluster aggregate write",
-}
-LINK_UNITS = {"compute": "FLOP", "decode": "token"}
+LINK_BY_NAME = {link.name: link for link in LINK_TABLE}
+IO_LINKS = tuple(link.name for link in LINK_TABLE if link.io)
 
 
-def link_resource(name: str) -> str:
-    return name[3:] if name[:3] in ("pe_", "de_") else name
-
-
-def link_unit(name: str) -> str:
-    return LINK_UNITS.get(link_resource(name), "B")
+def link(name: str) -> Link:
+    return LINK_BY_NAME[name]
 
 
 @dataclass(frozen=True)
@@ -117,41 +146,6 @@ class Demand:
     generated_tokens: Num
 
 
-@dataclass(frozen=True)
-class SideCaps:
-    """Capacities of ONE node of a side, per second (bytes/s, FLOP/s), arrays broadcast."""
-
-    snic_read: Num
-    snic_write: Num
-    dram: Num
-    cnic_pcie_read: Num
-    cnic_pcie_write: Num
-    cnic_net_send: Num
-    cnic_net_recv: Num
-    gpu_pcie_h2d: Num
-    gpu_pcie_d2h: Num
-    compute: Num  # prefill FLOP/s (PE side); unused on the DE side
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """A homogeneous P/D cluster: P prefill nodes, D decode nodes, their per-node capacities,
-    the decode group's token rate and the storage cluster's aggregate limits."""
-
-    prefill_nodes: Num
-    decode_nodes: Num
-    pe: SideCaps
-    de: SideCaps
-    decode_tokens_per_s: Num  # whole decode group
-    storage_read: Num  # aggregate B/s (inf: no limit)
-    storage_write: Num
-    extra: dict[str, Num] = field(default_factory=dict)
-
-
-# SideCaps fields in LINKS order (the same order on both sides).
-SIDE_FIELDS: tuple[str, ...] = tuple(SideCaps.__dataclass_fields__)
-
-
 def _a(x: ArrayLike | Num) -> FloatArray:
     return np.asarray(x, dtype=np.float64)
 
@@ -167,10 +161,11 @@ def turn_load_columns(
     Aw = _a(d.append_writeback_bytes) if options.writeback else 0.0 * H
     F = _a(d.prefill_flops)
     G = _a(d.generated_tokens)
-    zero = np.float64(0.0)
+    zero, one = np.float64(0.0), np.float64(1.0)
     rows: dict[str, tuple[Num, Num]] = {
         # PE side
         "pe_snic_read": (H, -H),  # step 1 of the PE path
+        "pe_storage_client_read": (H, -H),  # the same reads, against the storage's client cap
         "pe_snic_write": (zero, zero),
         "pe_dram": (2 * H, -2 * H),  # SNIC writes the buffer, CNIC reads it (step 3)
         "pe_cnic_pcie_read": (2 * H + Mi, -2 * H),  # steps 3 and 5 (hit), 5 (miss)
@@ -180,8 +175,10 @@ def turn_load_columns(
         "pe_gpu_pcie_h2d": (H, zero),  # hit KV lands in PE HBM on either path
         "pe_gpu_pcie_d2h": (H + Mi, -H),  # layer KV leaves PE HBM (PE path hit, all miss)
         "pe_compute": (F, zero),
+        "pe_prefill_batch": (one, zero),  # one request (turn) per forward-pass slot
         # DE side
         "de_snic_read": (zero, H),  # DE step 1
+        "de_storage_client_read": (zero, H),
         "de_snic_write": (Ga + Aw, zero),  # write-back to storage
         # PE path: write (7) + read (8); DE path: write (2) + reads (3, 6); miss: write + read;
         # generated KV: D2H write + SNIC read; appended KV: SNIC read from the buffer.
@@ -200,31 +197,14 @@ def turn_load_columns(
 
 
 def turn_loads(d: Demand, options: PathOptions = PathOptions()) -> tuple[FloatArray, FloatArray]:
-    """(a, b) of shape (..., len(LINKS)): bytes (FLOPs, tokens) per turn on each link summed
-    over its side's nodes, load = a + b x. Each coefficient is the step list in the module
-    docstring; ``tests/test_paths.py`` checks conservation and the paper's per-pair loads."""
+    """(a, b) of shape (..., len(LINKS)): load per turn on each link summed over its side's
+    nodes, load = a + b x. Each coefficient is the step list in the module docstring;
+    ``tests/test_paths.py`` checks conservation and the paper's per-pair loads."""
     rows = turn_load_columns(d, options)
     cols = np.broadcast_arrays(*[v for n in LINKS for v in rows[n]])
     a = np.stack(cols[0::2], axis=-1)
     b = np.stack(cols[1::2], axis=-1)
     return a, b
-
-
-def capacity_columns(c: Cluster) -> dict[str, Num]:
-    """Capacity of each link summed over its side, per second, by link name (unbroadcast)."""
-    P, D = _a(c.prefill_nodes), _a(c.decode_nodes)
-    out: dict[str, Num] = {f"pe_{f}": P * _a(getattr(c.pe, f)) for f in SIDE_FIELDS}
-    out |= {f"de_{f}": D * _a(getattr(c.de, f)) for f in SIDE_FIELDS if f != "compute"}
-    out["de_decode"] = _a(c.decode_tokens_per_s)
-    out["storage_read"] = _a(c.storage_read)
-    out["storage_write"] = _a(c.storage_write)
-    return out
-
-
-def capacities(c: Cluster) -> FloatArray:
-    """Capacity of each link summed over its side, shape (..., len(LINKS)), per second."""
-    cols = capacity_columns(c)
-    return np.stack(np.broadcast_arrays(*[cols[n] for n in LINKS]), axis=-1)
 
 
 def _slope_signs() -> dict[str, int]:
@@ -238,11 +218,3 @@ SLOPE_SIGN: dict[str, int] = _slope_signs()
 RISING: tuple[str, ...] = tuple(n for n in LINKS if SLOPE_SIGN[n] > 0)
 FALLING: tuple[str, ...] = tuple(n for n in LINKS if SLOPE_SIGN[n] < 0)
 FLAT: tuple[str, ...] = tuple(n for n in LINKS if SLOPE_SIGN[n] == 0)
-
-
-def even_share(c: Cluster) -> FloatArray:
-    """The paper's even-sharing assumption: every SNIC saturated and shared evenly, so the DE
-    share of reads is the DE side's share of SNIC bandwidth, D/(P+D) for equal nodes."""
-    pe = _a(c.prefill_nodes) * _a(c.pe.snic_read)
-    de = _a(c.decode_nodes) * _a(c.de.snic_read)
-    return de / (pe + de)

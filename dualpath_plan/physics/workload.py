@@ -18,6 +18,7 @@ import numpy as np
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.physics import model as phys
+from dualpath_plan.physics.links import Demand
 from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.profiles.schemas import ModelProfile, WorkloadProfile
 
@@ -201,6 +202,19 @@ class TurnDemand:
 
     def mean(self, values: FloatArray) -> float:
         return float(np.sum(values * self.weight))
+
+    def means(self) -> Demand:
+        """The mix's mean turn (every link load is linear in the demand, so means are exact
+        for one common split)."""
+        f = np.float64
+        return Demand(
+            hit_bytes=f(self.mean(self.hit_bytes)),
+            miss_bytes=f(self.mean(self.miss_bytes)),
+            generated_kv_bytes=f(self.mean(self.generated_kv_bytes)),
+            append_writeback_bytes=f(self.mean(self.append_writeback_bytes)),
+            prefill_flops=f(self.mean(self.prefill_flops)),
+            generated_tokens=f(self.mean(self.generated_tokens)),
+        )
 
     @property
     def gb_per_pflop(self) -> float:

@@ -17,7 +17,7 @@ from rich.table import Table
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.recommend import Candidate, PhasePlan, RecommendReport, score
 from dualpath_plan.outcomes.serving import ModeOutcome
-from dualpath_plan.reports.size_report import mode_payload
+from dualpath_plan.reports.size import mode_payload
 
 METRIC = {
     "jct": ("jct_s", "JCT (s)"),
@@ -43,7 +43,8 @@ def recommend_payload(r: RecommendReport, phases: PhasePlan | None = None) -> di
     out: dict[str, Any] = {
         "objective": r.objective,
         "bottleneck_free_range": {
-            "pd_min": r.pd_min,
+            # null where no ratio is bottleneck-free (or nothing bounds P/D from above)
+            "pd_min": r.pd_min if math.isfinite(r.pd_min) else None,
             "pd_max": r.pd_max if math.isfinite(r.pd_max) else None,
         },
         "candidates": [

@@ -1,16 +1,17 @@
-"""Bottleneck-free P/D range (dualpath-paper.md 2.4, eqs. (1)-(9)), from the same link
-coefficients as the solvers, in closed form and vectorized.
+"""Bottleneck-free P/D range (dualpath-paper.md 2.4, eqs. (1)-(9)), from the same link table,
+loads and per-node capacities as the other solvers, in closed form and vectorized.
 
-The paper's assumption: every SNIC saturated and shared evenly, so each PE node reads S_p B/s
-on the PE path and each DE node S_d on the DE path (S = the node's SNIC read capacity). With a
-link's per-turn load H (alpha + beta x) (from :func:`turn_loads`, divided by the hit bytes H)
-and q = D/P, r = P/D:
+The paper's assumption: every node's storage reads saturated and shared evenly, so each PE node
+reads S_p B/s on the PE path and each DE node S_d on the DE path (S = the least of the node's
+storage-read links: its SNICs, and the storage system's per-client limit). With a link's
+per-turn load H (alpha + beta x) (divided by the hit bytes H) and q = D/P, r = P/D:
 
   PE-side link, per PE node:  alpha S_p + (alpha + beta) S_d q  <= cap  ->  a lower bound on r
   DE-side link, per DE node:  alpha S_p r + (alpha + beta) S_d  <= cap  ->  an upper bound on r
 
 For g GPUs, s = S/B and the paper's links this gives eq. (2)-(3) r >= s/(g-s), (4)-(5)
 r <= (g-2s)/s, (6)-(7) r <= (g-s)/(2s), (8) r <= (M/(Bs) - 3)/2, and (9) their intersection.
+Only the I/O links of a node count; compute and the storage cluster's aggregate do not.
 """
 
 from __future__ import annotations
@@ -20,19 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
-from dualpath_plan.physics.links import LINK_INDEX, LINKS, Cluster, Demand, PathOptions, turn_loads
+from dualpath_plan.physics.links import LINK_TABLE
 from dualpath_plan.physics.model import FloatArray
+from dualpath_plan.scenario.assemble import Assembly
 
-# Links the bounds consider: every I/O link of a node except the saturated SNIC reads.
-_EXCLUDED = {
-    "pe_snic_read",
-    "de_snic_read",
-    "pe_compute",
-    "de_decode",
-    "storage_read",
-    "storage_write",
-}
-BOUND_LINKS = tuple(n for n in LINKS if n not in _EXCLUDED)
+# Links the bounds consider: every node I/O link except the saturated storage reads.
+BOUND_LINKS = tuple(
+    k.name for k in LINK_TABLE if k.io and k.side in ("pe", "de") and not k.reads_storage
+)
 
 
 @dataclass(frozen=True)
@@ -50,29 +46,30 @@ class Bounds:
             [not v for v in self.violated]
         ).reshape(np.shape(self.pd_min))
 
+    def contains(self, ratio: float) -> bool:
+        return bool(self.feasible) and float(self.pd_min) <= ratio <= float(self.pd_max)
 
-def pd_bounds(cluster: Cluster, demand: Demand, options: PathOptions = PathOptions()) -> Bounds:
-    """The P/D ratios (node counts) at which no I/O link is over capacity while every SNIC is
-    saturated and shared evenly. Only the per-node capacities of ``cluster`` matter."""
-    a, b = turn_loads(demand, options)
-    H = np.asarray(demand.hit_bytes, dtype=np.float64)[..., None]
+
+def _read_rate(asm: Assembly, side: str) -> FloatArray:
+    per_node = asm.pe.per_node if side == "pe" else asm.de.per_node
+    return np.fmin.reduce(
+        [np.asarray(per_node[k.name], dtype=np.float64) for k in LINK_TABLE
+         if k.reads_storage and k.side == side]
+    )  # fmt: skip
+
+
+def pd_bounds(asm: Assembly) -> Bounds:
+    """The P/D ratios (node counts) at which no node I/O link is over capacity while every
+    node's storage reads are saturated and shared evenly. Only per-node capacities matter."""
+    H = np.asarray(asm.links.load["storage_read"][0], dtype=np.float64)
     if np.any(~(H > 0)):
         raise InfeasibleError(
             "the bottleneck-free analysis saturates the storage NICs with cached KV; this "
             "workload loads none (context_tokens = 0)",
             field="context_tokens",
         )
-    with np.errstate(all="ignore"):
-        alpha, beta = a / H, b / H
-    if not (np.all(np.isfinite(alpha)) and np.all(np.isfinite(beta))):
-        raise InfeasibleError(
-            "the cached KV is too small against the other bytes of a turn for the SNIC-"
-            "saturation analysis (context_tokens near 0)",
-            field="context_tokens",
-        )
-    sp = np.asarray(cluster.pe.snic_read, dtype=np.float64)
-    sd = np.asarray(cluster.de.snic_read, dtype=np.float64)
-    shape = np.broadcast(alpha[..., 0], sp, sd).shape
+    sp, sd = _read_rate(asm, "pe"), _read_rate(asm, "de")
+    shape = np.broadcast(H, sp, sd).shape
     lower = np.zeros(shape)
     upper = np.full(shape, np.inf)
     low_name = np.full(shape, "none", dtype=object)
@@ -80,11 +77,18 @@ def pd_bounds(cluster: Cluster, demand: Demand, options: PathOptions = PathOptio
     violated = np.zeros((*shape, len(BOUND_LINKS)), dtype=bool)
     per_link: dict[str, FloatArray] = {}
     for k, name in enumerate(BOUND_LINKS):
-        li = LINK_INDEX[name]
-        side = cluster.pe if name.startswith("pe_") else cluster.de
-        cap = np.broadcast_to(np.asarray(getattr(side, name[3:]), dtype=np.float64), shape)
-        al = np.broadcast_to(alpha[..., li], shape)
-        ab = np.broadcast_to(alpha[..., li] + beta[..., li], shape)
+        a, b = asm.links.load[name]
+        with np.errstate(all="ignore"):
+            al = np.broadcast_to(np.asarray(a, dtype=np.float64) / H, shape)
+            ab = np.broadcast_to((np.asarray(a) + np.asarray(b)) / H, shape)
+        if not (np.all(np.isfinite(al)) and np.all(np.isfinite(ab))):
+            raise InfeasibleError(
+                "the cached KV is too small against the other bytes of a turn for the SNIC-"
+                "saturation analysis (context_tokens near 0)",
+                field="context_tokens",
+            )
+        side_caps = asm.pe.per_node if name.startswith("pe_") else asm.de.per_node
+        cap = np.broadcast_to(np.asarray(side_caps[name], dtype=np.float64), shape)
         with np.errstate(divide="ignore", invalid="ignore"):
             if name.startswith("pe_"):
                 # alpha S_p + (alpha+beta) S_d / r <= cap

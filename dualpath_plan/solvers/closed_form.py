@@ -22,35 +22,24 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
-from dualpath_plan.physics.links import (
-    COMPUTE_LINKS,
-    FALLING,
-    FLAT,
-    LINKS,
-    RISING,
-    Cluster,
-    Demand,
-    Num,
-    PathOptions,
-    capacity_columns,
-    even_share,
-    turn_load_columns,
-)
+from dualpath_plan.physics.links import FALLING, FLAT, LINKS, RISING, Num
 from dualpath_plan.physics.model import FloatArray
+from dualpath_plan.physics.modes import SplitRule
+from dualpath_plan.scenario.assemble import LinkSet
 
-Mode = Literal["basic", "even", "dualpath", "oracle"]
-MODES: tuple[Mode, ...] = ("basic", "even", "dualpath", "oracle")
+# Links whose utilization is within this of the busiest one are all binding: one operating
+# point, one set of names, whichever mode or command reached it.
+TIGHT_REL = 1e-9
 
 
 @dataclass(frozen=True)
 class Solution:
     """Per scenario (leading axes): the split, throughput, and every link's utilization."""
 
-    mode: Mode
+    split: SplitRule
     throughput_turns_per_s: FloatArray
     decode_path_fraction: FloatArray  # share of hit bytes read on the DE path
     split_low: FloatArray  # range of optimal splits (equal unless degenerate)
@@ -84,34 +73,39 @@ class Solution:
             best = np.where(better, u, best)
         return index
 
-    def bottleneck_name(self, index: tuple[int, ...] = ()) -> str:
-        return LINKS[int(np.asarray(self.bottleneck)[index])]
+    @functools.cached_property
+    def binding_mask(self) -> np.ndarray:
+        """Per scenario, a bit per link (bit i: LINKS[i]) set where the link is tight: its
+        utilization within TIGHT_REL of the busiest link's."""
+        x = self.decode_path_fraction
+        loads = [self._alpha[n] + self._beta[n] * x for n in LINKS]
+        top = functools.reduce(np.fmax, loads)
+        mask = np.zeros(np.shape(x), dtype=np.int64)
+        for i, u in enumerate(loads):
+            mask = mask | np.where((u >= top * (1.0 - TIGHT_REL)) & (top > 0), 1 << i, 0)
+        return mask
 
-    def binding(self, index: tuple[int, ...] = (), tol: float = 1e-6) -> list[str]:
-        u = np.asarray(self.utilization)[index]
-        return [LINKS[i] for i in np.flatnonzero(u >= 1.0 - tol)]
+    def binding(self, index: tuple[int, ...] = ()) -> list[str]:
+        """The tight links of one scenario, in table order."""
+        return mask_names(int(np.asarray(self.binding_mask)[index]))
 
 
-def _seconds_per_turn(
-    cluster: Cluster, demand: Demand, options: PathOptions, mode: Mode
-) -> tuple[dict[str, Num], dict[str, Num]]:
-    """alpha, beta per link with u(x) = alpha + beta x; an infinite capacity costs nothing.
-    Oracle skips disk reads, H2D/D2H and P-D transfers: only compute links remain."""
-    loads = turn_load_columns(demand, options)
-    caps = capacity_columns(cluster)
+def mask_names(mask: int) -> list[str]:
+    return [n for i, n in enumerate(LINKS) if mask >> i & 1]
+
+
+def _seconds_per_turn(links: LinkSet) -> tuple[dict[str, Num], dict[str, Num]]:
+    """alpha, beta per link with u(x) = alpha + beta x: seconds of the link per turn. An
+    infinite capacity costs nothing; no load costs nothing, whatever the capacity."""
     alpha: dict[str, Num] = {}
     beta: dict[str, Num] = {}
-    zero = np.float64(0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         for n in LINKS:
-            a, b = loads[n]
-            if mode == "oracle" and n not in COMPUTE_LINKS:
-                alpha[n], beta[n] = zero, zero
-                continue
-            c = caps[n]
-            # 1/inf = 0: a link without a limit costs nothing (IEEE division, no branch).
-            alpha[n] = a / c
-            beta[n] = zero if mode == "oracle" else b / c
+            a, b = links.load[n]
+            c = links.capacity[n]
+            # 1/inf = 0 (IEEE division, no branch); 0/0 (no load, no capacity) is 0 too.
+            alpha[n] = np.where(np.asarray(a) == 0, 0.0, a / c) if np.any(c == 0) else a / c
+            beta[n] = np.where(np.asarray(b) == 0, 0.0, b / c) if np.any(c == 0) else b / c
     return alpha, beta
 
 
@@ -165,12 +159,11 @@ def _envelope_lines(
     return rising, falling
 
 
-def solve(
-    cluster: Cluster, demand: Demand, mode: Mode = "dualpath", options: PathOptions = PathOptions()
-) -> Solution:
-    """Throughput, split and utilization for one mode, vectorized over every input array."""
-    alpha, beta = _seconds_per_turn(cluster, demand, options, mode)
-    if mode == "dualpath":
+def solve(links: LinkSet) -> Solution:
+    """Throughput, split and utilization for the link set's split rule, vectorized over every
+    input array."""
+    alpha, beta = _seconds_per_turn(links)
+    if links.split == "optimal":
         rising, falling = _envelope_lines(alpha, beta)
         with np.errstate(divide="ignore", invalid="ignore"):
             crossings = [(br * af - ar * bf) / (br - bf) for ar, br in rising for af, bf in falling]
@@ -180,10 +173,7 @@ def solve(
         balanced, _ = _split_range(alpha, beta, t_var)
         x = np.clip(balanced, lo, hi)
     else:
-        if mode in ("basic", "oracle"):
-            x = np.asarray(0.0)
-        else:
-            x = np.asarray(even_share(cluster), dtype=np.float64)
+        x = np.asarray(links.even_share if links.split == "even" else 0.0, dtype=np.float64)
         t = _max([alpha[n] + beta[n] * x for n in LINKS])
         lo = hi = x
     shape = np.broadcast(t, x).shape
@@ -191,7 +181,7 @@ def solve(
     with np.errstate(divide="ignore", invalid="ignore"):
         throughput = np.where(t > 0, 1.0 / t, np.inf)
     return Solution(
-        mode=mode,
+        split=links.split,
         throughput_turns_per_s=throughput,
         decode_path_fraction=np.broadcast_to(np.asarray(x, dtype=np.float64), shape),
         split_low=np.broadcast_to(np.asarray(lo, dtype=np.float64), shape),

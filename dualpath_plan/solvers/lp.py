@@ -2,77 +2,124 @@
 
 It covers what the closed form cannot: several prefill and decode node groups with different
 hardware, several workload classes with their own hit rates, and a split per class and group
-pair. Variables, per class c, prefill group i and decode group j: r_cij turns/s routed to the
-pair, y_cij of them read on the DE path (0 <= y <= r), and the total T. Maximize T subject to
+pair. Its rows are the link table's links, with the capacities of the one assembly
+(``scenario/assemble.py``), so on one group per side and one class it is the closed form's
+problem. Variables, per class c, prefill group i and decode group j: r_cij turns/s routed to
+the pair, y_cij of them read on the DE path (0 <= y <= r), and the total T. Maximize T s.t.
 
-    sum_ij r_cij = w_c T                                   (the class mix)
-    sum_(c,j) a_lc r_cij + b_lc y_cij <= cap_il             (every PE-side link l of group i)
-    sum_(c,i) a_lc r_cij + b_lc y_cij <= cap_jl             (every DE-side link of group j)
-    sum_(c,i) G_c r_cij / rate_cj <= 1                      (decode group j's tokens/s)
-    sum a r + b y <= cap                                    (storage cluster)
+    sum_ij r_cij = w_c T                                       (the class mix)
+    sum_(c,j) (a_lc r_cij + b_lc y_cij) / C_ilc <= 1            (every PE-side link l of group i)
+    sum_(c,i) (a_lc r_cij + b_lc y_cij) / C_jlc <= 1            (every DE-side link of group j)
+    sum_(c,i,j) (a_lc r_cij + b_lc y_cij) / C_lc <= 1           (cluster-wide: storage)
 
-with the per-turn coefficients a, b of :func:`dualpath_plan.physics.links.turn_loads`. The duals
-of the link rows are dT/dcap. A second solve (``balanced``) keeps T at its optimum and
-minimizes the busiest I/O link, which picks the split a read-queue-balancing scheduler would.
+with the per-turn loads a, b of :func:`dualpath_plan.physics.links.turn_load_columns` and the
+group's capacity C (per class: the prefill batch and the decode step depend on the turns). Each
+row is the link's utilization. A second solve (``balanced``) keeps T at its optimum and
+minimizes the busiest split-dependent link, the split a read-queue-balancing scheduler reaches
+and the one the closed form reports.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import linprog
 
 from dualpath_plan.errors import InfeasibleError
-from dualpath_plan.physics.links import (
-    LINK_INDEX,
-    LINKS,
-    SIDE_FIELDS,
-    Cluster,
-    Demand,
-    PathOptions,
-    SideCaps,
-    turn_loads,
-)
+from dualpath_plan.physics.links import LINK_TABLE, Num
 from dualpath_plan.physics.model import FloatArray
-from dualpath_plan.solvers.closed_form import Mode
+from dualpath_plan.physics.modes import SplitRule
+from dualpath_plan.scenario.assemble import Assembly, GroupAssembly, read_share
+
+# Rows within this of the busiest are tight. HiGHS meets rows to its 1e-7 feasibility
+# tolerance (and the balancing stage keeps T within 1e-9 of its optimum), so links closer than
+# this cannot be told apart by the LP; the closed form separates them to TIGHT_REL = 1e-9.
+LP_TIGHT_REL = 1e-6
 
 
 @dataclass(frozen=True)
 class Group:
     name: str
+    side: str  # "pe" or "de"
     nodes: float
-    caps: SideCaps  # one node
+    capacity: list[dict[str, float]]  # per class: the group's total capacity per second
 
 
 @dataclass(frozen=True)
-class WorkClass:
+class LPClass:
     name: str
     weight: float  # share of turns
-    demand: Demand  # scalars
+    load: dict[str, tuple[float, float]]  # per turn: a + b x
+    hit_bytes: float
 
 
 @dataclass(frozen=True)
 class LPProblem:
     prefill: list[Group]
     decode: list[Group]
-    classes: list[WorkClass]
-    # decode_tokens_per_s[c][j]: tokens/s decode group j sustains on class c's sequences.
-    decode_tokens_per_s: list[list[float]]
-    storage_read: float = np.inf
-    storage_write: float = np.inf
+    classes: list[LPClass]
+    shared: dict[str, float]  # cluster-wide links (storage aggregate), total capacity
+    split: SplitRule
 
     @classmethod
-    def from_cluster(cls, cluster: Cluster, demand: Demand) -> LPProblem:
-        """The homogeneous case: one prefill group, one decode group, one class."""
+    def from_assembly(cls, asm: Assembly) -> LPProblem:
+        """One prefill group, one decode group, one class: the closed form's problem."""
+        links = asm.links
+        caps: dict[str, Num] = {k: float(np.asarray(v)) for k, v in links.capacity.items()}
+        load = {k: (float(np.asarray(a)), float(np.asarray(b))) for k, (a, b) in links.load.items()}
+        hit = load["storage_read"][0] if not asm.mode.io_free else 0.0
         return cls(
-            prefill=[Group("prefill", float(cluster.prefill_nodes), cluster.pe)],
-            decode=[Group("decode", float(cluster.decode_nodes), cluster.de)],
-            classes=[WorkClass("all", 1.0, demand)],
-            decode_tokens_per_s=[[float(cluster.decode_tokens_per_s)]],
-            storage_read=float(cluster.storage_read),
-            storage_write=float(cluster.storage_write),
+            prefill=[Group("prefill", "pe", float(asm.pe.nodes), [_side(caps, "pe")])],
+            decode=[Group("decode", "de", float(asm.de.nodes), [_side(caps, "de")])],
+            classes=[LPClass("all", 1.0, load, hit)],
+            shared=_side(caps, "storage"),
+            split=links.split,
         )
+
+    @classmethod
+    def from_groups(cls, ga: GroupAssembly) -> LPProblem:
+        def groups(side: str) -> list[Group]:
+            parts = ga.pe if side == "pe" else ga.de
+            specs = ga.prefill if side == "pe" else ga.decode
+            return [
+                Group(
+                    spec.name,
+                    side,
+                    float(spec.nodes),
+                    [
+                        {
+                            k: float(spec.nodes * np.asarray(v))
+                            for k, v in parts[c][g].per_node.items()
+                        }
+                        for c in range(len(ga.classes))
+                    ],
+                )
+                for g, spec in enumerate(specs)
+            ]
+
+        total = sum(c.weight for c in ga.classes)
+        classes = [
+            LPClass(
+                c.name,
+                c.weight / total,
+                {k: (float(np.asarray(a)), float(np.asarray(b))) for k, (a, b) in load.items()},
+                c.turns.mean(c.turns.hit_bytes),
+            )
+            for c, load in zip(ga.classes, ga.loads, strict=True)
+        ]
+        return cls(
+            groups("pe"),
+            groups("de"),
+            classes,
+            {k: float(np.asarray(v)) for k, v in ga.shared.items()},
+            "optimal" if ga.mode.split == "optimal" else ga.mode.split,
+        )
+
+
+def _side(caps: Mapping[str, Num], side: str) -> dict[str, float]:
+    return {k.name: float(np.asarray(caps[k.name])) for k in LINK_TABLE if k.side == side}
 
 
 @dataclass(frozen=True)
@@ -80,46 +127,50 @@ class Constraint:
     name: str  # e.g. "pe_snic_read[prefill]"
     link: str
     group: str
-    load: float  # per second at the optimum, in the link's unit
-    capacity: float
-    utilization: float
-    dual: float  # d(turns/s) / d(capacity unit): 1 more B/s (FLOP/s, ...) buys this much
+    utilization: float  # the row's value: load over capacity at the optimum
+    capacity: float  # the group's capacity per second (of the first class)
+    load: float  # utilization x capacity
+    dual_per_percent: float  # turns/s that 1% more of this capacity buys
     nodes: float  # nodes behind the capacity (for a per-node reading)
 
 
 @dataclass(frozen=True)
 class LPSolution:
-    mode: Mode
+    split_rule: SplitRule
     throughput_turns_per_s: float
     decode_path_fraction: float  # hit-byte weighted over all classes and pairs
     split: dict[tuple[str, str, str], float]  # (class, prefill group, decode group) -> share
     routing: dict[tuple[str, str, str], float]  # turns/s per (class, pair)
     constraints: list[Constraint] = field(default_factory=list)
 
-    def binding(self, tol: float = 1e-6) -> list[Constraint]:
-        """Binding constraints, ranked by dual value (what capacity buys the most)."""
-        hits = [c for c in self.constraints if c.utilization >= 1 - tol]
-        return sorted(hits, key=lambda c: -c.dual * _unit_scale(c.link))
+    def tight(self) -> list[Constraint]:
+        """Constraints within LP_TIGHT_REL of the busiest, in table order."""
+        top = max((c.utilization for c in self.constraints), default=0.0)
+        return [
+            c for c in self.constraints if top > 0 and c.utilization >= top * (1 - LP_TIGHT_REL)
+        ]
+
+    def binding(self) -> list[str]:
+        """The tight links (by name, each once, in table order)."""
+        names = {c.link for c in self.tight()}
+        return [k.name for k in LINK_TABLE if k.name in names]
+
+    def by_value(self) -> list[Constraint]:
+        """Tight constraints ranked by what more capacity buys."""
+        return sorted(self.tight(), key=lambda c: -c.dual_per_percent)
 
     def utilization(self, link: str) -> float:
         return max((c.utilization for c in self.constraints if c.link == link), default=0.0)
 
 
-def _unit_scale(link: str) -> float:
-    """Dual per GB/s (or per TFLOP/s, per token/s) for ranking across units."""
-    if link.endswith("compute"):
-        return 1e12
-    if link.endswith("decode"):
-        return 1.0
-    return 1e9
+def _coef(a: float, c: float) -> float:
+    """Seconds of a link per turn: a / c, with no load costing nothing whatever the capacity."""
+    if a == 0.0 or c == np.inf:
+        return 0.0
+    return a / c if c > 0 else np.inf
 
 
-def solve_lp(
-    problem: LPProblem,
-    mode: Mode = "dualpath",
-    options: PathOptions = PathOptions(),
-    balanced: bool = True,
-) -> LPSolution:
+def solve_lp(problem: LPProblem, balanced: bool = True) -> LPSolution:
     C, I, J = len(problem.classes), len(problem.prefill), len(problem.decode)  # noqa: E741
     npair = C * I * J
     nvar = 1 + 2 * npair  # T, r..., y...
@@ -130,74 +181,49 @@ def solve_lp(
     def y_idx(c: int, i: int, j: int) -> int:
         return 1 + npair + (c * I + i) * J + j
 
-    coef = [turn_loads(wc.demand, options) for wc in problem.classes]
-    a_c = [np.asarray(a, dtype=float) for a, _ in coef]
-    b_c = [np.asarray(b, dtype=float) for _, b in coef]
-    oracle = mode == "oracle"
-
-    rows: list[np.ndarray] = []
-    rhs: list[float] = []
+    rows: list[FloatArray] = []
     meta: list[tuple[str, str, float, float]] = []  # link, group, capacity, nodes
 
-    def add_row(row: np.ndarray, cap: float, link: str, group: str, nodes: float) -> None:
-        if not np.isfinite(cap) or not np.any(row):
+    def add_row(
+        link: str, group: str, pairs: list[tuple[int, int, int]], caps: list[float], nodes: float
+    ) -> None:
+        row = np.zeros(nvar)
+        for c, i, j in pairs:
+            a, b = problem.classes[c].load[link]
+            row[r_idx(c, i, j)] += _coef(a, caps[c])
+            row[y_idx(c, i, j)] += _coef(b, caps[c]) if b >= 0 else -_coef(-b, caps[c])
+        if not np.any(row):
             return
+        if not np.all(np.isfinite(row)):
+            raise InfeasibleError(
+                f"{link} of {group} has no capacity for this workload", field="cluster"
+            )
         rows.append(row)
-        rhs.append(cap)
-        meta.append((link, group, cap, nodes))
+        meta.append((link, group, caps[0], nodes))
 
+    pairs = [(c, i, j) for c in range(C) for i in range(I) for j in range(J)]
     for side, groups in (("pe", problem.prefill), ("de", problem.decode)):
         for g_index, g in enumerate(groups):
-            for fname in SIDE_FIELDS:
-                link = f"{side}_{fname}" if fname != "compute" or side == "pe" else "de_decode"
-                if side == "de" and fname == "compute":
-                    continue
-                if oracle and link != "pe_compute":
-                    continue
-                li = LINK_INDEX[link]
-                row = np.zeros(nvar)
-                for c in range(C):
-                    for i in range(I):
-                        for j in range(J):
-                            if (side == "pe" and i != g_index) or (side == "de" and j != g_index):
-                                continue
-                            row[r_idx(c, i, j)] += a_c[c][li]
-                            row[y_idx(c, i, j)] += b_c[c][li]
-                add_row(row, g.nodes * float(getattr(g.caps, fname)), link, g.name, g.nodes)
-    li = LINK_INDEX["de_decode"]
-    for j, g in enumerate(problem.decode):
-        row = np.zeros(nvar)
-        for c in range(C):
-            for i in range(I):
-                row[r_idx(c, i, j)] = a_c[c][li] / problem.decode_tokens_per_s[c][j]
-        add_row(row, 1.0, "de_decode", g.name, g.nodes)
-    if not oracle:
-        for link, cap in (
-            ("storage_read", problem.storage_read),
-            ("storage_write", problem.storage_write),
-        ):
-            li = LINK_INDEX[link]
-            row = np.zeros(nvar)
-            for c in range(C):
-                for i in range(I):
-                    for j in range(J):
-                        row[r_idx(c, i, j)] = a_c[c][li]
-                        row[y_idx(c, i, j)] = b_c[c][li]
-            add_row(row, cap, link, "storage", 1.0)
+            mine = [p for p in pairs if (p[1] if side == "pe" else p[2]) == g_index]
+            for k in LINK_TABLE:
+                if k.side == side:
+                    add_row(
+                        k.name, g.name, mine, [g.capacity[c][k.name] for c in range(C)], g.nodes
+                    )
+    for k in LINK_TABLE:
+        if k.side == "storage":
+            add_row(k.name, "storage", pairs, [problem.shared[k.name]] * C, 1.0)
     n_links = len(rows)
     # y <= r
-    for c in range(C):
-        for i in range(I):
-            for j in range(J):
-                row = np.zeros(nvar)
-                row[y_idx(c, i, j)] = 1.0
-                row[r_idx(c, i, j)] = -1.0
-                rows.append(row)
-                rhs.append(0.0)
+    for c, i, j in pairs:
+        row = np.zeros(nvar)
+        row[y_idx(c, i, j)] = 1.0
+        row[r_idx(c, i, j)] = -1.0
+        rows.append(row)
     A_ub = np.array(rows)
-    b_ub = np.array(rhs)
-    # Mix: sum_ij r_cij - w_c T = 0; even mode: y = e r.
-    eq_rows, eq_rhs = [], []
+    b_ub = np.concatenate([np.ones(n_links), np.zeros(len(rows) - n_links)])
+    # Mix: sum_ij r_cij - w_c T = 0; even split: y = share r.
+    eq_rows = []
     for c, wc in enumerate(problem.classes):
         row = np.zeros(nvar)
         row[0] = -wc.weight
@@ -205,37 +231,31 @@ def solve_lp(
             for j in range(J):
                 row[r_idx(c, i, j)] = 1.0
         eq_rows.append(row)
-        eq_rhs.append(0.0)
     bounds: list[tuple[float, float | None]] = [(0.0, None)] * nvar
-    if mode in ("basic", "oracle"):
-        for k in range(1 + npair, nvar):
-            bounds[k] = (0.0, 0.0)
-    elif mode == "even":
-        pe = sum(g.nodes * float(g.caps.snic_read) for g in problem.prefill)
-        de = sum(g.nodes * float(g.caps.snic_read) for g in problem.decode)
-        share = de / (pe + de)
-        for c in range(C):
-            for i in range(I):
-                for j in range(J):
-                    row = np.zeros(nvar)
-                    row[y_idx(c, i, j)] = 1.0
-                    row[r_idx(c, i, j)] = -share
-                    eq_rows.append(row)
-                    eq_rhs.append(0.0)
-    A_eq, b_eq = np.array(eq_rows), np.array(eq_rhs)
-    # Scale rows to unit capacity for conditioning (bytes/s and tokens/s differ by 1e9).
-    scale = np.where(b_ub > 0, b_ub, 1.0)
+    if problem.split == "pe_only":
+        for v_index in range(1 + npair, nvar):
+            bounds[v_index] = (0.0, 0.0)
+    elif problem.split == "even":
+        caps: dict[str, Num] = {
+            k.name: sum(
+                g.capacity[0][k.name]
+                for g in (*problem.prefill, *problem.decode)
+                if k.side == g.side
+            )
+            for k in LINK_TABLE
+            if k.reads_storage
+        }
+        share = float(read_share(caps))
+        for c, i, j in pairs:
+            row = np.zeros(nvar)
+            row[y_idx(c, i, j)] = 1.0
+            row[r_idx(c, i, j)] = -share
+            eq_rows.append(row)
+    A_eq = np.array(eq_rows)
+    b_eq = np.zeros(len(eq_rows))
     cost = np.zeros(nvar)
     cost[0] = -1.0
-    res = linprog(
-        cost,
-        A_ub=A_ub / scale[:, None],
-        b_ub=b_ub / scale,
-        A_eq=A_eq,
-        b_eq=b_eq,
-        bounds=bounds,
-        method="highs",
-    )
+    res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method="highs")
     if res.status == 3:
         raise InfeasibleError(
             "the LP is unbounded: no capacity limits the throughput; give the "
@@ -245,38 +265,36 @@ def solve_lp(
     if res.status != 0:
         raise InfeasibleError(f"the LP failed: {res.message}", field="cluster")
     t_star = -res.fun
-    duals = -np.asarray(res.ineqlin.marginals)[:n_links] / scale[:n_links]
+    duals = -np.asarray(res.ineqlin.marginals)[:n_links]
     v = res.x
-    if balanced and mode == "dualpath" and t_star > 0:
-        v = _balance(A_ub, b_ub, A_eq, b_eq, bounds, meta, n_links, t_star, v)
-    loads = A_ub[:n_links] @ v
+    if balanced and problem.split == "optimal" and t_star > 0:
+        v = _balance(A_ub, b_ub, A_eq, b_eq, bounds, n_links, npair, t_star, v)
+    util = A_ub[:n_links] @ v
     constraints = [
         Constraint(
             name=f"{link}[{group}]",
             link=link,
             group=group,
-            load=float(load),
+            utilization=float(u),
             capacity=float(cap),
-            utilization=float(load / cap) if cap > 0 else 0.0,
-            dual=float(max(d, 0.0)),
+            load=float(u * cap) if np.isfinite(cap) else 0.0,
+            dual_per_percent=float(max(d, 0.0)) * 0.01,
             nodes=nodes,
         )
-        for (link, group, cap, nodes), load, d in zip(meta, loads, duals, strict=True)
+        for (link, group, cap, nodes), u, d in zip(meta, util, duals, strict=True)
     ]
     split, routing = {}, {}
     hit_total = de_total = 0.0
-    for c, wc in enumerate(problem.classes):
-        h = float(np.asarray(wc.demand.hit_bytes))
-        for i, gi in enumerate(problem.prefill):
-            for j, gj in enumerate(problem.decode):
-                r, y = v[r_idx(c, i, j)], v[y_idx(c, i, j)]
-                key = (wc.name, gi.name, gj.name)
-                routing[key] = float(r)
-                split[key] = float(y / r) if r > 1e-12 * max(t_star, 1e-300) else 0.0
-                hit_total += r * h
-                de_total += y * h
+    for c, i, j in pairs:
+        wc = problem.classes[c]
+        r, y = v[r_idx(c, i, j)], v[y_idx(c, i, j)]
+        key = (wc.name, problem.prefill[i].name, problem.decode[j].name)
+        routing[key] = float(r)
+        split[key] = float(y / r) if r > 1e-12 * max(t_star, 1e-300) else 0.0
+        hit_total += r * wc.hit_bytes
+        de_total += y * wc.hit_bytes
     return LPSolution(
-        mode=mode,
+        split_rule=problem.split,
         throughput_turns_per_s=float(t_star),
         decode_path_fraction=float(de_total / hit_total) if hit_total > 0 else 0.0,
         split=split,
@@ -291,33 +309,28 @@ def _balance(
     A_eq: FloatArray,
     b_eq: FloatArray,
     bounds: list[tuple[float, float | None]],
-    meta: list[tuple[str, str, float, float]],
     n_links: int,
+    npair: int,
     t_star: float,
     fallback: FloatArray,
 ) -> FloatArray:
-    """Second stage: T >= T* (1 - 1e-9), minimize s with every I/O link <= s x capacity."""
+    """Second stage: T >= T* (1 - 1e-9); minimize s with every split-dependent link (a row
+    with a y coefficient) at most s of its capacity."""
     nvar = A_ub.shape[1]
-    io = np.array(
-        [not m[0].endswith(("compute", "decode")) for m in meta]
-        + [False] * (A_ub.shape[0] - n_links)
-    )
+    varying = np.zeros(A_ub.shape[0], dtype=bool)
+    varying[:n_links] = np.any(A_ub[:n_links, 1 + npair :] != 0, axis=1)
     A = np.hstack([A_ub, np.zeros((A_ub.shape[0], 1))])
-    A[io, -1] = -b_ub[io]
-    b = b_ub.copy()
-    b[io] = 0.0
+    A[varying, -1] = -1.0
     t_row = np.zeros(nvar + 1)
     t_row[0] = -1.0
-    A = np.vstack([A, t_row])
-    b = np.append(b, -t_star * (1 - 1e-9))
-    scale = np.where(b_ub > 0, b_ub, 1.0)
-    scale = np.append(scale, max(t_star, 1e-300))
+    A = np.vstack([A, t_row / max(t_star, 1e-300)])
+    b = np.append(np.where(varying, 0.0, b_ub), -(1 - 1e-9))
     cost = np.zeros(nvar + 1)
     cost[-1] = 1.0
     res = linprog(
         cost,
-        A_ub=A / scale[:, None],
-        b_ub=b / scale,
+        A_ub=A,
+        b_ub=b,
         A_eq=np.hstack([A_eq, np.zeros((A_eq.shape[0], 1))]),
         b_eq=b_eq,
         bounds=[*bounds, (0, None)],
@@ -326,4 +339,9 @@ def _balance(
     return res.x[:nvar] if res.status == 0 else fallback
 
 
-__all__ = ["LINKS", "Constraint", "Group", "LPProblem", "LPSolution", "WorkClass", "solve_lp"]
+__all__ = ["Constraint", "Group", "LPClass", "LPProblem", "LPSolution", "solve_lp"]
+
+
+def throughput_lp(asm: Assembly) -> Num:
+    """The LP's throughput of a (scalar) assembly: the closed form's cross-check."""
+    return solve_lp(LPProblem.from_assembly(asm)).throughput_turns_per_s

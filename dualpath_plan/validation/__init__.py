@@ -9,33 +9,17 @@ Adding a case is adding a file (here, or in a directory given with ``--cases``).
 
 from __future__ import annotations
 
-import itertools
-import math
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.profiles.registry import Registry
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
-
-Kind = Literal[
-    "ratio",
-    "workload_ratio",
-    "trend",
-    "bounds",
-    "speedup_jct",
-    "speedup_aps",
-    "jct",
-    "aps",
-    "ordering",
-    "storage_ceiling",
-]
 
 
 class Case(BaseModel):
@@ -44,7 +28,8 @@ class Case(BaseModel):
     id: str
     claim: str
     source: str
-    kind: Kind
+    kind: str  # a kind of the metric registry (validation/metrics.py)
+    metric: str  # which of its metrics the claim is about
     paper: float = Field(allow_inf_nan=False)
     tolerance: float = Field(ge=0, allow_inf_nan=False)  # relative
     note: str = ""
@@ -93,75 +78,24 @@ def load_cases(extra_dirs: list[Path] | None = None) -> list[Case]:
     return list(cases.values())
 
 
-def _scenario(registry: Registry, inputs: dict[str, Any]):  # type: ignore[no-untyped-def]
-    from dualpath_plan.plan import Scenario
-
-    keys = ("model", "workload", "node", "prefill_nodes", "decode_nodes")
-    return Scenario.from_ids(registry, **{k: inputs[k] for k in keys if k in inputs})
-
-
 def evaluate_case(case: Case, registry: Registry) -> float:
-    """The model's value for a case."""
-    from dualpath_plan.outcomes.serving import ServingConfig, evaluate, evaluate_mode
-    from dualpath_plan.physics import model as phys
-    from dualpath_plan.physics.links import Cluster, Demand, SideCaps
-    from dualpath_plan.physics.trend import trend
-    from dualpath_plan.physics.workload import turn_demand, turn_mix
-    from dualpath_plan.solvers.closed_form import solve
+    """The model's value for a case: its metric of its kind (validation/metrics.py)."""
+    from dualpath_plan.validation.metrics import compute
 
-    i = case.inputs
-    cfg = ServingConfig(agents=int(i.get("agents", 2048)))
-    if case.kind == "ratio":
-        m = registry.model(i["model"])
-        return float(
-            phys.cache_compute_ratio_gb_per_pflop(m, i["context_tokens"], i["append_tokens"])
+    source = f"case '{case.id}'"
+    values = compute(case.kind, case.inputs, registry, source=source)
+    if case.metric not in values:
+        raise PlanInputError(
+            f"kind {case.kind!r} has no metric {case.metric!r}; it has: {', '.join(values)}",
+            source=source,
+            field="metric",
         )
-    if case.kind == "workload_ratio":
-        m = registry.model(i["model"])
-        return turn_demand(m, turn_mix(registry.workload(i["workload"]))).gb_per_pflop
-    if case.kind == "trend":
-        gpus = [registry.gpu(g) for g in registry.ids("gpu")]
-        rows = {r.gpu: r for r in trend(gpus, registry.gpu(i["base"]), i["dtype"])}
-        row = rows[i["gpu"]]
-        return 1.0 / row.io_to_compute_x if i["metric"] == "io_fall" else getattr(row, i["metric"])
-    if case.kind == "bounds":
-        from dualpath_plan.physics.links import PathOptions
-
-        sc = _scenario(registry, i)
-        if i.get("paper_assumptions"):
-            sc = replace(sc, options=PathOptions.paper())
-        return float(getattr(sc.bounds(), i["metric"]))
-    if case.kind == "speedup_jct":
-        return evaluate(_scenario(registry, i), cfg, ("basic", "dualpath")).speedup_jct
-    if case.kind == "speedup_aps":
-        return evaluate(_scenario(registry, i), cfg, ("basic", "dualpath")).speedup_aps
-    if case.kind == "jct":
-        return evaluate_mode(_scenario(registry, i), i["mode"], cfg).jct_s
-    if case.kind == "aps":
-        return evaluate_mode(_scenario(registry, i), i["mode"], cfg).aps
-    if case.kind == "ordering":
-        sc = _scenario(registry, i)
-        jct = [evaluate_mode(sc, m, cfg).jct_s for m in i["modes"]]
-        return 1.0 if all(a > b for a, b in itertools.pairwise(jct)) else 0.0
-    if case.kind == "storage_ceiling":
-        big = np.float64(1e18)
-        caps = SideCaps(*(big for _ in range(10)))
-        caps = replace(caps, snic_read=np.float64(50e9))
-        cluster = Cluster(
-            np.float64(i["prefill_nodes"]),
-            np.float64(i["decode_nodes"]),
-            caps,
-            caps,
-            big,
-            np.float64(math.inf),
-            np.float64(math.inf),
+    value = values[case.metric]
+    if isinstance(value, str):
+        raise PlanInputError(
+            f"metric {case.metric!r} is not a number", source=source, field="metric"
         )
-        demand = Demand(*(np.float64(v) for v in (1.3e9, 0.0, 0.0, 0.0, 6e13, 176.0)))
-        return float(
-            solve(cluster, demand, "dualpath").throughput_turns_per_s
-            / solve(cluster, demand, "basic").throughput_turns_per_s
-        )
-    raise PlanInputError(f"unknown kind {case.kind!r}", field="kind")
+    return value
 
 
 def run_validation(registry: Registry, cases: list[Case]) -> list[CaseResult]:

@@ -21,11 +21,12 @@ from typing import TypeVar
 import numpy as np
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.outcomes.serving import MODE_SPECS, ServingConfig, evaluate_mode
+from dualpath_plan.outcomes.serving import ServingConfig, evaluate_mode
+from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.physics.workload import workload_demand
-from dualpath_plan.plan import Scenario
 from dualpath_plan.profiles.registry import validate_profile
 from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, WorkloadProfile
+from dualpath_plan.scenario import Scenario
 
 P = TypeVar("P", bound=ProfileBase)
 
@@ -114,7 +115,7 @@ def load_points(path: Path) -> list[Point]:
                 source=str(path),
                 field="metric",
             )
-        if r["mode"] not in MODE_SPECS:
+        if r["mode"] not in MODE_TABLE:
             raise PlanInputError(
                 f"row {n}: unknown mode {r['mode']!r}", source=str(path), field="mode"
             )

@@ -8,9 +8,24 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from dualpath_plan.outcomes.limits import LinkLimit
 from dualpath_plan.outcomes.serving import ModeOutcome, SizeReport
-from dualpath_plan.outcomes.sizing import SizingResult
-from dualpath_plan.plan import Scenario
+from dualpath_plan.outcomes.sizing import SizingReport
+from dualpath_plan.scenario import Scenario
+
+
+def limits_payload(limits: Mapping[str, LinkLimit]) -> dict[str, Any]:
+    """{link: {capacity, load, unit, derated_by}} (capacity null: no limit)."""
+    return {
+        name: {
+            "capacity": lim.capacity,
+            "load": lim.load,
+            "unit": lim.unit,
+            "utilization": lim.utilization,
+            "derated_by": list(lim.derated_by),
+        }
+        for name, lim in limits.items()
+    }
 
 
 def mode_payload(o: ModeOutcome) -> dict[str, Any]:
@@ -25,6 +40,8 @@ def mode_payload(o: ModeOutcome) -> dict[str, Any]:
         "online_tpot_s": o.online_tpot_s,
         "aps_limit": o.aps_limit,
         "bottleneck": o.bottleneck,
+        "binding": list(o.binding),
+        "limits": limits_payload(o.limits),
         "decode_path_fraction": o.decode_path_fraction,
         "latency_bound": o.latency_bound,
         "prefill_batch_per_gpu": o.prefill_batch,
@@ -150,29 +167,48 @@ def render_size(r: SizeReport, console: Console) -> None:
         )
 
 
-def sizing_payload(results: Mapping[str, SizingResult], target: dict[str, float]) -> dict[str, Any]:
+def sizing_payload(r: SizingReport) -> dict[str, Any]:
+    target: dict[str, float] = (
+        {"aps": r.goal} if r.target == "aps" else {"deadline_s": r.goal, "agents": r.spec.agents}
+    )
     return {
         "target": target,
+        "max_nodes": r.max_nodes,
         "modes": {
-            m: {
-                "prefill_nodes": s.prefill_nodes,
-                "decode_nodes": s.decode_nodes,
-                "nodes": s.nodes,
-                "gpus": s.gpus,
-                "aps": s.outcome.aps,
-                "jct_s": s.outcome.jct_s,
-                "bottleneck": s.outcome.bottleneck,
-            }
-            for m, s in results.items()
+            m: (
+                {
+                    "reached": True,
+                    "prefill_nodes": s.prefill_nodes,
+                    "decode_nodes": s.decode_nodes,
+                    "nodes": s.nodes,
+                    "gpus": s.gpus,
+                    "aps": s.outcome.aps,
+                    "jct_s": s.outcome.jct_s,
+                    "bottleneck": s.outcome.bottleneck,
+                    "binding": list(s.outcome.binding),
+                }
+                if s.outcome is not None
+                else {"reached": False, "reason": s.reason}
+            )
+            for m, s in r.modes.items()
         },
     }
 
 
-def render_sizing(results: Mapping[str, SizingResult], what: str, console: Console) -> None:
+def render_sizing(r: SizingReport, console: Console) -> None:
+    spec = r.spec
+    what = (
+        f"{r.goal:g} agents/s under TTFT {spec.ttft_slo_s:g} s, TPOT {spec.tpot_slo_s * 1e3:g} ms"
+        if r.target == "aps"
+        else f"{spec.agents:,} agents within {r.goal:g} s"
+    )
     table = Table(title=f"smallest cluster for {what}")
     for col in ("mode", "nodes", "P", "D", "GPUs", "APS", "JCT", "bottleneck"):
         table.add_column(col, justify="right" if col not in ("mode", "bottleneck") else "left")
-    for m, s in results.items():
+    for m, s in r.modes.items():
+        if s.outcome is None:
+            table.add_row(m, "-", "-", "-", "-", "-", "-", f"[red]{s.reason}[/red]")
+            continue
         table.add_row(
             m,
             str(s.nodes),

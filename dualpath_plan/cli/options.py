@@ -1,0 +1,99 @@
+"""The scenario option block, declared once (from :class:`ScenarioSpec`'s fields) and shared by
+every command that takes a scenario.
+
+Typer has no reusable option groups, so :func:`scenario_options` rewrites a command's signature:
+the command declares ``spec: ScenarioSpec`` and its own options; the decorator adds one typer
+option per spec field (flags, help and default from the field), and calls the command with the
+validated spec. A field's flags, help or default change in ``scenario/spec.py`` only.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+import typing
+from collections.abc import Callable, Collection
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from dualpath_plan.scenario.spec import ScenarioSpec
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _cli_type(annotation: Any) -> Any:
+    """The type typer parses for a spec field: tuples are repeatable options (a list)."""
+    if typing.get_origin(annotation) is tuple:
+        item = typing.get_args(annotation)[0]
+        return list[item] | None  # type: ignore[valid-type]
+    return annotation
+
+
+def _is_optional(annotation: Any) -> bool:
+    return isinstance(annotation, types.UnionType) and type(None) in typing.get_args(annotation)
+
+
+def scenario_options(
+    *, groups: Collection[str] | None = None, exclude: Collection[str] = ()
+) -> Callable[[F], F]:
+    """Add the spec's options (those of ``groups``, all by default, less ``exclude``) to a
+    command whose signature has a ``spec: ScenarioSpec`` parameter."""
+
+    def decorate(func: F) -> F:
+        signature = inspect.signature(func)
+        hints = typing.get_type_hints(func, include_extras=True)
+        own = [
+            p.replace(annotation=hints.get(p.name, p.annotation))
+            for p in signature.parameters.values()
+            if p.name != "spec"
+        ]
+        added: list[inspect.Parameter] = []
+        names: list[str] = []
+        for name, field in ScenarioSpec.model_fields.items():
+            extra: dict[str, Any] = field.json_schema_extra  # type: ignore[assignment]
+            if name in exclude or (groups is not None and extra["group"] not in groups):
+                continue
+            cli_type = _cli_type(field.annotation)
+            default = None if typing.get_origin(field.annotation) is tuple else field.default
+            option = typer.Option(
+                *extra["flags"],
+                help=field.description,
+                show_default=default is not None and not _is_optional(cli_type),
+            )
+            added.append(
+                inspect.Parameter(
+                    name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=default,
+                    annotation=Annotated[cli_type, option],
+                )
+            )
+            names.append(name)
+        # Arguments stay first; the command's own options, then the scenario's.
+        positional = [p for p in own if p.default is inspect.Parameter.empty]
+        keyword = [
+            p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            for p in own
+            if p.default is not inspect.Parameter.empty
+        ]
+
+        @functools.wraps(func)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            values = {n: kwargs.pop(n) for n in names if n in kwargs}
+            values = {k: v for k, v in values.items() if v is not None or k in _NULLABLE}
+            return func(*args, spec=ScenarioSpec.build(values), **kwargs)
+
+        params = [*positional, *keyword, *added]
+        command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        del command.__wrapped__  # typer reads the new signature, not the command's own
+        return command  # type: ignore[return-value]
+
+    return decorate
+
+
+_NULLABLE = {
+    name for name, field in ScenarioSpec.model_fields.items() if _is_optional(field.annotation)
+}

@@ -1,0 +1,153 @@
+"""Both read paths of one configuration (``paths``) and the bottleneck-free range (``bounds``),
+from the one assembly: the closed form's optimum with every link's load, capacity and
+deratings, the LP's duals on the same problem, and the LP over mixed node groups and workload
+classes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.outcomes.limits import LinkLimit, link_limits
+from dualpath_plan.physics.engines import Scheduling, check_weights_fit
+from dualpath_plan.physics.modes import MODE_TABLE, ModeName
+from dualpath_plan.physics.workload import workload_demand
+from dualpath_plan.profiles.registry import Registry
+from dualpath_plan.scenario.assemble import (
+    Assembly,
+    NodeGroup,
+    WorkClass,
+    assemble,
+    assemble_groups,
+)
+from dualpath_plan.scenario.bundle import Scenario
+from dualpath_plan.solvers.bounds import Bounds, pd_bounds
+from dualpath_plan.solvers.closed_form import solve
+
+if TYPE_CHECKING:  # scipy.optimize loads only for commands that solve an LP (start-up time)
+    from dualpath_plan.solvers.lp import LPSolution
+
+
+def bottleneck_free_range(sc: Scenario) -> Bounds:
+    """The paper's eq. (1)-(9) range for the scenario's nodes: per-node capacities from the
+    assembly under load-balanced scheduling (the paper's assumption)."""
+    balanced = replace(sc, scheduling=replace(sc.scheduling, policy="ideal"))
+    return pd_bounds(assemble(balanced, "dualpath", 1.0, 1.0))
+
+
+@dataclass(frozen=True)
+class PathsResult:
+    scenario: Scenario
+    mode: ModeName
+    assembly: Assembly
+    throughput_turns_per_s: float
+    decode_path_fraction: float
+    decode_path_fraction_range: tuple[float, float]
+    binding: tuple[str, ...]
+    limits: dict[str, LinkLimit]
+    lp: LPSolution  # the same problem by linear program: its throughput and duals
+
+
+def explain_paths(sc: Scenario, mode: ModeName) -> PathsResult:
+    """One cluster in one mode: the closed form's optimum and the LP's on the same assembly."""
+    from dualpath_plan.solvers.lp import LPProblem, solve_lp
+
+    check_feasible(sc)
+    asm = assemble(sc, mode, float(sc.prefill_nodes), float(sc.decode_nodes))
+    sol = solve(asm.links)
+    t = float(sol.throughput_turns_per_s)
+    if not (math.isfinite(t) and t > 0):
+        raise InfeasibleError(f"{mode}: the cluster sustains no turns", field="cluster")
+    return PathsResult(
+        scenario=sc,
+        mode=mode,
+        assembly=asm,
+        throughput_turns_per_s=t,
+        decode_path_fraction=float(sol.decode_path_fraction),
+        decode_path_fraction_range=(float(sol.split_low), float(sol.split_high)),
+        binding=tuple(sol.binding()),
+        limits=link_limits(asm, sol),
+        lp=solve_lp(LPProblem.from_assembly(asm)),
+    )
+
+
+def check_feasible(sc: Scenario) -> None:
+    """Weights, one prefill request and one decode sequence fit: the errors a user can act on."""
+    for name, n in (("prefill_nodes", sc.prefill_nodes), ("decode_nodes", sc.decode_nodes)):
+        if not n >= 1:
+            raise InfeasibleError(
+                f"a P/D cluster needs at least one node per side, got {n!r}", field=name
+            )
+    check_weights_fit(sc.model, sc.prefill_node, sc.prefill_gpu, sc.prefill_nodes, "prefill")
+    check_weights_fit(sc.model, sc.decode_node, sc.decode_gpu, sc.decode_nodes, "decode")
+
+
+@dataclass(frozen=True)
+class MixedResult:
+    scenario: Scenario
+    mode: ModeName
+    prefill: list[NodeGroup]
+    decode: list[NodeGroup]
+    classes: list[WorkClass]
+    solution: LPSolution
+
+
+def explain_mixed(
+    registry: Registry,
+    sc: Scenario,
+    mode: ModeName,
+    prefill_groups: list[tuple[str, int]],
+    decode_groups: list[tuple[str, int]],
+    classes: list[tuple[str, float]],
+    gpu: str | None = None,
+) -> MixedResult:
+    """Several node groups per side and several workload classes, by LP, with the per-node
+    capacities of the one assembly. Sides or classes not given are the scenario's own."""
+    from dualpath_plan.solvers.lp import LPProblem, solve_lp
+
+    def groups(spec: list[tuple[str, int]], side: str) -> list[NodeGroup]:
+        if not spec:
+            node = sc.prefill_node if side == "prefill" else sc.decode_node
+            g = sc.prefill_gpu if side == "prefill" else sc.decode_gpu
+            n = sc.prefill_nodes if side == "prefill" else sc.decode_nodes
+            spec_groups = [NodeGroup(node.id, node, g, n)]
+        else:
+            spec_groups = []
+            for k, (nid, count) in enumerate(spec):
+                node = registry.node(nid)
+                name = f"{nid}#{k}" if len(spec) > 1 else nid
+                spec_groups.append(NodeGroup(name, node, registry.gpu(gpu or node.gpu), count))
+        for grp in spec_groups:
+            check_weights_fit(sc.model, grp.node, grp.gpu, grp.nodes, side)
+        return spec_groups
+
+    pre = groups(prefill_groups, "prefill")
+    dec = groups(decode_groups, "decode")
+    work = [
+        WorkClass(
+            wid,
+            weight,
+            workload_demand(sc.model, w, registry.origins.get(("workload", w.id))),
+        )
+        for wid, weight in (classes or [(sc.workload.id, 1.0)])
+        for w in [registry.workload(wid)]
+    ]
+    ga = assemble_groups(sc, mode, pre, dec, work)
+    for c, row in enumerate(ga.pe + ga.de):
+        for part in row:
+            if not bool(np.all(part.feasible)):
+                what = "one prefill request" if part.side == "pe" else "one decode sequence"
+                raise InfeasibleError(
+                    f"{what} of class '{work[c % len(work)].name}' does not fit in a group's HBM",
+                    field="--class",
+                )
+    if mode not in MODE_TABLE:
+        raise PlanInputError(f"unknown mode {mode!r}", field="--mode")
+    return MixedResult(sc, mode, pre, dec, work, solve_lp(LPProblem.from_groups(ga)))
+
+
+__all__ = ["Bounds", "Scheduling"]

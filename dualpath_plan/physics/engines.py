@@ -1,0 +1,283 @@
+"""Engines: a prefill GPU's batching, a decode group's roofline, and the load imbalance a
+scheduler leaves across engines (docs/model.md sections 4 and 6). The per-link capacities of a
+cluster are assembled from these in one place, ``scenario/assemble.py``."""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from dualpath_plan.errors import InfeasibleError
+from dualpath_plan.physics import model as phys
+from dualpath_plan.physics.links import Num
+from dualpath_plan.profiles.schemas import GpuProfile, ModelProfile, NodeProfile
+from dualpath_plan.units import gbit_s_to_byte_s
+
+SchedulerPolicy = Literal["ideal", "round_robin", "queue_aware"]
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """Load imbalance across engines, as a max/avg factor that derates a side's usable
+    aggregate capacity (the busiest node saturates first).
+
+    - ideal: 1 (the paper's bottleneck analysis assumes load-balanced scheduling).
+    - round_robin: requests dealt blindly; with k requests in flight per engine and a
+      coefficient of variation v of per-request load, the busiest of n engines carries about
+      1 + v sqrt(2 ln n / k) times the mean (expected maximum of n near-normal sums, a Gumbel
+      approximation).
+    - queue_aware: a token- and read-queue-aware scheduler like the paper's (Algorithm 1) keeps
+      every engine within one request of the mean: 1 + 1/k.
+    """
+
+    policy: SchedulerPolicy = "ideal"
+    requests_per_engine: float = 16.0
+    load_cv: float = 0.5
+
+    def imbalance(self, engines: Num, requests_each: float | None = None) -> Num:
+        """Max/avg load over ``engines`` units (a number or an array of them) with
+        ``requests_each`` requests in flight each (default requests_per_engine)."""
+        n = np.asarray(engines, dtype=np.float64)
+        if self.policy == "ideal":
+            out = np.ones_like(n)
+        else:
+            k = max(self.requests_per_engine if requests_each is None else requests_each, 1e-9)
+            if self.policy == "round_robin":
+                spread = self.load_cv * np.sqrt(2.0 * np.log(np.maximum(n, 1.0)) / k)
+            else:
+                spread = np.full_like(n, 1.0 / k)
+            out = np.where(n <= 1, 1.0, 1.0 + spread)
+        return float(out) if out.ndim == 0 else out
+
+    def describe(self) -> str:
+        if self.policy == "ideal":
+            return "ideal"
+        extra = f", load cv {self.load_cv:g}" if self.policy == "round_robin" else ""
+        return f"{self.policy}, {self.requests_per_engine:g} requests per engine{extra}"
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """Which scheduler each mode runs: the paper's queue-aware one (Algorithm 1) for the modes
+    that have it, ``baseline`` for the others (Basic's framework dealt requests blindly), or one
+    ``policy`` for every mode when given (``--scheduler``)."""
+
+    policy: SchedulerPolicy | None = None
+    baseline: SchedulerPolicy = "round_robin"
+    requests_per_engine: float = 16.0
+    load_cv: float = 0.5
+
+    def scheduler(self, role: Literal["baseline", "queue_aware"]) -> Scheduler:
+        policy = self.policy or (self.baseline if role == "baseline" else "queue_aware")
+        return Scheduler(policy, self.requests_per_engine, self.load_cv)
+
+
+def check_weights_fit(
+    model: ModelProfile, node: NodeProfile, gpu: GpuProfile, nodes: float, side: str
+) -> float:
+    """HBM left for KV on a group of ``nodes`` nodes after the weights (sharded over the group's
+    GPUs, as EP does); raises when the weights do not fit."""
+    hbm = nodes * node.gpus_per_node * gpu.hbm_gbyte * 1e9
+    weights = phys.weight_bytes(model)
+    if weights >= hbm:
+        raise InfeasibleError(
+            f"{model.id} weights ({weights / 1e9:,.0f} GB) do not fit in the {side} group's HBM "
+            f"({nodes:g} x {node.gpus_per_node} x {gpu.hbm_gbyte:g} GB = {hbm / 1e9:,.0f} GB); "
+            f"add {side} nodes or choose a GPU with more HBM",
+            field=f"{side}_nodes",
+        )
+    return hbm - weights
+
+
+@dataclass(frozen=True)
+class DecodeGroup:
+    """A decode group's roofline: step time of b sequences at a context (docs/model.md)."""
+
+    model: ModelProfile
+    hbm_byte_s: Num  # group HBM bandwidth x decode_hbm_efficiency (an array over groups)
+    peak_flop_s: Num  # group dense peak x prefill_mfu
+    overhead_s: float  # decode_step_overhead_s
+    free_hbm_bytes: Num  # HBM left for KV after the weights (< 0: they do not fit)
+    context_tokens: float  # mean context a generated token attends to
+    kv_bytes_per_sequence: float  # KV of one sequence at the end of its generation
+
+    @property
+    def max_batch(self) -> int:
+        return max(math.floor(float(self.free_hbm_bytes) / self.kv_bytes_per_sequence), 0)
+
+    def max_batch_array(self) -> np.ndarray:
+        return np.maximum(
+            np.floor(np.asarray(self.free_hbm_bytes) / self.kv_bytes_per_sequence), 0.0
+        )
+
+    def tokens_per_s_array(self) -> np.ndarray:
+        """Tokens/s at the HBM-limited batch, per group (NaN where not one sequence fits)."""
+        b = self.max_batch_array()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = b / self.step_array_s(np.maximum(b, 1.0))
+        return np.where(b >= 1, rate, np.nan)
+
+    def step_array_s(self, batch: np.ndarray) -> np.ndarray:
+        """max(HBM bytes / bandwidth, FLOPs / peak) + fixed overhead, for an array of batches."""
+        cost = phys.decode_step(self.model, batch, self.context_tokens)
+        return (
+            np.maximum(cost.hbm_bytes / self.hbm_byte_s, cost.flops / self.peak_flop_s)
+            + self.overhead_s
+        )
+
+    @functools.cached_property
+    def _grid(self) -> tuple[np.ndarray, np.ndarray]:
+        # Step time is smooth in the batch: tabulate it once (integers up to 4096, then a
+        # geometric grid) and interpolate, instead of re-deriving it inside every bisection.
+        top = max(self.max_batch, 1)
+        b = np.unique(
+            np.concatenate(
+                [np.arange(1.0, min(top, 4096) + 1.0), np.geomspace(min(top, 4096), top, 256)]
+            )
+        )
+        return b, self.step_array_s(b)
+
+    def step_s(self, batch: float) -> float:
+        b, t = self._grid
+        if 1.0 <= batch <= b[-1]:
+            return float(np.interp(batch, b, t))
+        return float(self.step_array_s(np.asarray(float(batch)))[()])
+
+    def little_batch(self, turns_per_s: float, generated_tokens: float) -> float:
+        """Decode batch b with b = rate x generated x TPOT(b) (Little), at most max_batch."""
+        b, t = self._grid
+        ok = turns_per_s * generated_tokens * t <= b
+        if not ok.any():
+            return float(b[-1])
+        k = int(np.argmax(ok))
+        if k == 0:
+            return max(float(turns_per_s * generated_tokens * t[0]), 0.0)
+        # Linear crossing between grid points k-1 (not ok) and k (ok).
+        f0 = turns_per_s * generated_tokens * t[k - 1] - b[k - 1]
+        f1 = turns_per_s * generated_tokens * t[k] - b[k]
+        return float(b[k - 1] + (b[k] - b[k - 1]) * f0 / (f0 - f1))
+
+
+def decode_group(
+    model: ModelProfile,
+    node: NodeProfile,
+    gpu: GpuProfile,
+    nodes: Num,
+    context_tokens: float,
+    generated_tokens: float,
+    efficiencies: bool = True,
+) -> DecodeGroup:
+    """The decode group of ``nodes`` nodes (a number or an array); ``free_hbm_bytes`` < 0
+    marks groups where the weights do not fit (callers that need an error call
+    :func:`check_weights_fit` first)."""
+    free: Num = np.asarray(nodes, dtype=np.float64) * node.gpus_per_node * gpu.hbm_gbyte * 1e9 - (
+        phys.weight_bytes(model)
+    )
+    if np.ndim(free) == 0:
+        free = float(free)
+    gpus = np.asarray(nodes, dtype=np.float64) * node.gpus_per_node
+    e = efficiencies
+    tflops = gpu.dense_tflops(model.compute_dtype) or gpu.bf16_dense_tflops
+    ctx = context_tokens + generated_tokens / 2.0
+    scalar = np.ndim(nodes) == 0
+    bw = gpus * gpu.hbm_tbyte_s * 1e12 * (node.decode_hbm_efficiency if e else 1)
+    peak = gpus * tflops * 1e12 * (node.prefill_mfu if e else 1)
+    return DecodeGroup(
+        model=model,
+        hbm_byte_s=float(bw) if scalar else bw,
+        peak_flop_s=float(peak) if scalar else peak,
+        overhead_s=node.decode_step_overhead_s if e else 0.0,
+        free_hbm_bytes=free,
+        context_tokens=ctx,
+        kv_bytes_per_sequence=float(
+            phys.kv_bytes_for_context(model, context_tokens + generated_tokens)
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class PrefillEngine:
+    """One prefill GPU's batching (paper Figure 3 right, docs/model.md section 6), per request
+    (= per turn): a forward pass of b requests takes tau(b) = t0 + b u, t0 = h t1, u = t1 + s,
+    t1 the compute of one request at the plateau, s the KV copy into HBM when it is serialized
+    with compute (no layer-wise prefill). The batch is capped by the HBM left for KV."""
+
+    t1_s: float  # compute of one request at the plateau
+    t0_s: float  # fixed time per forward pass
+    copy_s: float  # KV copy into HBM serialized with compute (no layer-wise prefill)
+    batch_cap: Num  # most requests per forward pass (an array over prefill node counts)
+    read_latency_s: float  # part of the KV read a request waits for before its prefill
+    free_hbm_bytes: Num  # HBM per GPU left for the batch's KV
+    kv_bytes_per_request: float  # what one request holds in HBM during its pass
+
+    @property
+    def u_s(self) -> float:
+        return self.t1_s + self.copy_s
+
+    def forward_s(self, batch: float) -> float:
+        return self.t0_s + batch * self.u_s
+
+    @property
+    def max_rate(self) -> Num:
+        """Requests/s of one GPU at its batch cap (0 where not one request fits)."""
+        cap = np.asarray(self.batch_cap)
+        rate = np.where(cap >= 1, cap / (self.t0_s + cap * self.u_s), 0.0)
+        return float(rate) if rate.ndim == 0 else rate
+
+
+def prefill_engine(
+    model: ModelProfile,
+    node: NodeProfile,
+    gpu: GpuProfile,
+    *,
+    hit_bytes: float,
+    prefill_flops: float,
+    context_tokens: float,
+    layerwise: bool,
+    io_free: bool,
+    nodes: Num,
+    efficiencies: bool = True,
+) -> PrefillEngine:
+    """Batching parameters of one prefill GPU for a mean turn; ``nodes`` (prefill nodes, a
+    number or an array) sets the weight shard and so the batch cap (< 1: not one request
+    fits)."""
+    e = efficiencies
+    tflops = gpu.dense_tflops(model.compute_dtype) or gpu.bf16_dense_tflops
+    peak = tflops * 1e12 * (node.prefill_mfu if e else 1.0)
+    t1 = prefill_flops / peak
+    # HBM per GPU left for KV: weights shard over the prefill group's GPUs (EP).
+    free = (gpu.hbm_gbyte - node.prefill_hbm_reserve_gbyte) * 1e9 - phys.weight_bytes(model) / (
+        np.asarray(nodes, dtype=np.float64) * node.gpus_per_node
+    )
+    kv_request = float(phys.kv_bytes_for_context(model, context_tokens))
+    per_request = kv_request / model.num_layers if layerwise else kv_request
+    # The batch cap as an average (fractional) number of requests: batches of alternating
+    # sizes average out, and it keeps the model smooth in its inputs.
+    cap = np.maximum(free / per_request, 0.0)
+    snic = node.snic_count * gbit_s_to_byte_s(node.snic_gbit_s) * (node.snic_efficiency if e else 1)
+    loopback = min(
+        gbit_s_to_byte_s(node.cnic_gbit_s) * (node.cnic_efficiency if e else 1),
+        node.cnic_pcie_usable_gbyte_s * 1e9,
+    )
+    if io_free:
+        copy, read = 0.0, 0.0
+    elif layerwise:
+        # Layer blocks stream in while earlier layers compute: only the first layer waits.
+        copy, read = 0.0, hit_bytes / model.num_layers / snic
+    else:
+        copy, read = hit_bytes / loopback, hit_bytes / snic
+    h = node.prefill_batch_half_requests
+    scalar = np.ndim(cap) == 0
+    return PrefillEngine(
+        t1_s=t1,
+        t0_s=h * t1,
+        copy_s=copy,
+        batch_cap=float(cap) if scalar else cap,
+        read_latency_s=read,
+        free_hbm_bytes=float(free) if scalar else free,
+        kv_bytes_per_request=per_request,
+    )

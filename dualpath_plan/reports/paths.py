@@ -1,0 +1,252 @@
+"""The ``paths`` and ``bounds`` reports: JSON payloads and terminal rendering."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from dualpath_plan.outcomes.paths import MixedResult, PathsResult
+from dualpath_plan.physics.links import LINK_TABLE, link
+from dualpath_plan.reports.size import limits_payload
+from dualpath_plan.scenario import Scenario
+from dualpath_plan.solvers.bounds import Bounds
+
+if TYPE_CHECKING:
+    from dualpath_plan.solvers.lp import Constraint
+
+
+def _finite(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
+def _fmt(v: float) -> str:
+    return "none" if math.isinf(v) else f"{v:.4g}"
+
+
+@dataclass(frozen=True)
+class BoundsView:
+    scenario: Scenario
+    bounds: Bounds
+    paper: Bounds  # the same nodes under the paper's assumptions
+    paper_assumptions: bool
+
+
+def bounds_payload(v: BoundsView) -> dict[str, Any]:
+    b, ref = v.bounds, v.paper
+    pd_min, pd_max = float(b.pd_min), float(b.pd_max)
+    return {
+        # null where a bound does not exist (none below, none above, or no feasible ratio).
+        "pd_min": _finite(pd_min),
+        "pd_max": _finite(pd_max),
+        "binding_lower": b.binding_lower[0],
+        "binding_upper": b.binding_upper[0],
+        "feasible": bool(b.feasible),
+        "violated_at_every_ratio": b.violated[0],
+        "paper_assumptions": v.paper_assumptions,
+        "per_link": {k: _finite(float(x)) for k, x in b.per_link.items()},
+        "shift_vs_paper_assumptions": {
+            "pd_min": _finite(pd_min - float(ref.pd_min)),
+            "pd_max": _finite(pd_max - float(ref.pd_max)),
+        },
+    }
+
+
+def render_bounds(v: BoundsView, console: Console) -> None:
+    b, ref, sc = v.bounds, v.paper, v.scenario
+    pd_min, pd_max = float(b.pd_min), float(b.pd_max)
+    pn = sc.prefill_node
+    s = pn.snic_count * pn.snic_gbit_s / pn.cnic_gbit_s
+    which = "paper assumptions" if v.paper_assumptions else "extended model"
+    console.print(
+        f"[bold]Bottleneck-free P/D range[/bold] ({which}; "
+        f"prefill {sc.prefill_node.id}, decode {sc.decode_node.id}; g={pn.gpus_per_node}, "
+        f"s={s:g}, B={pn.cnic_gbit_s / 8:g} GB/s, M={pn.dram_gbyte_s:g} GB/s)"
+    )
+    console.print(
+        f"  {_fmt(pd_min)} <= P/D <= {_fmt(pd_max)}   "
+        f"(lower: {b.binding_lower[0]}, upper: {b.binding_upper[0]})"
+    )
+    if not bool(b.feasible):
+        console.print(
+            f"  [red]no P/D ratio is bottleneck-free[/red]: "
+            f"{', '.join(b.violated[0]) or 'the lower bound exceeds the upper'}"
+        )
+    if not v.paper_assumptions:
+        console.print(
+            f"  the extended terms move the lower bound by {pd_min - float(ref.pd_min):+.4g} "
+            f"and the upper by {pd_max - float(ref.pd_max):+.4g} "
+            f"(paper assumptions: {_fmt(float(ref.pd_min))} .. {_fmt(float(ref.pd_max))})"
+        )
+    table = Table(title="each link's bound on P/D")
+    for col in ("link", "bound", "kind", "what"):
+        table.add_column(col)
+    for name, x in b.per_link.items():
+        val = float(x)
+        pe = link(name).side == "pe"
+        if (pe and val == 0) or (not pe and math.isinf(val)):
+            continue
+        table.add_row(name, _fmt(val), "P/D >=" if pe else "P/D <=", link(name).description)
+    console.print(table)
+
+
+def _dual_reading(c: Constraint) -> str:
+    k = link(c.link)
+    where = "the storage cluster" if k.side == "storage" else f"group {c.group}"
+    return (
+        f"1% more {k.resource.replace('_', ' ')} on {where} buys {c.dual_per_percent:.3g} turns/s"
+    )
+
+
+def paths_payload(r: PathsResult) -> dict[str, Any]:
+    sc = r.scenario
+    links = [
+        {
+            "name": k.name,
+            "side": k.side,
+            "resource": k.resource,
+            "unit": f"{k.unit}/s",
+            "load_per_node": r.limits[k.name].load_per_node,
+            "capacity_per_node": r.limits[k.name].capacity_per_node,
+            "utilization": r.limits[k.name].utilization,
+            "binding": k.name in r.binding,
+            "derated_by": list(r.limits[k.name].derated_by),
+        }
+        for k in LINK_TABLE
+    ]
+    return {
+        "mode": r.mode,
+        "prefill_nodes": sc.prefill_nodes,
+        "decode_nodes": sc.decode_nodes,
+        "throughput_turns_per_s": r.throughput_turns_per_s,
+        "decode_path_fraction": r.decode_path_fraction,
+        "decode_path_fraction_range": list(r.decode_path_fraction_range),
+        "bottleneck": " + ".join(r.binding),
+        "binding": list(r.binding),
+        "limits": limits_payload(r.limits),
+        "links": links,
+        "duals": [
+            {
+                "name": c.name,
+                "dual_turns_per_s_per_percent": c.dual_per_percent,
+                "reading": _dual_reading(c),
+            }
+            for c in r.lp.by_value()
+        ],
+        "lp_throughput_turns_per_s": r.lp.throughput_turns_per_s,
+        "lp_binding": r.lp.binding(),
+    }
+
+
+def _bar(u: float, width: int = 12) -> str:
+    n = round(min(max(u, 0.0), 1.0) * width)
+    return "█" * n + "·" * (width - n)
+
+
+def _amount(v: float | None, unit: str) -> str:
+    if v is None:
+        return "no limit"
+    if unit.startswith("FLOP"):
+        return f"{v / 1e12:.3g} TFLOP/s"
+    if unit.startswith("token"):
+        return f"{v:,.0f} tok/s"
+    if unit.startswith("request"):
+        return f"{v:.3g} req/s"
+    return f"{v / 1e9:.3g} GB/s"
+
+
+def render_paths(r: PathsResult, console: Console) -> None:
+    sc, x = r.scenario, r.decode_path_fraction
+    console.print(
+        f"[bold]{r.mode}[/bold]: {sc.model.id} on {sc.prefill_nodes}P{sc.decode_nodes}D "
+        f"({sc.prefill_node.id} / {sc.decode_node.id}), {sc.workload.id}: "
+        f"[bold]{r.throughput_turns_per_s:.4g} turns/s[/bold], DE-path share {x:.1%}, "
+        f"binding: [red]{' + '.join(r.binding)}[/red]"
+    )
+    console.print(
+        f"  PE path ({1 - x:.0%} of hit KV): storage -> PE SNIC -> PE DRAM -> PE CNIC -> "
+        "PE HBM -> CNIC -> network -> DE CNIC -> DE DRAM -> DE HBM"
+    )
+    console.print(
+        f"  DE path ({x:.0%} of hit KV): storage -> DE SNIC -> DE DRAM -> DE CNIC -> "
+        "network -> PE CNIC -> PE HBM;  DE DRAM -> DE HBM"
+    )
+    table = Table(title="per-node load, capacity and utilization (█ used, · free)")
+    for col in ("link", "load", "capacity", "util", "derated by"):
+        table.add_column(col, justify="right" if col in ("load", "capacity") else "left")
+    for k in LINK_TABLE:
+        lim = r.limits[k.name]
+        unit = lim.unit
+        tight = k.name in r.binding
+        name = f"[red bold]{k.name}[/red bold]" if tight else k.name
+        table.add_row(
+            name,
+            _amount(lim.load_per_node, unit),
+            _amount(lim.capacity_per_node, unit),
+            f"{_bar(lim.utilization)} {lim.utilization:4.0%}",
+            "; ".join(lim.derated_by),
+        )
+    console.print(table)
+    duals = r.lp.by_value()
+    if duals:
+        console.print("[bold]what more capacity buys[/bold] (LP duals):")
+        for c in duals:
+            console.print(f"  {c.name}: {_dual_reading(c)}")
+
+
+def mixed_payload(m: MixedResult) -> dict[str, Any]:
+    sol = m.solution
+    return {
+        "mode": m.mode,
+        "solver": "lp",
+        "throughput_turns_per_s": sol.throughput_turns_per_s,
+        "decode_path_fraction": sol.decode_path_fraction,
+        "binding": sol.binding(),
+        "splits": [
+            {
+                "class": c,
+                "prefill_group": p,
+                "decode_group": d,
+                "decode_path_fraction": v,
+                "turns_per_s": sol.routing[(c, p, d)],
+            }
+            for (c, p, d), v in sol.split.items()
+        ],
+        "constraints": [
+            {
+                "name": c.name,
+                "utilization": c.utilization,
+                "load": c.load,
+                "capacity": _finite(c.capacity),
+                "dual_turns_per_s_per_percent": c.dual_per_percent,
+            }
+            for c in sol.constraints
+        ],
+        "duals": [{"name": c.name, "reading": _dual_reading(c)} for c in sol.by_value()],
+    }
+
+
+def render_mixed(m: MixedResult, console: Console) -> None:
+    sol = m.solution
+    console.print(
+        f"[bold]{m.mode}[/bold] (LP): [bold]{sol.throughput_turns_per_s:.4g} turns/s[/bold], "
+        f"DE-path share {sol.decode_path_fraction:.1%}, binding: "
+        f"[red]{' + '.join(sol.binding())}[/red]"
+    )
+    t1 = Table(title="routing and split per class and group pair")
+    for col in ("class", "prefill group", "decode group", "turns/s", "DE-path share"):
+        t1.add_column(col)
+    for (c, p, d), v in sol.split.items():
+        t1.add_row(c, p, d, f"{sol.routing[(c, p, d)]:.4g}", f"{v:.1%}")
+    console.print(t1)
+    t2 = Table(title="constraint utilization")
+    for col in ("constraint", "utilization"):
+        t2.add_column(col)
+    for con in sorted(sol.constraints, key=lambda con: -con.utilization):
+        t2.add_row(con.name, f"{_bar(con.utilization)} {con.utilization:4.0%}")
+    console.print(t2)
+    for con in sol.by_value():
+        console.print(f"  {con.name}: {_dual_reading(con)}")

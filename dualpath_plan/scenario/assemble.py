@@ -1,0 +1,473 @@
+"""The one assembly: a scenario, a mode and node counts -> every link's load per turn and
+capacity per second, without solving. Every efficiency, option, scheduler imbalance, storage
+limit and batch cap is applied here and nowhere else; the closed form, the LP (one group or
+many), the bounds and every outcome read what this module builds (docs/model.md section 4).
+
+Per node, per direction (bytes/s unless noted), each capacity is a datasheet base times the
+factors it is derated by (``Factor``, reported by ``paths`` and ``size --json``):
+- SNIC: snic_count x snic_gbit_s / 8 x snic_efficiency (each direction; NICs are full duplex).
+- storage client read: the storage system's max_client_read_gbyte_s, per node (its own link:
+  a node reading through fat SNICs still gets no more than the storage serves one client).
+- DRAM: dram_gbyte_s x dram_efficiency, reads + writes together (the paper's eq. 8).
+- CNIC PCIe side: cnic_count x min(line rate x cnic_efficiency, CNIC PCIe link x
+  pcie_efficiency) x (1 - cnic_collective_share); the paper caps each direction at B, the NIC
+  rate (dualpath-paper.md 2.4); a NIC in a slower slot is capped by its PCIe link instead.
+- CNIC network side: cnic_count x line rate x cnic_efficiency x (1 - cnic_collective_share):
+  InfiniBand VL arbitration gives model collectives priority, KV gets the residual (paper 2.6).
+- GPU PCIe: gpus_per_node x usable PCIe per direction x pcie_efficiency.
+- prefill compute (FLOP/s): gpus_per_node x dense TFLOPS at the model's compute dtype x
+  prefill_mfu; with layer-wise prefill also x the batching efficiency b / (b + h) at its batch
+  cap b (Figure 3 right).
+- prefill batch (requests/s), without layer-wise prefill only: gpus_per_node x b / tau(b) at
+  the HBM-capped batch b, tau including the per-pass overhead and the serialized KV copy.
+- decode (tokens/s): the decode group's roofline at its HBM-limited batch, over its nodes.
+- storage aggregate read / write: the storage profile's cluster totals.
+Scheduler imbalance (max/avg) divides node-wide links (SNIC, client, DRAM) by the imbalance
+across nodes and per-GPU links (CNIC, GPU PCIe, prefill) by the imbalance across GPUs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from dualpath_plan.physics import model as phys
+from dualpath_plan.physics.engines import (
+    DecodeGroup,
+    PrefillEngine,
+    Scheduler,
+    decode_group,
+    prefill_engine,
+)
+from dualpath_plan.physics.links import (
+    IO_LINKS,
+    LINK_TABLE,
+    LINKS,
+    Demand,
+    Num,
+    turn_load_columns,
+)
+from dualpath_plan.physics.modes import MODE_TABLE, Mode, ModeName, SplitRule
+from dualpath_plan.physics.workload import TurnDemand
+from dualpath_plan.profiles.schemas import GpuProfile, NodeProfile
+from dualpath_plan.scenario.bundle import Scenario
+from dualpath_plan.units import gbit_s_to_byte_s
+
+INF = np.float64(np.inf)
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One derating of a capacity: ``value`` multiplies the datasheet base (None: a note on
+    how a capacity was formed, not a multiplier)."""
+
+    what: str
+    value: Num | None = None
+
+    def describe(self, index: tuple[int, ...] = ()) -> str:
+        if self.value is None:
+            return self.what
+        v = float(np.asarray(self.value)[index]) if np.ndim(self.value) else float(self.value)
+        return f"{self.what} x{v:.4g}"
+
+
+@dataclass(frozen=True)
+class LinkSet:
+    """What the solvers read: per link, the load per turn a + b x (summed over the link's
+    side, in the link's unit) and the capacity per second (summed over the side; inf: no
+    limit); the mode's split rule and, for ``even``, the split it implies."""
+
+    load: dict[str, tuple[Num, Num]]
+    capacity: dict[str, Num]
+    split: SplitRule
+    even_share: Num = 0.0
+
+
+@dataclass(frozen=True)
+class SideCapacity:
+    """Every link of one side for a group of ``nodes`` nodes (a number or an array): capacity
+    per node per second and what derates it; the prefill or decode engine behind it."""
+
+    side: str
+    nodes: Num
+    per_node: dict[str, Num]
+    factors: dict[str, tuple[Factor, ...]]
+    feasible: np.ndarray  # the weights fit, one request (one sequence) fits
+    prefill: PrefillEngine | None = None
+    decode: DecodeGroup | None = None
+    # Engines are built once per distinct node count; index maps each scenario to its entry.
+    index: np.ndarray | None = None
+
+    def take(self, values: Num) -> np.ndarray:
+        """Per-engine values (over distinct node counts) for every scenario."""
+        return _take(values, self.index)
+
+
+def _product(base: Num, factors: tuple[Factor, ...]) -> Num:
+    out = np.asarray(base, dtype=np.float64)
+    for f in factors:
+        if f.value is not None:
+            out = out * np.asarray(f.value, dtype=np.float64)
+    return out
+
+
+def side_capacity(
+    sc: Scenario,
+    side: str,
+    node: NodeProfile,
+    gpu: GpuProfile,
+    nodes: Num,
+    mode: Mode,
+    turns: TurnDemand,
+) -> SideCapacity:
+    """Per-node capacities of the ``side`` ("pe" or "de") links of a group of ``nodes`` nodes
+    of ``node`` with ``gpu``, for ``mode`` and the turns ``turns`` (their mean sets the
+    prefill batch and the decode step). The LP's node groups and the homogeneous cluster are both
+    built from this."""
+    o, e = sc.options, sc.options.efficiencies
+    n = np.asarray(nodes, dtype=np.float64)
+    scheduler: Scheduler = sc.scheduling.scheduler(mode.scheduler)
+    per_node_imb = scheduler.imbalance(n, scheduler.requests_per_engine * node.gpus_per_node)
+    per_gpu_imb = scheduler.imbalance(n * node.gpus_per_node)
+    imb_node = Factor(
+        f"imbalance across nodes ({scheduler.describe()})", 1.0 / np.asarray(per_node_imb)
+    )
+    imb_gpu = Factor(
+        f"imbalance across GPUs ({scheduler.describe()})", 1.0 / np.asarray(per_gpu_imb)
+    )
+
+    def eff(name: str) -> tuple[Factor, ...]:
+        return (Factor(name, float(getattr(node, name))),) if e else ()
+
+    line = gbit_s_to_byte_s(node.cnic_gbit_s)
+    residual = (
+        (Factor("cnic_collective_share (1 - share)", 1.0 - node.cnic_collective_share),)
+        if o.collectives and node.cnic_collective_share
+        else ()
+    )
+    pcie_nic = node.cnic_pcie_usable_gbyte_s * 1e9 * (node.pcie_efficiency if e else 1.0)
+    line_eff = line * (node.cnic_efficiency if e else 1.0)
+    slot = (
+        (Factor("CNIC PCIe slot (min of line rate and PCIe link)", min(1.0, pcie_nic / line_eff)),)
+        if o.pcie_link_limit and pcie_nic < line_eff
+        else ()
+    )
+    snic = node.snic_count * gbit_s_to_byte_s(node.snic_gbit_s)
+    client = (
+        sc.storage.max_client_read_gbyte_s * 1e9
+        if sc.storage is not None and o.storage_limit
+        else INF
+    )
+    client_note = (
+        (Factor(f"max_client_read_gbyte_s of storage '{sc.storage.id}'"),)
+        if sc.storage is not None and o.storage_limit
+        else ()
+    )
+    gpu_pcie = node.gpus_per_node * gpu.pcie_usable_gbyte_s * 1e9 if o.gpu_pcie else INF
+    base: dict[str, Num] = {
+        "snic_read": snic,
+        "storage_client_read": client,
+        "snic_write": snic,
+        "dram": node.dram_gbyte_s * 1e9,
+        "cnic_pcie_read": node.cnic_count * line,
+        "cnic_pcie_write": node.cnic_count * line,
+        "cnic_net_send": node.cnic_count * line,
+        "cnic_net_recv": node.cnic_count * line,
+        "gpu_pcie_h2d": gpu_pcie,
+        "gpu_pcie_d2h": gpu_pcie,
+    }
+    cnic_pcie = (*eff("cnic_efficiency"), *slot, *residual, imb_gpu)
+    cnic_net = (*eff("cnic_efficiency"), *residual, imb_gpu)
+    factors: dict[str, tuple[Factor, ...]] = {
+        "snic_read": (*eff("snic_efficiency"), imb_node),
+        "storage_client_read": (*client_note, imb_node),
+        "snic_write": (*eff("snic_efficiency"), imb_node),
+        "dram": (*eff("dram_efficiency"), imb_node),
+        "cnic_pcie_read": cnic_pcie,
+        "cnic_pcie_write": cnic_pcie,
+        "cnic_net_send": cnic_net,
+        "cnic_net_recv": cnic_net,
+        "gpu_pcie_h2d": (*eff("pcie_efficiency"), imb_gpu),
+        "gpu_pcie_d2h": (*eff("pcie_efficiency"), imb_gpu),
+    }
+    weights = phys.weight_bytes(sc.model)
+    fits = n * node.gpus_per_node * gpu.hbm_gbyte * 1e9 > weights
+    prefill: PrefillEngine | None = None
+    decode: DecodeGroup | None = None
+    d = turns
+    if side == "pe":
+        prefill = prefill_engine(
+            sc.model,
+            node,
+            gpu,
+            hit_bytes=d.mean(d.hit_bytes),
+            prefill_flops=d.mean(d.prefill_flops),
+            context_tokens=d.mean(d.context_tokens),
+            layerwise=mode.layerwise,
+            io_free=mode.io_free,
+            nodes=n,
+            efficiencies=e,
+        )
+        rate = np.asarray(prefill.max_rate)  # requests/s per GPU at the batch cap
+        tflops = gpu.dense_tflops(sc.model.compute_dtype) or gpu.bf16_dense_tflops
+        base["compute"] = node.gpus_per_node * tflops * 1e12
+        cap_note = (
+            f"batch cap {_fmt(prefill.batch_cap)} requests per GPU "
+            f"({_fmt(np.asarray(prefill.free_hbm_bytes) / 1e9)} GB HBM free / "
+            f"{prefill.kv_bytes_per_request / 1e9:.3g} GB "
+            f"{'one layer' if mode.layerwise else 'KV'} per request)"
+        )
+        if mode.layerwise:
+            # Batching efficiency at the cap: b / tau(b) over the plateau 1 / t1.
+            factors["compute"] = (
+                *eff("prefill_mfu"),
+                Factor(f"batching at the {cap_note}", rate * prefill.t1_s),
+                imb_gpu,
+            )
+            base["prefill_batch"] = INF
+            factors["prefill_batch"] = (Factor("not a limit: layer-wise prefill"),)
+        else:
+            factors["compute"] = (*eff("prefill_mfu"), imb_gpu)
+            base["prefill_batch"] = node.gpus_per_node * rate
+            factors["prefill_batch"] = (
+                Factor(f"{cap_note}, no layer-wise prefill"),
+                Factor(
+                    f"forward pass {prefill.t0_s:.3g} s + {prefill.u_s:.3g} s per request "
+                    f"(KV copy {prefill.copy_s * 1e3:.3g} ms serialized with compute)"
+                ),
+                imb_gpu,
+            )
+        feasible = fits & (rate > 0)
+    else:
+        decode = decode_group(
+            sc.model, node, gpu, n, d.mean(d.context_tokens), d.mean(d.generated_tokens), e
+        )
+        tokens = np.asarray(decode.tokens_per_s_array())
+        feasible = fits & np.isfinite(tokens)
+        base["decode"] = np.where(np.isfinite(tokens), tokens, 0.0) / n
+        factors["decode"] = (
+            Factor(
+                f"roofline at the HBM-limited batch ({_fmt(decode.max_batch_array())} "
+                f"sequences), decode_hbm_efficiency, decode_step_overhead_s"
+            ),
+        )
+    per_node = {f"{side}_{k}": _product(v, factors[k]) for k, v in base.items()}
+    return SideCapacity(
+        side=side,
+        nodes=n,
+        per_node=per_node,
+        factors={f"{side}_{k}": v for k, v in factors.items()},
+        feasible=feasible & (n >= 1),
+        prefill=prefill,
+        decode=decode,
+    )
+
+
+def grouped_side_capacity(
+    sc: Scenario,
+    side: str,
+    node: NodeProfile,
+    gpu: GpuProfile,
+    nodes: Num,
+    mode: Mode,
+    turns: TurnDemand,
+) -> SideCapacity:
+    """:func:`side_capacity` over an array of node counts, computed once per distinct count
+    (a grid has few: the batch cap, the imbalance and the decode group) and then indexed."""
+    n = np.asarray(nodes, dtype=np.float64)
+    distinct, index = _distinct(n)
+    part = side_capacity(sc, side, node, gpu, distinct, mode, turns)
+    if index is None:
+        return part
+    return replace(
+        part,
+        nodes=n,
+        per_node={k: _take(v, index) for k, v in part.per_node.items()},
+        factors={
+            k: tuple(Factor(f.what, None if f.value is None else _take(f.value, index)) for f in fs)
+            for k, fs in part.factors.items()
+        },
+        feasible=_take(part.feasible, index),
+        index=index,
+    )
+
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(distinct values, index back) for an array; a number is its own distinct value. Node
+    counts are small whole numbers: those are mapped by counting, without a sort."""
+    if values.ndim == 0:
+        return values, None
+    if values.size and values.min() >= 0 and values.max() < 1e6:
+        ints = values.astype(np.int64)
+        if np.array_equal(ints, values):
+            present = np.flatnonzero(np.bincount(ints.ravel()))
+            lookup = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+            lookup[present] = np.arange(present.size)
+            return present.astype(np.float64), lookup[ints]
+    u, inverse = np.unique(values, return_inverse=True)
+    return u, inverse.reshape(values.shape)
+
+
+def _take(values: Num, index: np.ndarray | None) -> np.ndarray:
+    a = np.asarray(values)
+    return a if index is None or a.ndim == 0 else a[index]
+
+
+def _fmt(v: Num) -> str:
+    a = np.asarray(v, dtype=np.float64)
+    if a.ndim == 0:
+        return f"{float(a):.3g}"
+    return f"{float(a.min()):.3g}..{float(a.max()):.3g}" if a.size else "-"
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """A cluster of P prefill and D decode nodes (numbers or arrays) in one mode: the link set
+    the solvers read, the per-node capacities and their deratings, and the engines."""
+
+    mode: Mode
+    links: LinkSet
+    pe: SideCapacity
+    de: SideCapacity
+    storage_factors: dict[str, tuple[Factor, ...]] = field(default_factory=dict)
+
+    @property
+    def prefill_nodes(self) -> Num:
+        return self.pe.nodes
+
+    @property
+    def decode_nodes(self) -> Num:
+        return self.de.nodes
+
+    @property
+    def feasible(self) -> np.ndarray:
+        return np.asarray(self.pe.feasible) & np.asarray(self.de.feasible)
+
+    def factors(self, name: str) -> tuple[Factor, ...]:
+        for part in (self.pe.factors, self.de.factors, self.storage_factors):
+            if name in part:
+                return part[name]
+        return ()
+
+    def nodes_of(self, name: str) -> Num:
+        side = name[:2]
+        return self.pe.nodes if side == "pe" else self.de.nodes if side == "de" else 1.0
+
+
+def read_share(capacity: dict[str, Num]) -> Num:
+    """The paper's even-sharing assumption: every node's storage reads saturated and shared
+    evenly, so the DE path's share of reads is the DE side's share of read capacity, D/(P+D)
+    for equal nodes. A side reads at the least of its storage-read links."""
+    reads = {
+        side: np.fmin.reduce(
+            [np.asarray(capacity[k.name]) for k in LINK_TABLE if k.reads_storage and k.side == side]
+        )
+        for side in ("pe", "de")
+    }
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = reads["de"] / (reads["pe"] + reads["de"])
+    return np.where(np.isfinite(share), share, 0.5)
+
+
+def assemble(
+    sc: Scenario, mode: ModeName | Mode, prefill_nodes: Num, decode_nodes: Num
+) -> Assembly:
+    """The whole cluster for ``mode``, vectorized over ``prefill_nodes`` and ``decode_nodes``."""
+    m = MODE_TABLE[mode] if isinstance(mode, str) else mode
+    turns = sc.turn_demand
+    pe = grouped_side_capacity(sc, "pe", sc.prefill_node, sc.prefill_gpu, prefill_nodes, m, turns)
+    de = grouped_side_capacity(sc, "de", sc.decode_node, sc.decode_gpu, decode_nodes, m, turns)
+    capacity: dict[str, Num] = {}
+    for group in (pe, de):
+        for k, v in group.per_node.items():
+            capacity[k] = group.nodes * np.asarray(v)
+    shared, storage_factors = storage_capacity(sc)
+    capacity |= shared
+    return Assembly(m, link_set(turns.means(), capacity, m, sc), pe, de, storage_factors)
+
+
+def storage_capacity(sc: Scenario) -> tuple[dict[str, Num], dict[str, tuple[Factor, ...]]]:
+    """The storage cluster's aggregate read and write limits (inf: none)."""
+    st = sc.storage if sc.options.storage_limit else None
+    caps: dict[str, Num] = {
+        "storage_read": np.float64(st.aggregate_read_gbyte_s * 1e9) if st else INF,
+        "storage_write": np.float64(st.aggregate_write_gbyte_s * 1e9) if st else INF,
+    }
+    note = (Factor(f"storage '{st.id}' aggregate"),) if st else ()
+    return caps, {k: note for k in caps}
+
+
+def link_set(demand: Demand, capacity: dict[str, Num], mode: Mode, sc: Scenario) -> LinkSet:
+    """The mode's loads (its free I/O removed) over the capacities."""
+    load = mode_loads(demand, mode, sc)
+    assert set(load) == set(LINKS) == set(capacity), "every link has a load and a capacity"
+    even = read_share(capacity) if mode.split == "even" else 0.0
+    return LinkSet(load, capacity, mode.split, even)
+
+
+def mode_loads(demand: Demand, mode: Mode, sc: Scenario) -> dict[str, tuple[Num, Num]]:
+    """Per-turn loads under the scenario's options, without the I/O a mode gets for free."""
+    load = turn_load_columns(demand, sc.options)
+    if mode.io_free:
+        zero = np.float64(0.0)
+        load = {k: ((zero, zero) if k in IO_LINKS else v) for k, v in load.items()}
+    return load
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """Nodes of one kind on one side of a mixed cluster (``--prefill-group NODE:N``)."""
+
+    name: str
+    node: NodeProfile
+    gpu: GpuProfile
+    nodes: int
+
+
+@dataclass(frozen=True)
+class WorkClass:
+    """A workload class of a mixed cluster with its share of turns (``--class W:WEIGHT``)."""
+
+    name: str
+    weight: float
+    turns: TurnDemand
+
+
+@dataclass(frozen=True)
+class GroupAssembly:
+    """A mixed cluster for the LP: per class, every group's side capacity (its prefill batch
+    and decode step depend on the class's turns) and the class's loads."""
+
+    mode: Mode
+    prefill: list[NodeGroup]
+    decode: list[NodeGroup]
+    classes: list[WorkClass]
+    pe: list[list[SideCapacity]]  # [class][group]
+    de: list[list[SideCapacity]]
+    loads: list[dict[str, tuple[Num, Num]]]  # [class]
+    shared: dict[str, Num]  # cluster-wide links (storage aggregate)
+    storage_factors: dict[str, tuple[Factor, ...]]
+
+
+def assemble_groups(
+    sc: Scenario,
+    mode: ModeName | Mode,
+    prefill: list[NodeGroup],
+    decode: list[NodeGroup],
+    classes: list[WorkClass],
+) -> GroupAssembly:
+    """The same per-node capacities as :func:`assemble`, for several node groups per side and
+    several workload classes. ``sc`` gives the model, storage, options and scheduling."""
+    m = MODE_TABLE[mode] if isinstance(mode, str) else mode
+    pe = [
+        [side_capacity(sc, "pe", g.node, g.gpu, g.nodes, m, c.turns) for g in prefill]
+        for c in classes
+    ]
+    de = [
+        [side_capacity(sc, "de", g.node, g.gpu, g.nodes, m, c.turns) for g in decode]
+        for c in classes
+    ]
+    loads = [mode_loads(c.turns.means(), m, sc) for c in classes]
+    shared, storage_factors = storage_capacity(sc)
+    return GroupAssembly(m, prefill, decode, classes, pe, de, loads, shared, storage_factors)

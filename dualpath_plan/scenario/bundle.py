@@ -1,0 +1,96 @@
+"""A scenario with its profiles resolved: what the one assembly (``assemble.py``) reads.
+
+from dualpath_plan.profiles.registry import Registry
+from dualpath_plan.scenario import Scenario
+sc = Scenario.from_ids(Registry.load(), model="deepseek-v3.2", prefill_nodes=2, decode_nodes=4)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dualpath_plan.physics.engines import Scheduling
+from dualpath_plan.physics.links import Demand, PathOptions
+from dualpath_plan.physics.workload import TurnDemand, workload_demand
+from dualpath_plan.profiles.registry import Registry
+from dualpath_plan.profiles.schemas import (
+    GpuProfile,
+    ModelProfile,
+    NodeProfile,
+    StorageProfile,
+    WorkloadProfile,
+)
+from dualpath_plan.scenario.spec import DEFAULT_SPEC, ScenarioSpec
+
+
+@dataclass(frozen=True)
+class Scenario:
+    model: ModelProfile
+    workload: WorkloadProfile
+    turn_demand: TurnDemand
+    prefill_node: NodeProfile
+    prefill_gpu: GpuProfile
+    decode_node: NodeProfile
+    decode_gpu: GpuProfile
+    storage: StorageProfile | None
+    prefill_nodes: int
+    decode_nodes: int
+    options: PathOptions = field(default_factory=PathOptions)
+    scheduling: Scheduling = field(default_factory=Scheduling)
+
+    @classmethod
+    def from_ids(
+        cls,
+        registry: Registry,
+        *,
+        model: str = DEFAULT_SPEC.model,
+        workload: str = DEFAULT_SPEC.workload,
+        node: str = DEFAULT_SPEC.node,
+        prefill_node: str | None = None,
+        decode_node: str | None = None,
+        gpu: str | None = None,
+        storage: str | None = DEFAULT_SPEC.storage,
+        prefill_nodes: int = DEFAULT_SPEC.prefill_nodes,
+        decode_nodes: int = DEFAULT_SPEC.decode_nodes,
+        options: PathOptions = PathOptions(),
+        scheduling: Scheduling = Scheduling(),
+    ) -> Scenario:
+        m = registry.model(model)
+        w = registry.workload(workload)
+        pn = registry.node(prefill_node or node)
+        dn = registry.node(decode_node or node)
+        return cls(
+            model=m,
+            workload=w,
+            turn_demand=workload_demand(m, w, registry.origins.get(("workload", w.id))),
+            prefill_node=pn,
+            prefill_gpu=registry.gpu(gpu or pn.gpu),
+            decode_node=dn,
+            decode_gpu=registry.gpu(gpu or dn.gpu),
+            storage=registry.storage(storage) if storage and storage != "none" else None,
+            prefill_nodes=prefill_nodes,
+            decode_nodes=decode_nodes,
+            options=options,
+            scheduling=scheduling,
+        )
+
+    @classmethod
+    def from_spec(cls, registry: Registry, spec: ScenarioSpec) -> Scenario:
+        return cls.from_ids(
+            registry,
+            model=spec.model,
+            workload=spec.workload,
+            node=spec.node,
+            prefill_node=spec.prefill_node,
+            decode_node=spec.decode_node,
+            gpu=spec.gpu,
+            storage=spec.storage_id,
+            prefill_nodes=spec.prefill_nodes,
+            decode_nodes=spec.decode_nodes,
+            options=spec.options,
+            scheduling=spec.scheduling,
+        )
+
+    @property
+    def demand(self) -> Demand:
+        return self.turn_demand.means()

@@ -1,0 +1,199 @@
+"""The inputs of a scenario and their defaults, declared once.
+
+:class:`ScenarioSpec` is what a user states: profile ids, node counts, agents, SLOs, the
+scheduler and which extended terms apply. The CLI builds its shared option block from these
+fields (``cli/options.py``: each field's flags and help are here), validation cases and
+``check`` baselines validate their ``inputs`` against it, and Python users construct it
+directly. ``Scenario.from_spec`` resolves the ids into profiles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from dualpath_plan.errors import PlanInputError
+from dualpath_plan.physics.engines import Scheduling
+from dualpath_plan.physics.links import PathOptions
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """What the outcome models need beyond the cluster: agents started together (offline) and
+    the SLOs (online)."""
+
+    agents: int = 2048
+    ttft_slo_s: float = 4.0
+    tpot_slo_s: float = 0.050
+
+
+# Nodes on one side of a cluster, at most: far beyond any deployment (the paper's largest is
+# 144 nodes), and it keeps every product of node counts and rates finite.
+MAX_SIDE_NODES = 1_000_000
+PAPER_TERMS: tuple[str, ...] = tuple(PathOptions.__dataclass_fields__)
+SCHEDULERS = ("ideal", "round_robin", "queue_aware")
+
+
+def _opt(*flags: str, help: str, group: str, **kw: Any) -> Any:
+    """A field with its command-line flags and its help text."""
+    return Field(json_schema_extra={"flags": list(flags), "group": group}, description=help, **kw)
+
+
+class ScenarioSpec(BaseModel):
+    """A scenario as a user states it. Groups: ``profiles`` (which hardware, model and
+    workload), ``cluster`` (node counts), ``serving`` (agents, SLOs), ``scheduling`` and
+    ``terms`` (which extended terms of the path model apply)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    model: str = _opt(
+        "--model", help="Model profile id.", group="profiles", default="deepseek-v3.2"
+    )
+    workload: str = _opt(
+        "--workload", help="Workload profile id.", group="profiles", default="paper-64k"
+    )
+    node: str = _opt(
+        "--node", help="Node profile for both sides.", group="profiles", default="dualpath-hopper"
+    )
+    prefill_node: str | None = _opt(
+        "--prefill-node", help="Prefill node profile (default --node).", group="profiles",
+        default=None,
+    )  # fmt: skip
+    decode_node: str | None = _opt(
+        "--decode-node", help="Decode node profile (default --node).", group="profiles",
+        default=None,
+    )  # fmt: skip
+    gpu: str | None = _opt(
+        "--gpu", help="Override the nodes' GPU profile.", group="profiles", default=None
+    )
+    storage: str = _opt(
+        "--storage", help="Storage profile id, or 'none'.", group="profiles", default="3fs"
+    )
+    prefill_nodes: int = _opt(
+        "-P", "--prefill-nodes", help="Prefill nodes.", group="cluster", default=2,
+    )  # fmt: skip
+    decode_nodes: int = _opt(
+        "-D", "--decode-nodes", help="Decode nodes.", group="cluster", default=4,
+    )  # fmt: skip
+    agents: int = _opt(
+        "--agents", help="Agents started together (offline JCT).", group="serving", default=2048,
+        ge=1, le=1_000_000_000,
+    )  # fmt: skip
+    ttft_slo_s: float = _opt(
+        "--ttft-slo", help="TTFT SLO, seconds (paper 7.3).", group="serving", default=4.0, gt=0,
+        allow_inf_nan=False,
+    )  # fmt: skip
+    tpot_slo_s: float = _opt(
+        "--tpot-slo", help="TPOT SLO, seconds (paper 7.3).", group="serving", default=0.050,
+        gt=0, allow_inf_nan=False,
+    )  # fmt: skip
+    scheduler: str | None = _opt(
+        "--scheduler",
+        help="Load-imbalance model for every mode: ideal, round_robin or queue_aware "
+        "(default: each mode's own, round_robin for basic and the unscheduled ablation modes, "
+        "queue_aware for the others).",
+        group="scheduling",
+        default=None,
+    )
+    requests_per_engine: float = _opt(
+        "--requests-per-engine",
+        help="Requests in flight per engine, k, of the imbalance model "
+        "(round_robin: 1 + v sqrt(2 ln n / k); queue_aware: 1 + 1/k).",
+        group="scheduling", default=16.0, ge=1, le=1e6, allow_inf_nan=False,
+    )  # fmt: skip
+    load_cv: float = _opt(
+        "--load-cv", help="Coefficient of variation v of per-request load (round_robin).",
+        group="scheduling", default=0.5, ge=0, le=100, allow_inf_nan=False,
+    )  # fmt: skip
+    paper_assumptions: bool = _opt(
+        "--paper-assumptions",
+        help="The paper's eq. (1)-(9) model: no miss KV, write-back, collectives' share, "
+        "efficiencies, PCIe link or storage limits.",
+        group="terms", default=False,
+    )  # fmt: skip
+    paper_terms: tuple[str, ...] = _opt(
+        "--paper-term",
+        help="Switch one extended term to the paper's assumption (repeatable): "
+        + ", ".join(PAPER_TERMS) + ".",
+        group="terms", default=(),
+    )  # fmt: skip
+
+    @field_validator("prefill_nodes", "decode_nodes")
+    @classmethod
+    def _node_count(cls, v: int) -> int:
+        if not 1 <= v <= MAX_SIDE_NODES:
+            raise ValueError(
+                f"a P/D cluster needs at least one node per side (at most {MAX_SIDE_NODES:,}), "
+                f"got {v}"
+            )
+        return v
+
+    @field_validator("scheduler")
+    @classmethod
+    def _known_scheduler(cls, v: str | None) -> str | None:
+        if v is not None and v not in SCHEDULERS:
+            raise ValueError(f"expected {', '.join(SCHEDULERS)}, got {v!r}")
+        return v
+
+    @field_validator("paper_terms")
+    @classmethod
+    def _known_terms(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for term in v:
+            if term not in PAPER_TERMS:
+                raise ValueError(f"unknown term {term!r}; expected one of {', '.join(PAPER_TERMS)}")
+        return v
+
+    @classmethod
+    def build(cls, values: dict[str, Any], *, source: str | None = None) -> ScenarioSpec:
+        """Validate ``values``; a bad one is a :class:`PlanInputError` naming its option (or,
+        with ``source``, the file and the field)."""
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            name = str(err["loc"][0]) if err["loc"] else "inputs"
+            info = cls.model_fields.get(name)
+            where = (
+                name
+                if source is not None or info is None
+                else "/".join((info.json_schema_extra or {}).get("flags", [name]))  # type: ignore[union-attr, arg-type]
+            )
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            if "input" in err and err["type"] not in ("missing", "extra_forbidden"):
+                msg = f"{msg} (got {err['input']!r})"
+            raise PlanInputError(msg, source=source, field=where) from None
+
+    def with_(self, **changes: Any) -> ScenarioSpec:
+        return type(self).build({**self.model_dump(), **changes})
+
+    @property
+    def options(self) -> PathOptions:
+        """All extended terms, none (paper_assumptions), or all but the paper_terms ones."""
+        if self.paper_assumptions:
+            return PathOptions.paper()
+        return replace(PathOptions(), **{t: False for t in self.paper_terms})
+
+    @property
+    def scheduling(self) -> Scheduling:
+        return Scheduling(
+            policy=self.scheduler,  # type: ignore[arg-type]
+            requests_per_engine=self.requests_per_engine,
+            load_cv=self.load_cv,
+        )
+
+    @property
+    def serving(self) -> ServingConfig:
+        return ServingConfig(self.agents, self.ttft_slo_s, self.tpot_slo_s)
+
+    @property
+    def storage_id(self) -> str | None:
+        """``none`` means no storage-cluster limit."""
+        return None if self.storage == "none" else self.storage
+
+
+DEFAULT_SPEC = ScenarioSpec()
+OPTION_GROUPS = ("profiles", "cluster", "serving", "scheduling", "terms")
+Group = Literal["profiles", "cluster", "serving", "scheduling", "terms"]

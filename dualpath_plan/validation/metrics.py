@@ -1,0 +1,233 @@
+"""The metric registry: what a ``kind`` of scenario computes, by metric name. ``validate``
+(one published claim per case: a kind, a metric and inputs) and ``check`` (recorded scenarios:
+a kind, inputs and every metric) both read it, so a metric exists once.
+
+A kind's inputs are the :class:`ScenarioSpec` fields it uses plus its own (``extra``), all
+validated strictly: an unknown or mistyped input is an error naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dualpath_plan.errors import PlanInputError
+from dualpath_plan.physics.modes import REPORT_MODES, ModeName, mode
+from dualpath_plan.profiles.registry import Registry
+from dualpath_plan.scenario.spec import ScenarioSpec
+
+Value = float | str  # a number, or a label such as a set of binding links
+SIZE_METRICS = (
+    "throughput_turns_per_s",
+    "jct_s",
+    "drain_s",
+    "aps",
+    "ttft_s",
+    "tpot_s",
+    "decode_path_fraction",
+)
+
+
+class _Extra(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ModesInput(_Extra):
+    modes: tuple[str, ...] = REPORT_MODES
+
+
+class RatioInput(_Extra):
+    context_tokens: tuple[float, ...] = Field(min_length=1)
+    append_tokens: float = Field(gt=0, allow_inf_nan=False)
+
+
+class TrendInput(_Extra):
+    base: str
+    gpu: str
+    dtype: str = "best"
+
+
+class RecommendInput(_Extra):
+    budget_nodes: int = Field(ge=2, le=4096)
+    objective: str = "jct"
+
+
+class NoInput(_Extra):
+    pass
+
+
+@dataclass(frozen=True)
+class MetricKind:
+    name: str
+    extra: type[_Extra]
+    compute: Callable[[Registry, ScenarioSpec, Any], dict[str, Value]]
+    doc: str
+
+
+def _modes(names: tuple[str, ...]) -> tuple[ModeName, ...]:
+    return tuple(mode(n, "modes").name for n in names)
+
+
+def _size(registry: Registry, spec: ScenarioSpec, extra: ModesInput) -> dict[str, Value]:
+    from dualpath_plan.outcomes.serving import evaluate
+    from dualpath_plan.scenario import Scenario
+
+    modes = _modes(extra.modes)
+    size = evaluate(Scenario.from_spec(registry, spec), spec.serving, modes)
+    out: dict[str, Value] = {
+        f"{m}.{k}": float(getattr(o, k)) for m, o in size.modes.items() for k in SIZE_METRICS
+    }
+    out |= {f"{m}.binding": o.bottleneck for m, o in size.modes.items()}
+    if "basic" in modes and "dualpath" in modes:
+        out["speedup.jct"] = size.speedup_jct
+        out["speedup.aps"] = size.speedup_aps
+    return out
+
+
+def _ordering(registry: Registry, spec: ScenarioSpec, extra: ModesInput) -> dict[str, Value]:
+    """1 when the modes' JCTs fall strictly in the given order (the ablation), else 0."""
+    from dualpath_plan.outcomes.serving import evaluate_mode
+    from dualpath_plan.scenario import Scenario
+
+    sc = Scenario.from_spec(registry, spec)
+    jct = [evaluate_mode(sc, m, spec.serving).jct_s for m in _modes(extra.modes)]
+    return {"holds": 1.0 if all(a > b for a, b in itertools.pairwise(jct)) else 0.0}
+
+
+def _ratio(registry: Registry, spec: ScenarioSpec, extra: RatioInput) -> dict[str, Value]:
+    from dualpath_plan.physics.model import cache_compute_ratio_gb_per_pflop
+
+    m = registry.model(spec.model)
+    return {
+        f"gb_per_pflop.{int(c)}": float(cache_compute_ratio_gb_per_pflop(m, c, extra.append_tokens))
+        for c in extra.context_tokens
+    }
+
+
+def _workload_ratio(registry: Registry, spec: ScenarioSpec, extra: NoInput) -> dict[str, Value]:
+    from dualpath_plan.scenario import Scenario
+
+    return {"gb_per_pflop": Scenario.from_spec(registry, spec).turn_demand.gb_per_pflop}
+
+
+def _trend(registry: Registry, spec: ScenarioSpec, extra: TrendInput) -> dict[str, Value]:
+    from dualpath_plan.physics.trend import trend
+
+    gpus = [registry.gpu(g) for g in registry.ids("gpu")]
+    rows = {r.gpu: r for r in trend(gpus, registry.gpu(extra.base), extra.dtype)}  # type: ignore[arg-type]
+    if extra.gpu not in rows:
+        raise PlanInputError(f"unknown gpu {extra.gpu!r}", field="gpu")
+    row = rows[extra.gpu]
+    return {
+        "flops_x": row.flops_x,
+        "pcie_x": row.pcie_x,
+        "hbm_capacity_x": row.hbm_capacity_x,
+        "io_fall": 1.0 / row.io_to_compute_x,
+    }
+
+
+def _bounds(registry: Registry, spec: ScenarioSpec, extra: NoInput) -> dict[str, Value]:
+    from dualpath_plan.outcomes.paths import bottleneck_free_range
+    from dualpath_plan.scenario import Scenario
+
+    b = bottleneck_free_range(Scenario.from_spec(registry, spec))
+    return {"pd_min": float(b.pd_min), "pd_max": float(b.pd_max)}
+
+
+def _paths(registry: Registry, spec: ScenarioSpec, extra: ModesInput) -> dict[str, Value]:
+    from dualpath_plan.outcomes.paths import explain_paths
+    from dualpath_plan.scenario import Scenario
+
+    sc = Scenario.from_spec(registry, spec)
+    out: dict[str, Value] = {}
+    for m in _modes(extra.modes):
+        r = explain_paths(sc, m)
+        out[f"{m}.throughput_turns_per_s"] = r.throughput_turns_per_s
+        out[f"{m}.decode_path_fraction"] = r.decode_path_fraction
+        out[f"{m}.lp_throughput_turns_per_s"] = r.lp.throughput_turns_per_s
+        out[f"{m}.binding"] = " + ".join(r.binding)
+    return out
+
+
+def _recommend(registry: Registry, spec: ScenarioSpec, extra: RecommendInput) -> dict[str, Value]:
+    from dualpath_plan.outcomes.recommend import Budget, recommend
+    from dualpath_plan.scenario import Scenario
+
+    rec = recommend(
+        Scenario.from_spec(registry, spec),
+        Budget(nodes=extra.budget_nodes),
+        spec.serving,
+        extra.objective,  # type: ignore[arg-type]
+    )
+    return {
+        f"{m}.prefill_nodes": float(r.candidate.prefill_nodes) for m, r in rec.recommended.items()
+    }
+
+
+def _storage_ceiling(registry: Registry, spec: ScenarioSpec, extra: NoInput) -> dict[str, Value]:
+    """dualpath / basic throughput when only the nodes' storage reads limit: (P+D)/P."""
+    from dualpath_plan.physics.links import Demand, turn_load_columns
+    from dualpath_plan.scenario.assemble import LinkSet
+    from dualpath_plan.solvers.closed_form import solve
+
+    P, D = float(spec.prefill_nodes), float(spec.decode_nodes)
+    load = turn_load_columns(Demand(*(np.float64(v) for v in (1.3e9, 0.0, 0.0, 0.0, 6e13, 176.0))))
+    capacity = {k: np.float64(math.inf) for k in load}
+    capacity |= {"pe_snic_read": np.float64(50e9 * P), "de_snic_read": np.float64(50e9 * D)}
+    t = {
+        split: float(solve(LinkSet(load, capacity, split)).throughput_turns_per_s)  # type: ignore[arg-type]
+        for split in ("pe_only", "optimal")
+    }
+    return {"ratio": t["optimal"] / t["pe_only"]}
+
+
+KINDS: dict[str, MetricKind] = {
+    k.name: k
+    for k in (
+        MetricKind("size", ModesInput, _size, "every mode's outcomes and the speedups"),
+        MetricKind("paths", ModesInput, _paths, "closed form and LP throughput, split, binding"),
+        MetricKind("bounds", NoInput, _bounds, "the bottleneck-free P/D range"),
+        MetricKind("recommend", RecommendInput, _recommend, "the recommended split per mode"),
+        MetricKind("ordering", ModesInput, _ordering, "JCTs in the given order of modes"),
+        MetricKind("ratio", RatioInput, _ratio, "cache-compute ratio at given contexts"),
+        MetricKind("workload_ratio", NoInput, _workload_ratio, "a workload's mean ratio"),
+        MetricKind("trend", TrendInput, _trend, "a GPU's factors against a base GPU"),
+        MetricKind("storage_ceiling", NoInput, _storage_ceiling, "the (P+D)/P ceiling"),
+    )
+}
+
+
+def compute(
+    kind: str, inputs: Any, registry: Registry, *, source: str | None = None
+) -> dict[str, Value]:
+    """Every metric of a kind for ``inputs`` (a dict: spec fields and the kind's own)."""
+    if kind not in KINDS:
+        raise PlanInputError(
+            f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}",
+            source=source,
+            field="kind",
+        )
+    if not isinstance(inputs, dict):
+        raise PlanInputError("expected a table of inputs", source=source, field="inputs")
+    k = KINDS[kind]
+    own = set(k.extra.model_fields)
+    values = {n: tuple(v) if isinstance(v, list) else v for n, v in inputs.items()}
+    spec = ScenarioSpec.build(
+        {n: v for n, v in values.items() if n not in own}, source=source or "inputs"
+    )
+    try:
+        extra = k.extra.model_validate({n: v for n, v in values.items() if n in own})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "inputs"
+        raise PlanInputError(err["msg"], source=source, field=f"inputs.{field}") from None
+    return k.compute(registry, spec, extra)
+
+
+__all__ = ["KINDS", "SIZE_METRICS", "MetricKind", "Value", "compute", "replace"]
