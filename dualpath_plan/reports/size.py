@@ -123,11 +123,11 @@ def render_size(r: SizeReport, console: Console) -> None:
         "APS",
         "TTFT",
         "TPOT",
-        "bottleneck",
+        "binding",
         "DE share",
         "APS limit",
     ):
-        table.add_column(col, justify="right" if col not in ("mode", "bottleneck") else "left")
+        table.add_column(col, justify="right" if col not in ("mode", "binding") else "left")
     for m, o in r.modes.items():
         table.add_row(
             m,
@@ -203,8 +203,8 @@ def render_sizing(r: SizingReport, console: Console) -> None:
         else f"{spec.agents:,} agents within {r.goal:g} s"
     )
     table = Table(title=f"smallest cluster for {what}")
-    for col in ("mode", "nodes", "P", "D", "GPUs", "APS", "JCT", "bottleneck"):
-        table.add_column(col, justify="right" if col not in ("mode", "bottleneck") else "left")
+    for col in ("mode", "nodes", "P", "D", "GPUs", "APS", "JCT", "binding (or why not)"):
+        table.add_column(col, justify="right" if col[0] not in "mb" else "left")
     for m, s in r.modes.items():
         if s.outcome is None:
             table.add_row(m, "-", "-", "-", "-", "-", "-", f"[red]{s.reason}[/red]")
