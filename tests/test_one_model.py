@@ -368,3 +368,26 @@ def test_limits_carry_their_deratings(cli) -> None:
     assert any("prefill_mfu" in d for d in limits["pe_compute"]["derated_by"])
     assert limits["storage_read"]["capacity"] == pytest.approx(7256.8e9)
     assert all(not math.isnan(v["load"]) for v in limits.values())
+
+
+def test_a_link_lives_in_three_places() -> None:
+    """Adding a link is a row of LINK_TABLE and its load (physics/links.py) and its capacity
+    (scenario/assemble.py): no other module names a link or its resource (docs/extending.md).
+    validation/metrics.py's storage-ceiling case builds a synthetic cluster from two links by
+    name, on purpose."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent / "dualpath_plan"
+    resources = "|".join(sorted({k.resource for k in LINK_TABLE}, key=len, reverse=True))
+    literal = re.compile(rf"[\"'](?:pe_|de_)?(?:{resources})[\"']")
+    allowed = {"physics/links.py", "scenario/assemble.py"}
+    exempt = {"validation/metrics.py": {'"pe_snic_read"', '"de_snic_read"', '"compute"'}}
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        if rel in allowed:
+            continue
+        found = set(literal.findall(path.read_text(encoding="utf-8")))
+        # a side's name ("decode" group, "prefill" check) is not a link
+        found -= {'"decode"', '"prefill"', "'decode'", "'prefill'"}
+        assert found <= exempt.get(rel, set()), (rel, found)

@@ -82,6 +82,7 @@ class LinkSet:
     capacity: dict[str, Num]
     split: SplitRule
     even_share: Num = 0.0
+    hit_bytes: Num = 0.0  # of the mean turn: what the split divides between the paths
 
 
 @dataclass(frozen=True)
@@ -403,7 +404,7 @@ def link_set(demand: Demand, capacity: dict[str, Num], mode: Mode, sc: Scenario)
     load = mode_loads(demand, mode, sc)
     assert set(load) == set(LINKS) == set(capacity), "every link has a load and a capacity"
     even = read_share(capacity) if mode.split == "even" else 0.0
-    return LinkSet(load, capacity, mode.split, even)
+    return LinkSet(load, capacity, mode.split, even, demand.hit_bytes)
 
 
 def mode_loads(demand: Demand, mode: Mode, sc: Scenario) -> dict[str, tuple[Num, Num]]:

@@ -61,7 +61,7 @@ def _read_rate(asm: Assembly, side: str) -> FloatArray:
 def pd_bounds(asm: Assembly) -> Bounds:
     """The P/D ratios (node counts) at which no node I/O link is over capacity while every
     node's storage reads are saturated and shared evenly. Only per-node capacities matter."""
-    H = np.asarray(asm.links.load["storage_read"][0], dtype=np.float64)
+    H = np.asarray(asm.links.hit_bytes, dtype=np.float64)
     if np.any(~(H > 0)):
         raise InfeasibleError(
             "the bottleneck-free analysis saturates the storage NICs with cached KV; this "

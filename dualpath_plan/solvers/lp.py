@@ -69,7 +69,7 @@ class LPProblem:
         links = asm.links
         caps: dict[str, Num] = {k: float(np.asarray(v)) for k, v in links.capacity.items()}
         load = {k: (float(np.asarray(a)), float(np.asarray(b))) for k, (a, b) in links.load.items()}
-        hit = load["storage_read"][0] if not asm.mode.io_free else 0.0
+        hit = float(np.asarray(links.hit_bytes))
         return cls(
             prefill=[Group("prefill", "pe", float(asm.pe.nodes), [_side(caps, "pe")])],
             decode=[Group("decode", "de", float(asm.de.nodes), [_side(caps, "de")])],

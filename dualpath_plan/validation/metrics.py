@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -230,4 +230,4 @@ def compute(
     return k.compute(registry, spec, extra)
 
 
-__all__ = ["KINDS", "SIZE_METRICS", "MetricKind", "Value", "compute", "replace"]
+__all__ = ["KINDS", "SIZE_METRICS", "MetricKind", "Value", "compute"]
