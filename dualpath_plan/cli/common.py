@@ -86,3 +86,27 @@ def parse_pairs(
             raise PlanInputError(f"expected {what} with a number > 0, got {item!r}", field=option)
         out.append((ident, n))
     return out
+
+
+def parse_token_counts(text: str, name: str) -> list[float]:
+    """'16384,32768' or '16K,64K' -> token counts (K = 1024)."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        scale = 1.0
+        if part[-1] in "kK":
+            scale, part = 1024.0, part[:-1]
+        try:
+            value = float(part) * scale
+        except ValueError:
+            raise PlanInputError(
+                f"expected token counts like 16384 or 16K, got {text!r}", field=name
+            ) from None
+        if not (math.isfinite(value) and value > 0):
+            raise PlanInputError(f"expected token counts > 0, got {text!r}", field=name)
+        out.append(value)
+    if not out:
+        raise PlanInputError("expected at least one token count", field=name)
+    return out

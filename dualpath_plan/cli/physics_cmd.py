@@ -7,38 +7,23 @@ from typing import Annotated
 
 import numpy as np
 import typer
-from rich.table import Table
 
-from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
+from dualpath_plan.cli.common import (
+    JsonOpt,
+    ProfilesOpt,
+    SetOpt,
+    load_registry,
+    parse_token_counts,
+    print_json,
+    stdout,
+)
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.trend import trend
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.schemas import GpuProfile
-
-
-def _parse_tokens(text: str, name: str) -> list[float]:
-    """'16384,32768' or '16K,64K' -> token counts (K = 1024)."""
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        scale = 1.0
-        if part[-1] in "kK":
-            scale, part = 1024.0, part[:-1]
-        try:
-            value = float(part) * scale
-        except ValueError:
-            raise PlanInputError(
-                f"expected token counts like 16384 or 16K, got {text!r}", field=name
-            ) from None
-        if not (math.isfinite(value) and value > 0):
-            raise PlanInputError(f"expected token counts > 0, got {text!r}", field=name)
-        out.append(value)
-    if not out:
-        raise PlanInputError("expected at least one token count", field=name)
-    return out
+from dualpath_plan.reports import physics as report
+from dualpath_plan.scenario.spec import DEFAULT_SPEC
 
 
 def ratio(
@@ -47,7 +32,8 @@ def ratio(
         str | None,
         typer.Option(
             "--workload",
-            help="Workload profile: its turns' mean ratio (needs --model or uses deepseek-v3.2).",
+            help="Workload profile: its turns' mean ratio (with --model, else "
+            f"{DEFAULT_SPEC.model}).",
         ),
     ] = None,
     append: Annotated[float, typer.Option("--append", help="Appended tokens per turn.")] = 429,
@@ -63,7 +49,7 @@ def ratio(
     registry = load_registry(profiles, set_)
     if model is None and workload is None:
         raise PlanInputError("give --model (and optionally --workload)", field="--model")
-    m = registry.model(model or "deepseek-v3.2")
+    m = registry.model(model or DEFAULT_SPEC.model)
     rows = []
     if workload is not None:
         w = registry.workload(workload)
@@ -82,7 +68,7 @@ def ratio(
             raise PlanInputError(
                 f"expected a number of tokens > 0, got {append!r}", field="--append"
             )
-        ctx = np.array(_parse_tokens(context, "--context"))
+        ctx = np.array(parse_token_counts(context, "--context"))
         values = phys.cache_compute_ratio_gb_per_pflop(m, ctx, append)
         rows += [
             {
@@ -95,25 +81,8 @@ def ratio(
         ]
     if as_json:
         print_json({"rows": rows})
-        return
-    table = Table(title=f"Cache-compute ratio, {m.name}")
-    for col in ("context tokens", "append tokens", "GB/PFLOP"):
-        table.add_column(col, justify="right")
-    for r in rows:
-        table.add_row(
-            f"{r['context_tokens']:,.0f}", f"{r['append_tokens']:,.0f}", f"{r['gb_per_pflop']:.1f}"
-        )
-    stdout.print(table)
-    stdout.print(
-        f"KV bytes per token {phys.kv_bytes_per_token(m):,.0f} B "
-        f"({m.kv_cache_dtype}{', indexer cache loaded' if m.indexer_cache_loaded else ''})"
-    )
-
-
-def _bar(x: float, width: int = 30) -> str:
-    """A log-scale bar: one cell per factor of 2^(1/2) from 1/8x to 64x."""
-    cells = round((math.log2(max(x, 1 / 8)) + 3) * 2)
-    return "█" * max(1, min(cells, width))
+    else:
+        report.render_ratio(m, rows, stdout)
 
 
 def trend_cmd(
@@ -136,46 +105,17 @@ def trend_cmd(
         raise PlanInputError(f"expected bf16, fp8, fp4 or best, got {dtype!r}", field="--dtype")
     registry = load_registry(profiles, set_)
     gpus = [registry.gpu(i) for i in registry.ids("gpu")]
+    if base not in registry.ids("gpu"):
+        raise PlanInputError(
+            f"unknown gpu profile {base!r}; known: {', '.join(registry.ids('gpu'))}",
+            field="--base",
+        )
     base_gpu = registry.gpu(base)
     rows = trend([g for g in gpus if isinstance(g, GpuProfile)], base_gpu, dtype)  # type: ignore[arg-type]
     if as_json:
         print_json({"base": base, "dtype": dtype, "rows": [r.__dict__ for r in rows]})
-        return
-    table = Table(title=f"Hardware trend vs {base} (dense {dtype} FLOPS, raw PCIe per direction)")
-    for col in (
-        "gpu",
-        "year",
-        "dtype",
-        "TFLOPS",
-        "FLOPS x",
-        "PCIe x",
-        "HBM GB x",
-        "HBM BW x",
-        "I/O:FLOP falls",
-    ):
-        table.add_column(col, justify="right")
-    for r in rows:
-        table.add_row(
-            r.gpu,
-            str(r.release_year),
-            r.dtype,
-            f"{r.dense_tflops:,.0f}",
-            f"{r.flops_x:.1f}",
-            f"{r.pcie_x:.1f}",
-            f"{r.hbm_capacity_x:.2f}",
-            f"{r.hbm_bandwidth_x:.1f}",
-            f"{1 / r.io_to_compute_x:.1f}x",
-        )
-    stdout.print(table)
-    stdout.print("\nFLOPS (█) and I/O-to-compute (░) relative to the base, log scale:")
-    for r in rows:
-        stdout.print(f"{r.gpu:>14} {_bar(r.flops_x):<30} {r.flops_x:6.1f}x")
-        stdout.print(f"{'':>14} {'░' * len(_bar(r.io_to_compute_x)):<30} {r.io_to_compute_x:6.3f}x")
-    stdout.print(
-        "\nThe paper's 28.8x / 2x / 2.4x / 14.4x is a100-sxm-80gb BF16 vs b200 FP4 "
-        "(mixed dtypes, --dtype best); like for like (--dtype bf16) FLOPS grow 7.2x and "
-        "I/O-to-compute falls 3.6x."
-    )
+    else:
+        report.render_trend(rows, base, dtype, stdout)
 
 
 def register(app: typer.Typer) -> None:

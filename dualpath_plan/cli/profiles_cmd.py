@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.profiles.registry import builtin_profiles_dir, read_profile_file
 from dualpath_plan.profiles.schemas import KINDS, ProfileBase
+from dualpath_plan.reports import profiles as report
 from dualpath_plan.reports.derived import derived_quantities
 
 app = typer.Typer(
@@ -55,16 +55,9 @@ def list_profiles(
         for pid in registry.ids(k)
     ]
     if as_json:
-        print_json(
-            {"profiles": [{"kind": k, "id": i, "name": n, "origin": o} for k, i, n, o in rows]}
-        )
-        return
-    table = Table(title="Profiles", show_lines=False)
-    for col in ("kind", "id", "name", "origin"):
-        table.add_column(col)
-    for row in rows:
-        table.add_row(*row)
-    stdout.print(table)
+        print_json(report.list_payload(rows))
+    else:
+        report.render_list(rows, stdout)
 
 
 @app.command("show")
@@ -80,53 +73,11 @@ def show_profile(
     registry = load_registry(profiles, set_)
     profile = registry.get(kind, profile_id) if kind else registry.find(profile_id)
     derived = derived_quantities(profile, registry)
-    fields = {
-        k: v
-        for k, v in profile.model_dump(mode="json").items()
-        if k not in ("sources", "unconfirmed")
-    }
+    origin = _origin(registry.origins[(profile.kind, profile.id)])
     if as_json:
-        print_json(
-            {
-                "kind": profile.kind,
-                "id": profile.id,
-                "fields": fields,
-                "sources": profile.sources,
-                "unconfirmed": profile.unconfirmed,
-                "derived": [
-                    {"name": d.name, "value": d.value, "unit": d.unit, "how": d.how}
-                    for d in derived
-                ],
-                "origin": _origin(registry.origins[(profile.kind, profile.id)]),
-            }
-        )
-        return
-    table = Table(title=f"{profile.kind} '{profile.id}': {profile.name}")
-    table.add_column("field")
-    table.add_column("value")
-    table.add_column("source / note", overflow="fold")
-    for name, value in fields.items():
-        if name in ("kind", "id", "name") or value is None or value == "":
-            continue
-        note = "; ".join(profile.sources.get(name, []))
-        if name in profile.unconfirmed:
-            note = (note + "; " if note else "") + "UNCONFIRMED: " + profile.unconfirmed[name]
-        if name not in profile.model_fields_set:
-            note = note or "default"
-        table.add_row(name, str(value), note)
-    stdout.print(table)
-    if "*" in profile.sources or "*" in profile.unconfirmed:
-        general = "; ".join(profile.sources.get("*", []))
-        if "*" in profile.unconfirmed:
-            general += ("; " if general else "") + "UNCONFIRMED: " + profile.unconfirmed["*"]
-        stdout.print(f"[bold]profile sources:[/bold] {general}")
-    if derived:
-        dt = Table(title="derived (computed from the fields above)")
-        for col in ("quantity", "value", "unit", "how"):
-            dt.add_column(col)
-        for d in derived:
-            dt.add_row(d.name, f"{d.value:,.4g}", d.unit, d.how)
-        stdout.print(dt)
+        print_json(report.show_payload(profile, derived, origin))
+    else:
+        report.render_show(profile, derived, stdout)
 
 
 def _missing_sources(profile: ProfileBase) -> list[str]:
@@ -176,22 +127,8 @@ def validate_profiles(
         results.append((path, error, _missing_sources(profile)))
     failed = [r for r in results if r[1]]
     if as_json:
-        print_json(
-            {
-                "files": [
-                    {"path": str(p), "valid": e is None, "error": e, "fields_without_source": w}
-                    for p, e, w in results
-                ],
-                "valid": len(results) - len(failed),
-                "invalid": len(failed),
-            }
-        )
+        print_json(report.validate_payload(results))
     else:
-        for path, error, missing in results:
-            if error:
-                stdout.print(f"[red]invalid[/red] {error}")
-            else:
-                warn = f" (no source for: {', '.join(missing)})" if missing else ""
-                stdout.print(f"[green]valid[/green]   {path}{warn}")
+        report.render_validate(results, stdout)
     if failed:
         raise typer.Exit(2)
