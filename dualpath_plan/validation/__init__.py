@@ -9,17 +9,18 @@ Adding a case is adding a file (here, or in a directory given with ``--cases``).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StrictStr, ValidationError
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.files import MAX_CASE_BYTES, load_toml
 from dualpath_plan.profiles.registry import Registry
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
@@ -38,17 +39,57 @@ Kind = Literal[
 ]
 
 
+_Id = Annotated[StrictStr, Field(max_length=200)]
+_Count = Annotated[int, Strict(), Field(ge=1, le=1_000_000)]
+_Tokens = Annotated[float, Strict(), Field(ge=0, le=1e12)]
+
+
+class CaseInputs(BaseModel):
+    """What a case computes from: every key one of these, of this type (strict: no bool or
+    string as a number); which keys a kind needs is :data:`KIND_INPUTS`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    model: _Id | None = None
+    workload: _Id | None = None
+    node: _Id | None = None
+    prefill_nodes: _Count | None = None
+    decode_nodes: _Count | None = None
+    agents: _Count | None = None
+    context_tokens: _Tokens | None = None
+    append_tokens: _Tokens | None = None
+    base: _Id | None = None
+    gpu: _Id | None = None
+    dtype: Literal["bf16", "fp8", "fp4", "best"] | None = None
+    metric: _Id | None = None
+    mode: _Id | None = None
+    modes: Annotated[list[_Id], Field(min_length=2, max_length=20)] | None = None
+    paper_assumptions: StrictBool | None = None
+
+
+KIND_INPUTS: dict[str, tuple[str, ...]] = {
+    "ratio": ("model", "context_tokens", "append_tokens"),
+    "workload_ratio": ("model", "workload"),
+    "trend": ("base", "dtype", "gpu", "metric"),
+    "bounds": ("metric",),
+    "jct": ("mode",),
+    "aps": ("mode",),
+    "ordering": ("modes",),
+    "storage_ceiling": ("prefill_nodes", "decode_nodes"),
+}
+
+
 class Case(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     id: str
-    claim: str
-    source: str
+    claim: StrictStr
+    source: StrictStr
     kind: Kind
     paper: float = Field(allow_inf_nan=False)
     tolerance: float = Field(ge=0, allow_inf_nan=False)  # relative
-    note: str = ""
-    known_gap: str = ""
+    note: StrictStr = ""
+    known_gap: StrictStr = ""
     inputs: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -75,21 +116,66 @@ class CaseResult:
 
 
 def load_cases(extra_dirs: list[Path] | None = None) -> list[Case]:
+    """Every case file of the shipped directory and ``extra_dirs``, read through
+    :mod:`dualpath_plan.files` (regular UTF-8 files, size and nesting limits, finite numbers) and
+    checked: the case's keys and types (strict), its inputs' keys and types, the inputs its
+    kind needs, a known mode and metric name. Every failure names the file and the field."""
+    from typing import get_args
+
+    from dualpath_plan.outcomes.serving import OutcomeMode
+    from dualpath_plan.physics.trend import TrendRow
+
+    modes = get_args(OutcomeMode)
+    metrics = {
+        "bounds": ("pd_min", "pd_max"),
+        "trend": (
+            "io_fall",
+            *(f.name for f in dataclasses.fields(TrendRow) if f.type in (float, "float")),
+        ),
+    }
     cases: dict[str, Case] = {}
     for directory in [CASES_DIR, *(extra_dirs or [])]:
         if not directory.is_dir():
             raise PlanInputError("no such case directory", source=str(directory), field="--cases")
         for path in sorted(directory.glob("*.toml")):
+            source = str(path)
+            data = load_toml(path, what="case file (TOML)", max_bytes=MAX_CASE_BYTES)
             try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
-            except tomllib.TOMLDecodeError as exc:
-                raise PlanInputError(f"malformed TOML: {exc}", source=str(path)) from None
-            try:
-                cases[path.stem] = Case.model_validate({"id": path.stem, **data})
+                case = Case.model_validate({"id": path.stem, **data})
+                inputs = CaseInputs.model_validate(case.inputs)
             except ValidationError as exc:
                 err = exc.errors()[0]
                 loc = ".".join(str(p) for p in err["loc"])
-                raise PlanInputError(err["msg"], source=str(path), field=loc) from None
+                if exc.title == CaseInputs.__name__:
+                    loc = f"inputs.{loc}" if loc else "inputs"
+                msg = err["msg"]
+                if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
+                    msg += f" (got {err['input']!r})"
+                raise PlanInputError(msg, source=source, field=loc) from None
+            needed = KIND_INPUTS.get(case.kind, ())
+            for key in needed:
+                if getattr(inputs, key) is None:
+                    raise PlanInputError(
+                        f"a '{case.kind}' case needs inputs {', '.join(needed)}",
+                        source=source,
+                        field=f"inputs.{key}",
+                    )
+            for key, value in (("mode", inputs.mode), *(("modes", m) for m in inputs.modes or ())):
+                if value is not None and value not in modes:
+                    raise PlanInputError(
+                        f"unknown mode {value!r}; expected one of {', '.join(modes)}",
+                        source=source,
+                        field=f"inputs.{key}",
+                    )
+            known = metrics.get(case.kind)
+            if known and inputs.metric not in known:
+                raise PlanInputError(
+                    f"unknown {case.kind} metric {inputs.metric!r}; expected one of "
+                    f"{', '.join(known)}",
+                    source=source,
+                    field="inputs.metric",
+                )
+            cases[path.stem] = case
     return list(cases.values())
 
 
