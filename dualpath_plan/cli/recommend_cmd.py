@@ -24,25 +24,17 @@ from dualpath_plan.cli.common import (
     storage_id,
 )
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.files import AtomicGroup
 from dualpath_plan.outcomes.recommend import OBJECTIVES, Budget, phase_plan, recommend
 from dualpath_plan.outcomes.serving import ServingConfig
 from dualpath_plan.plan import DEFAULTS, Scenario
 from dualpath_plan.reports.recommend_report import (
     recommend_markdown,
     recommend_payload,
-    recommend_png,
+    recommend_png_bytes,
     recommend_svg,
     render_recommend,
 )
-
-
-def _write(path: Path, text: str, field: str) -> None:
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise PlanInputError(
-            f"cannot write: {exc.strerror}", source=str(path), field=field
-        ) from None
 
 
 def recommend_cmd(
@@ -147,15 +139,17 @@ def recommend_cmd(
                 raise PlanInputError(f"a phase weight must be > 0, got {spec!r}", field="--phase")
             specs.append((wid, w))
         phases = phase_plan(registry, base, specs, budget, cfg, objective)  # type: ignore[arg-type]
-    if plot is not None and plot.suffix.lower() == ".png":
-        recommend_png(report, str(plot))
-    elif plot is not None:
-        _write(plot, recommend_svg(report), "--plot")
-    if markdown is not None:
-        rel = str(plot) if plot is not None else None
-        if plot is not None and plot.parent == markdown.parent:
-            rel = plot.name
-        _write(markdown, recommend_markdown(report, phases, rel), "--markdown")
+    # The chart and the report: both written or neither.
+    with AtomicGroup() as outputs:
+        if plot is not None and plot.suffix.lower() == ".png":
+            outputs.add(plot, recommend_png_bytes(report), field="--plot")
+        elif plot is not None:
+            outputs.add(plot, recommend_svg(report), field="--plot")
+        if markdown is not None:
+            rel = str(plot) if plot is not None else None
+            if plot is not None and plot.parent == markdown.parent:
+                rel = plot.name
+            outputs.add(markdown, recommend_markdown(report, phases, rel), field="--markdown")
     if as_json:
         print_json(recommend_payload(report, phases))
         return
