@@ -6,20 +6,69 @@ and exits 2. Nothing else is allowed to reach the user as a traceback.
 
 from __future__ import annotations
 
+# Longest message echoed to a user: long enough for a list of known ids, short enough that a
+# megabyte-long id from a hostile file does not flood the terminal.
+MAX_MESSAGE_CHARS = 2000
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text: object, max_chars: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` as one printable line: newlines, control characters, lone surrogates and other
+    unprintable characters become backslash escapes (``\\n``, ``\\x1b``, ``\\ud800``); over
+    ``max_chars`` it is cut and says how much was left out. Applying it twice changes nothing
+    (backslashes themselves are kept as they are), so every layer may call it."""
+    s = str(text)
+    if not s.isprintable():
+        out = []
+        for ch in s:
+            if ch.isprintable():
+                out.append(ch)
+            elif ch in _ESCAPES:
+                out.append(_ESCAPES[ch])
+            else:
+                code = ord(ch)
+                out.append(
+                    f"\\x{code:02x}"
+                    if code < 0x100
+                    else f"\\u{code:04x}"
+                    if code < 0x10000
+                    else f"\\U{code:08x}"
+                )
+        s = "".join(out)
+    if len(s) > max_chars:
+        # The cut text with its note fits in max_chars, so a second call leaves it alone.
+        keep = max(max_chars - 40, 0)
+        s = f"{s[:keep]}... ({len(s) - keep:,} more characters)"
+    return s
+
 
 class PlanInputError(Exception):
-    """Bad input: names where (file), what (field) and what was expected."""
+    """Bad input: names where (file, and line where known), what (field) and what was expected.
 
-    def __init__(self, message: str, *, source: str | None = None, field: str | None = None):
+    The message is one printable line (see :func:`printable`): ids and values echoed from a
+    file or the command line cannot start a second line on the user's terminal."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        field: str | None = None,
+        line: int | None = None,
+    ):
         self.source = source
         self.field = field
+        self.line = line
         parts = []
         if source:
             parts.append(source)
+        if line is not None:
+            parts.append(f"line {line}")
         if field:
             parts.append(f"field '{field}'")
         prefix = ": ".join(parts)
-        super().__init__(f"{prefix}: {message}" if prefix else message)
+        super().__init__(printable(f"{prefix}: {message}" if prefix else message))
 
 
 class InfeasibleError(PlanInputError):

@@ -12,7 +12,7 @@ import typer
 from dualpath_plan import __version__
 from dualpath_plan.cli import profiles_cmd
 from dualpath_plan.cli.common import GlobalState, ProfilesOpt, SetOpt
-from dualpath_plan.errors import PlanInputError
+from dualpath_plan.errors import PlanInputError, printable
 
 app = typer.Typer(
     name="dualpath-plan",
@@ -84,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     except PlanInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        # One printable line whatever the message echoes (an id with a newline in it cannot
+        # start a second "error:" line).
+        print(f"error: {printable(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(
             f"internal error (a bug; rerun with DUALPATH_PLAN_DEBUG=1 for a traceback): "
-            f"{type(exc).__name__}: {exc}",
+            f"{type(exc).__name__}: {printable(exc)}",
             file=sys.stderr,
         )
         return 1

@@ -18,25 +18,17 @@ from dualpath_plan.cli.common import (
 )
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.files import AtomicGroup
 from dualpath_plan.outcomes.recommend import OBJECTIVES, Budget, phase_plan, recommend
 from dualpath_plan.reports.recommend_report import (
     recommend_markdown,
     recommend_payload,
-    recommend_png,
+    recommend_png_bytes,
     recommend_svg,
     render_recommend,
 )
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
-
-
-def _write(path: Path, text: str, field: str) -> None:
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise PlanInputError(
-            f"cannot write: {exc.strerror}", source=str(path), field=field
-        ) from None
 
 
 @scenario_options(exclude=("prefill_nodes", "decode_nodes"))
@@ -113,15 +105,17 @@ def recommend_cmd(
     if phase:
         specs = parse_pairs(phase, "--phase", "WORKLOAD:WEIGHT", whole=False)
         phases = phase_plan(registry, spec, specs, budget, cfg, objective)  # type: ignore[arg-type]
-    if plot is not None and plot.suffix.lower() == ".png":
-        recommend_png(report, str(plot))
-    elif plot is not None:
-        _write(plot, recommend_svg(report), "--plot")
-    if markdown is not None:
-        rel = str(plot) if plot is not None else None
-        if plot is not None and plot.parent == markdown.parent:
-            rel = plot.name
-        _write(markdown, recommend_markdown(report, phases, rel), "--markdown")
+    # The chart and the report: both written or neither.
+    with AtomicGroup() as outputs:
+        if plot is not None and plot.suffix.lower() == ".png":
+            outputs.add(plot, recommend_png_bytes(report), field="--plot")
+        elif plot is not None:
+            outputs.add(plot, recommend_svg(report), field="--plot")
+        if markdown is not None:
+            rel = str(plot) if plot is not None else None
+            if plot is not None and plot.parent == markdown.parent:
+                rel = plot.name
+            outputs.add(markdown, recommend_markdown(report, phases, rel), field="--markdown")
     if as_json:
         print_json(recommend_payload(report, phases))
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 from pathlib import Path
 from typing import IO, Annotated, Any
 
@@ -17,6 +18,7 @@ from rich.table import Table
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.files import AtomicWriter
 from dualpath_plan.outcomes.sweep import grid_size, iter_rows, parse_axis, run_sweep
 from dualpath_plan.physics.modes import parse_modes
 from dualpath_plan.scenario.spec import ScenarioSpec
@@ -49,18 +51,20 @@ def _clean(v: object) -> object:
 
 
 class _Writer:
+    """Every point of a sweep, streamed to a temporary file beside ``path`` and renamed over it
+    only when the sweep completes: a failed or interrupted sweep leaves the previous file as it
+    was (a ``kill -9`` may leave a hidden ``.NAME.*.tmp`` beside it)."""
+
     def __init__(self, path: Path, extra: list[str]):
         suffix = path.suffix.lower()
         if suffix not in (".csv", ".jsonl", ".ndjson"):
             raise PlanInputError(
                 f"expected a .csv or .jsonl file, got {path.name!r}", field="--out"
             )
-        try:
-            self.handle: IO[str] = path.open("w", encoding="utf-8", newline="")
-        except OSError as exc:
-            raise PlanInputError(
-                f"cannot write: {exc.strerror}", source=str(path), field="--out"
-            ) from None
+        # An exception being handled already when the sweep starts is not the sweep's failure.
+        self.outer = sys.exc_info()[1]
+        self.file = AtomicWriter(path, newline="", field="--out")
+        self.handle: IO[str] = self.file.handle
         self.jsonl = suffix != ".csv"
         self.columns = [*extra, *OUT_COLUMNS]
         self.csv = None if self.jsonl else csv.DictWriter(self.handle, fieldnames=self.columns)
@@ -76,7 +80,12 @@ class _Writer:
                 self.handle.write(json.dumps(clean, allow_nan=False) + "\n")
 
     def close(self) -> None:
-        self.handle.close()
+        """Called from the sweep's ``finally``: put the file in place if the sweep completed,
+        else (an exception on its way out, Ctrl-C included) drop it."""
+        if sys.exc_info()[1] in (None, self.outer):
+            self.file.commit()
+        else:
+            self.file.abort()
 
 
 @scenario_options()

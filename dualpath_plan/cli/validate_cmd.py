@@ -13,6 +13,7 @@ from rich.table import Table
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.files import AtomicGroup
 from dualpath_plan.scenario.spec import ScenarioSpec
 from dualpath_plan.validation import load_cases, run_validation
 from dualpath_plan.validation.calibrate import (
@@ -138,15 +139,15 @@ def check(
     registry = load_registry(profiles, set_)
     data = load_baseline(baseline)
     diffs, updated = run_check(data, registry)
-    if junit is not None:
-        try:
-            junit.write_text(junit_xml(diffs), encoding="utf-8")
-        except OSError as exc:
-            raise PlanInputError(
-                f"cannot write: {exc.strerror}", source=str(junit), field="--junit"
-            ) from None
-    if update:
-        baseline.write_text(json.dumps(updated, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    # The report and the updated baseline: both written or neither, each through a temporary
+    # file renamed into place (a failure leaves the previous files as they were).
+    with AtomicGroup() as outputs:
+        if junit is not None:
+            outputs.add(junit, junit_xml(diffs), field="--junit")
+        if update:
+            outputs.add(
+                baseline, json.dumps(updated, indent=2, allow_nan=False) + "\n", field="--update"
+            )
     regressions = [d for d in diffs if d.regressed]
     if as_json:
         print_json(
@@ -266,16 +267,19 @@ def calibrate_cmd(
     written: list[str] | None = None
     if out is not None:
         written = []
-        for fitted in overlay(cal, measured):
-            target = out / fitted.KIND / f"{fitted.id}.toml"
-            try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(profile_to_toml(fitted), encoding="utf-8")
-            except OSError as exc:
-                raise PlanInputError(
-                    f"cannot write: {exc.strerror}", source=str(target), field="--out"
-                ) from None
-            written.append(str(target))
+        # Every overlay (the node, and the workload) written or none.
+        with AtomicGroup() as outputs:
+            for fitted in overlay(cal, measured):
+                target = out / fitted.KIND / f"{fitted.id}.toml"
+                try:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                except (OSError, ValueError) as exc:
+                    reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+                    raise PlanInputError(
+                        f"cannot write: {reason}", source=str(target), field="--out"
+                    ) from None
+                outputs.add(target, profile_to_toml(fitted), field="--out")
+                written.append(str(target))
 
     def rows(results):  # type: ignore[no-untyped-def]
         return [

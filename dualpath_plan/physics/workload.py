@@ -9,18 +9,25 @@ and a mix, or abstractly from a cache-compute ratio before a model is chosen.
 
 from __future__ import annotations
 
-import csv
-import json
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.files import (
+    MAX_TRACE_BYTES,
+    MAX_TRACE_ROWS,
+    iter_csv_rows,
+    iter_jsonl_objects,
+    number,
+)
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.links import Demand
 from dualpath_plan.physics.model import FloatArray
-from dualpath_plan.profiles.schemas import ModelProfile, WorkloadProfile
+from dualpath_plan.profiles.schemas import MAX_MAGNITUDE, ModelProfile, WorkloadProfile
 
 
 @dataclass(frozen=True)
@@ -92,12 +99,35 @@ class TurnMix:
 
 
 def turn_mix(workload: WorkloadProfile, *, profile_path: Path | None = None) -> TurnMix:
-    """The workload's turns: its trace file when it names one, else its per-turn means."""
+    """The workload's turns: its trace file when it names one, else its per-turn means.
+
+    A profile's ``trace_file`` is relative to the profile's own directory (the working
+    directory for a profile that has no file) and may not leave it: no absolute path, no
+    ``..`` climbing out, also when set with ``--set workload.trace_file=...``. (A path given
+    to :func:`load_trace` directly is the caller's choice.)"""
     if workload.trace_file:
         base = profile_path.parent if profile_path else Path.cwd()
-        return replace(
-            load_trace(base / workload.trace_file), tool_latency_s=workload.tool_latency_s
-        )
+        source = str(profile_path) if profile_path else f"workload '{workload.id}'"
+        name = workload.trace_file
+
+        def refuse(why: str) -> PlanInputError:
+            return PlanInputError(
+                f"{why}; expected a path relative to the profile's directory, inside it",
+                source=source,
+                field="trace_file",
+            )
+
+        if "\0" in name:
+            raise refuse("a NUL character in the path")
+        if Path(name).is_absolute() or Path(name).anchor:
+            raise refuse(f"{name!r} is an absolute path")
+        try:
+            inside = (base / name).resolve().is_relative_to(base.resolve())
+        except (OSError, RuntimeError, ValueError):  # a symlink loop, an unreadable directory
+            inside = False
+        if not inside:
+            raise refuse(f"{name!r} leaves the profile's directory")
+        return replace(load_trace(base / name), tool_latency_s=workload.tool_latency_s)
     one = np.ones(1)
     return TurnMix(
         cached_tokens=one * workload.context_tokens,
@@ -112,56 +142,80 @@ def turn_mix(workload: WorkloadProfile, *, profile_path: Path | None = None) -> 
 TRACE_COLUMNS = ("trajectory_id", "append_tokens", "generated_tokens")
 
 
+def _tokens(row: dict[str, Any], name: str, source: str, line: int, jsonl: bool) -> float:
+    """A token count of a trace row: a number (text in CSV, a JSON number in JSON Lines) from
+    0 to the profiles' MAX_MAGNITUDE, which keeps every product the model forms finite."""
+    v = number(row[name], source=source, field=name, line=line, text=not jsonl)
+    if not 0 <= v <= MAX_MAGNITUDE:
+        raise PlanInputError(
+            f"expected a token count from 0 to {MAX_MAGNITUDE:g}, got {row[name]!r}",
+            source=source,
+            line=line,
+            field=name,
+        )
+    return v
+
+
 def load_trace(path: Path) -> TurnMix:
     """Per-turn rows from CSV (header row) or JSON Lines (``.jsonl``), in turn order within a
     trajectory: ``trajectory_id, append_tokens, generated_tokens[, context_tokens]``.
 
     Without ``context_tokens``, a turn's context is everything before it in its trajectory,
-    context_{i+1} = A_1 + G_1 + ... + A_i + G_i (the paper's replay, appendix A.3)."""
+    context_{i+1} = A_1 + G_1 + ... + A_i + G_i (the paper's replay, appendix A.3).
+
+    Read through :mod:`dualpath_plan.files`: a regular UTF-8 file of at most
+    :data:`MAX_TRACE_BYTES` and :data:`MAX_TRACE_ROWS` rows; in JSON Lines every line an object
+    with the columns, token counts JSON numbers (not strings or booleans) and trajectory ids
+    strings or whole numbers."""
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PlanInputError("no such trace file", source=source) from None
-    rows: list[dict[str, object]]
-    if path.suffix in (".jsonl", ".ndjson"):
-        rows = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise PlanInputError(f"line {n}: not JSON ({exc.msg})", source=source) from None
+    jsonl = path.suffix.lower() in (".jsonl", ".ndjson")
+    what = "trace file"
+    rows: Iterator[tuple[int, dict[str, Any]]]
+    if jsonl:
+        rows = iter_jsonl_objects(
+            path, what=what, max_bytes=MAX_TRACE_BYTES, max_rows=MAX_TRACE_ROWS
+        )
     else:
-        rows = list(csv.DictReader(text.splitlines()))
-    if not rows:
-        raise PlanInputError("no turns in the trace", source=source)
-    for col in TRACE_COLUMNS:
-        if col not in rows[0]:
-            raise PlanInputError(
-                f"missing column; expected {', '.join(TRACE_COLUMNS)}", source=source, field=col
-            )
-    has_context = "context_tokens" in rows[0]
+        rows = iter_csv_rows(
+            path,
+            what=what,
+            max_bytes=MAX_TRACE_BYTES,
+            max_rows=MAX_TRACE_ROWS,
+            required=TRACE_COLUMNS,
+        )
+    has_context: bool | None = None
     cached, append, generated = [], [], []
     running: dict[str, float] = {}
     per_trajectory: dict[str, int] = {}
-    for n, row in enumerate(rows, 1):
-        try:
-            a = float(row["append_tokens"])  # type: ignore[arg-type]
-            g = float(row["generated_tokens"])  # type: ignore[arg-type]
-            c = float(row["context_tokens"]) if has_context else None  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise PlanInputError(f"row {n}: token counts must be numbers", source=source) from None
-        for name, v in (("append_tokens", a), ("generated_tokens", g), ("context_tokens", c)):
-            if v is not None and not (np.isfinite(v) and v >= 0):
+    for line, row in rows:
+        if has_context is None:
+            # The first row sets the columns (a CSV header does so for every row).
+            has_context = "context_tokens" in row
+        for col in (*TRACE_COLUMNS, *(("context_tokens",) if has_context else ())):
+            if col not in row:
                 raise PlanInputError(
-                    f"row {n}: expected a finite number >= 0, got {v}", source=source, field=name
+                    f"missing; expected {', '.join(TRACE_COLUMNS)}[, context_tokens] in every row",
+                    source=source,
+                    line=line,
+                    field=col,
                 )
+
+        a = _tokens(row, "append_tokens", source, line, jsonl)
+        g = _tokens(row, "generated_tokens", source, line, jsonl)
+        c = _tokens(row, "context_tokens", source, line, jsonl) if has_context else None
         if a <= 0:
             raise PlanInputError(
-                f"row {n}: a turn appends at least one token", source=source, field="append_tokens"
+                "a turn appends at least one token", source=source, line=line, field="append_tokens"
             )
-        tid = str(row["trajectory_id"])
+        tid_value = row["trajectory_id"]
+        if isinstance(tid_value, bool) or not isinstance(tid_value, str | int):
+            raise PlanInputError(
+                f"expected a string or a whole number, got {tid_value!r}",
+                source=source,
+                line=line,
+                field="trajectory_id",
+            )
+        tid = str(tid_value)
         ctx = c if c is not None else running.get(tid, 0.0)
         running[tid] = ctx + a + g
         per_trajectory[tid] = per_trajectory.get(tid, 0) + 1
@@ -169,6 +223,8 @@ def load_trace(path: Path) -> TurnMix:
         append.append(a)
         generated.append(g)
     count = len(cached)
+    if not count:
+        raise PlanInputError("no turns in the trace", source=source)
     return TurnMix(
         cached_tokens=np.array(cached),
         append_tokens=np.array(append),

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.files import MAX_PROFILE_BYTES, check_toml_nesting, load_toml
 from dualpath_plan.profiles.schemas import (
     KINDS,
     GpuProfile,
@@ -93,18 +94,7 @@ def validate_profile(data: dict[str, Any], *, source: str) -> ProfileBase:
 
 def read_profile_file(path: Path) -> ProfileBase:
     source = str(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise PlanInputError("no such file", source=source) from None
-    except OSError as exc:
-        raise PlanInputError(f"cannot read: {exc.strerror}", source=source) from None
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise PlanInputError("not UTF-8 text; expected a TOML file", source=source) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise PlanInputError(f"malformed TOML: {exc}", source=source) from None
+    data = load_toml(path, what="file (a TOML profile)", max_bytes=MAX_PROFILE_BYTES)
     stem = path.stem
     if "id" in data and data["id"] != stem:
         raise PlanInputError(
@@ -146,6 +136,12 @@ def parse_assignment(text: str) -> tuple[str, str, Any]:
         hint = f"; did you mean '{kind}.{close[0]}'?" if close else ""
         raise PlanInputError(f"--set: {kind} has no field '{name}'{hint}", field=f"{kind}.{name}")
     value_text = value_text.strip()
+    if "\n" in value_text or "\r" in value_text:
+        raise PlanInputError(
+            "expected one value on one line (a line break in a --set value)",
+            field=f"{kind}.{name}",
+        )
+    check_toml_nesting(value_text, source=f"--set {kind}.{name}")
     try:
         value: Any = tomllib.loads(f"v = {value_text}")["v"]
     except tomllib.TOMLDecodeError:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, model_validator
 
 # --- field types ---------------------------------------------------------------------------
 
@@ -28,14 +28,21 @@ MAX_MAGNITUDE = 1e12
 # ... nor is a positive quantity below 1e-9 of its unit, or an efficiency below 1e-6 of the
 # datasheet rate: such values only drive results to 0 or overflow.
 MIN_MAGNITUDE = 1e-9
-Positive = Annotated[float, Field(ge=MIN_MAGNITUDE, le=MAX_MAGNITUDE, allow_inf_nan=False)]
-NonNegative = Annotated[float, Field(ge=0, le=MAX_MAGNITUDE, allow_inf_nan=False)]
-PositiveInt = Annotated[int, Field(gt=0, le=MAX_MAGNITUDE)]
-NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_MAGNITUDE)]
+# Numbers are strict: a float field takes an int or a float, an int field an int; never a bool
+# (``snic_count = true`` is not 1) nor a number in a string (``"200"``). Booleans likewise take
+# true or false only (StrictBool), not 1 or "yes".
+Positive = Annotated[
+    float, Strict(), Field(ge=MIN_MAGNITUDE, le=MAX_MAGNITUDE, allow_inf_nan=False)
+]
+NonNegative = Annotated[float, Strict(), Field(ge=0, le=MAX_MAGNITUDE, allow_inf_nan=False)]
+PositiveInt = Annotated[int, Strict(), Field(gt=0, le=MAX_MAGNITUDE)]
+NonNegativeInt = Annotated[int, Strict(), Field(ge=0, le=MAX_MAGNITUDE)]
 # An efficiency is the achieved share of a datasheet rate: 0 < e <= 1.
-Efficiency = Annotated[float, Field(ge=1e-6, le=1, allow_inf_nan=False)]
+Efficiency = Annotated[float, Strict(), Field(ge=1e-6, le=1, allow_inf_nan=False)]
 # A share of a capacity reserved for something else: 0 <= s < 1.
-Share = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
+Share = Annotated[float, Strict(), Field(ge=0, lt=1, allow_inf_nan=False)]
+# A spread around a mean, as a share of it: 0 <= s <= 1.
+Spread = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]
 
 Kind = Literal["gpu", "node", "storage", "model", "workload"]
 KINDS: tuple[Kind, ...] = ("gpu", "node", "storage", "model", "workload")
@@ -230,7 +237,7 @@ class ModelProfile(ProfileBase):
     num_layers: PositiveInt
     hidden_size: PositiveInt
     vocab_size: PositiveInt
-    tie_word_embeddings: bool = False
+    tie_word_embeddings: StrictBool = False
     attention: Literal["gqa", "mla"]
     num_attention_heads: PositiveInt
     # GQA
@@ -248,7 +255,7 @@ class ModelProfile(ProfileBase):
     dsa_topk_tokens: PositiveInt | None = None
     # Whether the DSA indexer key cache is persisted to and loaded from storage. The paper's
     # 22 GB/PFLOP is reproduced without it (dualpath-paper.md 2.1), hence false by default.
-    indexer_cache_loaded: bool = False
+    indexer_cache_loaded: StrictBool = False
     # Sliding-window attention layers (GPT-OSS alternates sliding and full layers).
     sliding_window_tokens: PositiveInt | None = None
     sliding_window_layers: NonNegativeInt = 0
@@ -348,7 +355,7 @@ class WorkloadProfile(ProfileBase):
     # Spread of turns per trajectory: counts uniform on [turns (1 - s), turns (1 + s)]. It sets
     # the straggler tail of an offline JCT (the longest trajectories finish alone, latency-bound);
     # 0: every trajectory has the mean. A trace file gives the observed counts instead.
-    turns_spread: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.0
+    turns_spread: Spread = 0.0
     trace_file: str | None = None
     # The abstract form, for planning before a model is chosen: a turn loads
     # context_tokens x kv_bytes_per_token of KV and needs (bytes / gb_per_pflop) prefill FLOPs.

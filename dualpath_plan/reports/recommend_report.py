@@ -8,6 +8,7 @@ browser and embeds in the Markdown report. PNG goes through matplotlib (the ``pl
 from __future__ import annotations
 
 import html
+import io
 import math
 from typing import Any
 
@@ -15,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.files import atomic_write
 from dualpath_plan.outcomes.recommend import Candidate, PhasePlan, RecommendReport, score
 from dualpath_plan.outcomes.serving import ModeOutcome
 from dualpath_plan.reports.size import mode_payload
@@ -241,6 +243,12 @@ def recommend_markdown(
 
 
 def recommend_png(r: RecommendReport, path: str) -> None:
+    """The chart of :func:`recommend_png_bytes` written to ``path`` through a temporary file
+    renamed into place: a failure leaves a previous chart as it was."""
+    atomic_write(path, recommend_png_bytes(r), field="--plot")
+
+
+def recommend_png_bytes(r: RecommendReport) -> bytes:
     """The same chart as PNG, through matplotlib (the optional ``plot`` extra): rasterizing
     is what a plotting library does better than code of ours."""
     try:
@@ -280,12 +288,12 @@ def recommend_png(r: RecommendReport, path: str) -> None:
     handles += [mpatches.Patch(color=c, label=b) for b, c in region_of.items()]
     ax.legend(handles=handles, fontsize=8, loc="best")
     fig.tight_layout()
+    buffer = io.BytesIO()  # rendered in memory; the caller writes it atomically
     try:
-        fig.savefig(path)
-    except OSError as exc:
-        raise PlanInputError(f"cannot write: {exc.strerror}", source=path, field="--plot") from None
+        fig.savefig(buffer, format="png")
     finally:
         plt.close(fig)
+    return buffer.getvalue()
 
 
 def recommend_svg(r: RecommendReport, width: int = 720, height: int = 420) -> str:

@@ -146,7 +146,9 @@ class ScenarioSpec(BaseModel):
         return v
 
     @classmethod
-    def build(cls, values: dict[str, Any], *, source: str | None = None) -> ScenarioSpec:
+    def build(
+        cls, values: dict[str, Any], *, source: str | None = None, field_prefix: str = ""
+    ) -> ScenarioSpec:
         """Validate ``values``; a bad one is a :class:`PlanInputError` naming its option (or,
         with ``source``, the file and the field)."""
         values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
@@ -164,7 +166,7 @@ class ScenarioSpec(BaseModel):
             msg = str(err["msg"]).removeprefix("Value error, ")
             if "input" in err and err["type"] not in ("missing", "extra_forbidden"):
                 msg = f"{msg} (got {err['input']!r})"
-            raise PlanInputError(msg, source=source, field=where) from None
+            raise PlanInputError(msg, source=source, field=f"{field_prefix}{where}") from None
 
     def with_(self, **changes: Any) -> ScenarioSpec:
         return type(self).build({**self.model_dump(), **changes})

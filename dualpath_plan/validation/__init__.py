@@ -9,31 +9,31 @@ Adding a case is adding a file (here, or in a directory given with ``--cases``).
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.files import MAX_CASE_BYTES, load_toml
 from dualpath_plan.profiles.registry import Registry
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
 
 
 class Case(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     id: str
-    claim: str
-    source: str
-    kind: str  # a kind of the metric registry (validation/metrics.py)
-    metric: str  # which of its metrics the claim is about
+    claim: StrictStr
+    source: StrictStr
+    kind: StrictStr  # a kind of the metric registry (validation/metrics.py)
+    metric: StrictStr  # which of its metrics the claim is about
     paper: float = Field(allow_inf_nan=False)
     tolerance: float = Field(ge=0, allow_inf_nan=False)  # relative
-    note: str = ""
-    known_gap: str = ""
+    note: StrictStr = ""
+    known_gap: StrictStr = ""
     inputs: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -60,21 +60,31 @@ class CaseResult:
 
 
 def load_cases(extra_dirs: list[Path] | None = None) -> list[Case]:
+    """Every case file of the shipped directory and ``extra_dirs``, read through
+    :mod:`dualpath_plan.files` (regular UTF-8 files, size and nesting limits, finite numbers)
+    and checked: the case's keys and types (strict), a kind of the metric registry, and its
+    inputs against that kind (the scenario's and the kind's own). Every failure names the file
+    and the field."""
+    from dualpath_plan.validation.metrics import parse_inputs
+
     cases: dict[str, Case] = {}
     for directory in [CASES_DIR, *(extra_dirs or [])]:
         if not directory.is_dir():
             raise PlanInputError("no such case directory", source=str(directory), field="--cases")
         for path in sorted(directory.glob("*.toml")):
+            source = str(path)
+            data = load_toml(path, what="case file (TOML)", max_bytes=MAX_CASE_BYTES)
             try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
-            except tomllib.TOMLDecodeError as exc:
-                raise PlanInputError(f"malformed TOML: {exc}", source=str(path)) from None
-            try:
-                cases[path.stem] = Case.model_validate({"id": path.stem, **data})
+                case = Case.model_validate({"id": path.stem, **data})
             except ValidationError as exc:
                 err = exc.errors()[0]
                 loc = ".".join(str(p) for p in err["loc"])
-                raise PlanInputError(err["msg"], source=str(path), field=loc) from None
+                msg = err["msg"]
+                if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
+                    msg += f" (got {err['input']!r})"
+                raise PlanInputError(msg, source=source, field=loc) from None
+            parse_inputs(case.kind, case.inputs, source=source)
+            cases[path.stem] = case
     return list(cases.values())
 
 

@@ -11,7 +11,6 @@ error on them is reported.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from dataclasses import dataclass, replace
@@ -21,6 +20,7 @@ from typing import TypeVar
 import numpy as np
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.files import MAX_MEASURED_BYTES, MAX_MEASURED_ROWS, number, read_csv_rows
 from dualpath_plan.outcomes.serving import ServingConfig, evaluate_mode
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.physics.workload import workload_demand
@@ -39,6 +39,9 @@ METRICS = (
     "online_tpot_s",
     "throughput_turns_per_s",
 )
+# Largest node or agent count of a measured point: more than any cluster measured, small enough
+# that the model's products stay finite.
+MAX_COUNT = 1_000_000
 DEFAULT_FIT = (
     "snic_efficiency",
     "prefill_mfu",
@@ -87,53 +90,66 @@ class Calibration:
 
 
 def load_points(path: Path) -> list[Point]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PlanInputError("no such measurements file", source=str(path)) from None
-    rows = [
-        r
-        for r in csv.DictReader(
-            line for line in text.splitlines() if line.strip() and not line.startswith("#")
-        )
-    ]
-    if not rows:
-        raise PlanInputError("no measured points", source=str(path))
+    """Measured points from CSV (``#`` comment lines and blank lines skipped), through
+    :mod:`dualpath_plan.files`: a regular UTF-8 file of at most MAX_MEASURED_ROWS rows, every row
+    as many fields as the header; a bad cell names its line and column."""
+    source = str(path)
     required = ("metric", "value", "mode", "prefill_nodes", "decode_nodes")
-    for name in required:
-        if name not in rows[0]:
-            raise PlanInputError(
-                f"missing column; expected {', '.join(required)}[, agents]",
-                source=str(path),
-                field=name,
-            )
+    rows = read_csv_rows(
+        path,
+        what="measurements file (CSV)",
+        max_bytes=MAX_MEASURED_BYTES,
+        max_rows=MAX_MEASURED_ROWS,
+        required=required,
+        comments=True,
+    )
+    if not rows:
+        raise PlanInputError("no measured points", source=source)
     points = []
-    for n, r in enumerate(rows, 2):
+    for n, r in rows:
         if r["metric"] not in METRICS:
             raise PlanInputError(
-                f"row {n}: unknown metric {r['metric']!r}; expected one of {', '.join(METRICS)}",
-                source=str(path),
+                f"unknown metric {r['metric']!r}; expected one of {', '.join(METRICS)}",
+                source=source,
+                line=n,
                 field="metric",
             )
         if r["mode"] not in MODE_TABLE:
             raise PlanInputError(
-                f"row {n}: unknown mode {r['mode']!r}", source=str(path), field="mode"
+                f"unknown mode {r['mode']!r}; expected one of {', '.join(MODE_TABLE)}",
+                source=source,
+                line=n,
+                field="mode",
             )
-        try:
-            value = float(r["value"])
-            p, d = int(r["prefill_nodes"]), int(r["decode_nodes"])
-            agents = int(r.get("agents") or 2048)
-        except ValueError:
+        value = number(r["value"], source=source, field="value", line=n, text=True)
+        counts = {"agents": "2048"} if not (r.get("agents") or "").strip() else {}
+        p, d, agents = (
+            number(
+                counts[k] if k in counts else r[k],
+                source=source,
+                field=k,
+                line=n,
+                integer=True,
+                text=True,
+            )
+            for k in ("prefill_nodes", "decode_nodes", "agents")
+        )
+        if not value > 0:
             raise PlanInputError(
-                f"row {n}: value, node counts and agents must be numbers", source=str(path)
-            ) from None
-        if not (math.isfinite(value) and value > 0) or p < 1 or d < 1 or agents < 1:
-            raise PlanInputError(
-                f"row {n}: expected value > 0 and node counts, agents >= 1",
-                source=str(path),
+                f"expected a measured value > 0, got {r['value']!r}",
+                source=source,
+                line=n,
                 field="value",
             )
-        points.append(Point(r["metric"], value, r["mode"], p, d, agents, n))
+        for name, count in (("prefill_nodes", p), ("decode_nodes", d), ("agents", agents)):
+            if not 1 <= count <= MAX_COUNT:
+                raise PlanInputError(
+                    f"expected a whole number from 1 to {MAX_COUNT:,}, got {count:g}",
+                    source=source,
+                    line=n,
+                    field=name,
+                )
+        points.append(Point(r["metric"], value, r["mode"], int(p), int(d), int(agents), n))
     return points
 
 

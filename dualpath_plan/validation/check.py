@@ -10,16 +10,29 @@ LP), ``recommend`` (the recommended split per mode), ... A number regresses when
 
 from __future__ import annotations
 
-import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from xml.etree import ElementTree as ET
 
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.files import MAX_BASELINE_BYTES, load_json, xml_text
 from dualpath_plan.profiles.registry import Registry
-from dualpath_plan.validation.metrics import Value, compute
+from dualpath_plan.validation.metrics import Value, compute, parse_inputs
 
 
 def compute_metrics(kind: str, inputs: Any, registry: Registry) -> dict[str, Value]:
@@ -53,21 +66,78 @@ class MetricDiff:
 
 
 def load_baseline(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PlanInputError("no such baseline file", source=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise PlanInputError(f"not JSON: {exc.msg} (line {exc.lineno})", source=str(path)) from None
+    """A baseline file, read through :mod:`dualpath_plan.files` (regular UTF-8 file, size and
+    nesting limits, no NaN or Infinity) and checked against :class:`_Baseline`: every number a
+    JSON number (not a string or a boolean) and finite, every tolerance >= 0, every input of a
+    scenario of the type it is used as, the inputs its kind needs present. Returns the data as
+    read (``--update`` writes it back with new values)."""
+    source = str(path)
+    data = load_json(path, what="baseline file (JSON)", max_bytes=MAX_BASELINE_BYTES)
     if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list):
-        raise PlanInputError('expected {"scenarios": [...]}', source=str(path), field="scenarios")
+        raise PlanInputError('expected {"scenarios": [...]}', source=source, field="scenarios")
     for k, s in enumerate(data["scenarios"]):
+        if not isinstance(s, dict):
+            raise PlanInputError(
+                f"expected a scenario object, got {type(s).__name__}",
+                source=source,
+                field=f"scenarios[{k}]",
+            )
         for key in ("id", "kind", "inputs"):
             if key not in s:
                 raise PlanInputError(
-                    f"scenario {k} has no '{key}'", source=str(path), field=f"scenarios[{k}].{key}"
+                    f"scenario {k} has no '{key}'", source=source, field=f"scenarios[{k}].{key}"
                 )
+    try:
+        baseline = _Baseline.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+        msg = re.sub(r" or instance of \w+", "", err["msg"])
+        if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
+            msg += f" (got {err['input']!r})"
+        raise PlanInputError(msg, source=source, field=loc.lstrip(".") or "(top level)") from None
+    for k, sc in enumerate(baseline.scenarios):
+        # The inputs a kind takes are the metric registry's (the scenario spec's and its own).
+        parse_inputs(sc.kind, sc.inputs, source=source, field_prefix=f"scenarios[{k}].")
     return data
+
+
+# Checks of a baseline's shape (load_baseline); the data itself stays plain JSON.
+_Finite = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+_Tolerance = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
+_Id = Annotated[StrictStr, Field(max_length=200)]
+
+
+class _Strict(BaseModel):
+    """No unknown keys, no conversions, and no null: a key is given a value or left out."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
+        # ``"storage": null`` is the one null with a meaning: no storage-cluster limit.
+        if value is None and info.field_name != "storage":
+            raise ValueError("expected a value, got null (leave the key out instead)")
+        return value
+
+
+class _Metric(_Strict):
+    value: _Finite | StrictStr | None = None  # a number, or a label (binding links)
+    rel_tol: _Tolerance | None = None
+
+
+class _Scenario(_Strict):
+    id: StrictStr
+    kind: _Id
+    inputs: dict[str, Any]
+    metrics: dict[str, _Metric] = Field(default_factory=dict)
+
+
+class _Baseline(_Strict):
+    version: StrictInt | None = None
+    default_rel_tol: _Tolerance | None = None
+    scenarios: list[_Scenario]
 
 
 def run_check(data: dict[str, Any], registry: Registry) -> tuple[list[MetricDiff], dict[str, Any]]:
@@ -94,6 +164,8 @@ def run_check(data: dict[str, Any], registry: Registry) -> tuple[list[MetricDiff
 
 
 def junit_xml(diffs: list[MetricDiff]) -> str:
+    """The diffs as a JUnit XML report, well-formed whatever the ids hold: characters XML does
+    not allow (control characters, lone surrogates) are escaped by :func:`xml_text`."""
     suite = ET.Element(
         "testsuite",
         name="dualpath-plan check",
@@ -101,10 +173,12 @@ def junit_xml(diffs: list[MetricDiff]) -> str:
         failures=str(sum(d.regressed for d in diffs)),
     )
     for d in diffs:
-        case = ET.SubElement(suite, "testcase", classname=d.scenario, name=d.metric)
+        case = ET.SubElement(
+            suite, "testcase", classname=xml_text(d.scenario), name=xml_text(d.metric)
+        )
         if d.regressed:
             failure = ET.SubElement(case, "failure", message="metric changed beyond tolerance")
-            failure.text = (
+            failure.text = xml_text(
                 f"baseline {d.baseline!r}, now {d.value!r}, tolerance {d.rel_tol:g} relative"
             )
     return ET.tostring(suite, encoding="unicode") + "\n"

@@ -203,31 +203,47 @@ KINDS: dict[str, MetricKind] = {
 }
 
 
-def compute(
-    kind: str, inputs: Any, registry: Registry, *, source: str | None = None
-) -> dict[str, Value]:
-    """Every metric of a kind for ``inputs`` (a dict: spec fields and the kind's own)."""
+def parse_inputs(
+    kind: str, inputs: Any, *, source: str | None = None, field_prefix: str = ""
+) -> tuple[MetricKind, ScenarioSpec, _Extra]:
+    """A kind's inputs checked strictly: the spec's fields and the kind's own, nothing else.
+    Errors name ``field_prefix`` + the field (``scenarios[2].inputs.agents``)."""
     if kind not in KINDS:
         raise PlanInputError(
             f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}",
             source=source,
-            field="kind",
+            field=f"{field_prefix}kind",
         )
     if not isinstance(inputs, dict):
-        raise PlanInputError("expected a table of inputs", source=source, field="inputs")
+        raise PlanInputError(
+            "expected a table of inputs", source=source, field=f"{field_prefix}inputs"
+        )
     k = KINDS[kind]
     own = set(k.extra.model_fields)
     values = {n: tuple(v) if isinstance(v, list) else v for n, v in inputs.items()}
     spec = ScenarioSpec.build(
-        {n: v for n, v in values.items() if n not in own}, source=source or "inputs"
+        {n: v for n, v in values.items() if n not in own},
+        source=source or "inputs",
+        field_prefix=f"{field_prefix}inputs.",
     )
     try:
         extra = k.extra.model_validate({n: v for n, v in values.items() if n in own})
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "inputs"
-        raise PlanInputError(err["msg"], source=source, field=f"inputs.{field}") from None
+        msg = err["msg"]
+        if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
+            msg += f" (got {err['input']!r})"
+        raise PlanInputError(msg, source=source, field=f"{field_prefix}inputs.{field}") from None
+    return k, spec, extra
+
+
+def compute(
+    kind: str, inputs: Any, registry: Registry, *, source: str | None = None
+) -> dict[str, Value]:
+    """Every metric of a kind for ``inputs`` (a dict: spec fields and the kind's own)."""
+    k, spec, extra = parse_inputs(kind, inputs, source=source)
     return k.compute(registry, spec, extra)
 
 
-__all__ = ["KINDS", "SIZE_METRICS", "MetricKind", "Value", "compute"]
+__all__ = ["KINDS", "SIZE_METRICS", "MetricKind", "Value", "compute", "parse_inputs"]

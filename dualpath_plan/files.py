@@ -1,0 +1,687 @@
+"""Reading input files and writing output files, the one way every command does it.
+
+Reading: every file the tool reads (profiles, traces, measured points, baselines, cases) goes
+through :func:`read_text` and the parsers built on it. A reader accepts regular files only (a
+FIFO would hang, ``/dev/zero`` would grow memory until killed), at most a stated number of bytes
+(read up to the limit and one byte more, whatever the file claims its size is), UTF-8 text,
+structures nested no deeper than :data:`MAX_NESTING_DEPTH` (checked before the parser runs,
+so no parser can recurse until Python gives up) and finite numbers only. Every failure is a
+:class:`PlanInputError` naming the file, the line where known, and the field.
+
+Writing: every file is written to a temporary file in the same directory and renamed over the
+target only when complete (:func:`atomic_write`, :class:`AtomicWriter` for streams); several
+files of one command are staged together and renamed together (:class:`AtomicGroup`), so a
+failure, an exception or Ctrl-C leaves every previous file as it was. A ``kill -9`` can leave a
+hidden ``.NAME.*.tmp`` file beside the target, never a half-written target.
+
+This module depends on nothing of the tool but :mod:`dualpath_plan.errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import math
+import os
+import re
+import secrets
+import stat
+import tomllib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from dualpath_plan.errors import PlanInputError, printable
+
+# --- limits --------------------------------------------------------------------------------
+
+# A profile is a few kilobytes (the largest shipped one is under 5 KB); 1 MiB is far beyond any
+# real one and small enough to parse in milliseconds.
+MAX_PROFILE_BYTES = 1 << 20
+# A validation case is a dozen lines; the same bound as a profile.
+MAX_CASE_BYTES = 1 << 20
+# A baseline records about 1.5 KB per scenario; 16 MiB is ten thousand scenarios, more than a
+# check could recompute in reasonable time.
+MAX_BASELINE_BYTES = 16 << 20
+# Measured points for calibrate: every point is evaluated by the model in every least-squares
+# iteration, so the fit's time grows with the count. A thousand points is far more than a
+# benchmark campaign produces and still fits in minutes.
+MAX_MEASURED_BYTES = 1 << 20
+MAX_MEASURED_ROWS = 1_000
+# A trace: the paper's traces are 500 trajectories of up to ~160 turns (about 80,000 rows of
+# 20 to 60 bytes). A million rows is ten times that and keeps the loaded arrays to tens of MB.
+MAX_TRACE_BYTES = 128 << 20
+MAX_TRACE_ROWS = 1_000_000
+# Nesting of tables, arrays and dotted keys in TOML and JSON input: the deepest real file (a
+# baseline: root, scenarios, scenario, metrics, metric) has 5 levels. 32 leaves room and keeps
+# every recursive consumer (the TOML and JSON parsers, pydantic, json.dumps) far from Python's
+# recursion limit.
+MAX_NESTING_DEPTH = 32
+
+__all__ = [
+    "MAX_BASELINE_BYTES",
+    "MAX_CASE_BYTES",
+    "MAX_MEASURED_BYTES",
+    "MAX_MEASURED_ROWS",
+    "MAX_NESTING_DEPTH",
+    "MAX_PROFILE_BYTES",
+    "MAX_TRACE_BYTES",
+    "MAX_TRACE_ROWS",
+    "AtomicGroup",
+    "AtomicWriter",
+    "atomic_write",
+    "check_toml_nesting",
+    "check_values",
+    "iter_csv_rows",
+    "iter_jsonl_objects",
+    "load_json",
+    "load_toml",
+    "number",
+    "parse_json",
+    "parse_toml",
+    "printable",
+    "read_csv_rows",
+    "read_text",
+    "xml_text",
+]
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} bytes"
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+def read_bytes(path: Path | str, *, what: str, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``; else a PlanInputError."""
+    source = str(path)
+
+    def fail(message: str) -> PlanInputError:
+        return PlanInputError(message, source=source)
+
+    def check_mode(mode: int) -> None:
+        if stat.S_ISDIR(mode):
+            raise fail(f"is a directory; expected a {what}")
+        if not stat.S_ISREG(mode):
+            kind = (
+                "a FIFO"
+                if stat.S_ISFIFO(mode)
+                else "a device"
+                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket"
+                if stat.S_ISSOCK(mode)
+                else "not a regular file"
+            )
+            raise fail(f"is {kind}, not a regular file; expected a {what}")
+
+    def too_big(size: str | None) -> PlanInputError:
+        has = f"{size}, " if size else ""
+        return fail(f"{has}more than the {_size(max_bytes)} allowed for a {what}")
+
+    try:
+        st = os.stat(path)
+        check_mode(st.st_mode)
+        if st.st_size > max_bytes:
+            raise too_big(_size(st.st_size))
+        # O_NONBLOCK: should the file be swapped for a FIFO after the stat, opening it does not
+        # wait for a writer; the fstat below then refuses it.
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise fail(f"no such {what}") from None
+    except (NotADirectoryError, IsADirectoryError):
+        raise fail(f"no such {what} (a part of the path is not a directory)") from None
+    except ValueError:  # an embedded NUL byte in the path
+        raise fail(f"not a valid path for a {what}") from None
+    except OSError as exc:
+        raise fail(f"cannot read: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            check_mode(os.fstat(handle.fileno()).st_mode)
+            # At most the limit and one byte more, whatever the file said its size was.
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise fail(f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise too_big(None)
+    return data
+
+
+def read_text(path: Path | str, *, what: str, max_bytes: int) -> str:
+    """The text of a regular UTF-8 file of at most ``max_bytes`` (a leading byte-order mark is
+    dropped); every failure a PlanInputError naming the file (and the line of a bad byte)."""
+    data = read_bytes(path, what=what, max_bytes=max_bytes)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise PlanInputError(
+            f"byte 0x{data[exc.start]:02x} is not UTF-8; expected a {what} in UTF-8 text",
+            source=str(path),
+            line=line,
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
+def _path_text(path: Sequence[str | int]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def check_values(
+    data: Any, *, source: str, line: int | None = None, max_depth: int = MAX_NESTING_DEPTH
+) -> None:
+    """Every number finite and nothing nested deeper than ``max_depth`` in parsed data (walked
+    without recursion); a PlanInputError naming the field otherwise."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
+    while stack:
+        value, path = stack.pop()
+        if len(path) > max_depth:
+            raise PlanInputError(
+                f"nested deeper than {max_depth} levels",
+                source=source,
+                line=line,
+                field=_path_text(path),
+            )
+        if isinstance(value, float) and not math.isfinite(value):
+            raise PlanInputError(
+                f"expected a finite number, got {value}",
+                source=source,
+                line=line,
+                field=_path_text(path),
+            )
+        if isinstance(value, dict):
+            stack.extend((v, (*path, str(k))) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, (*path, i)) for i, v in enumerate(value))
+
+
+# Strings and comments of TOML (their brackets and dots are text, not structure): triple-quoted
+# first, then one-line basic and literal strings, then comments.
+_TOML_STRINGS = re.compile(
+    r'"""(?:[^\\]|\\[\s\S])*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*'
+)
+_BRACKETS = re.compile(r"[\[\]{}]")
+_DOTTED_KEY = re.compile(
+    r"(?<![\w-])[\w-]+(?:[ \t]*\.[ \t]*[\w-]+){%d,}" % MAX_NESTING_DEPTH  # noqa: UP031
+)
+
+
+def _bracket_depth_ok(text: str, *, source: str, line_of: Any = None) -> None:
+    """Raise if brackets nest deeper than MAX_NESTING_DEPTH (before any parser recurses)."""
+    if text.count("[") + text.count("{") <= MAX_NESTING_DEPTH:
+        return
+    depth = 0
+    for match in _BRACKETS.finditer(text):
+        if match.group() in "[{":
+            depth += 1
+            if depth > MAX_NESTING_DEPTH:
+                raise PlanInputError(
+                    f"arrays or tables nested deeper than {MAX_NESTING_DEPTH} levels",
+                    source=source,
+                    line=line_of(match.start()) if line_of else None,
+                )
+        else:
+            depth = max(depth - 1, 0)
+
+
+def load_toml(path: Path | str, *, what: str, max_bytes: int) -> dict[str, Any]:
+    """A TOML file as a dict: read by :func:`read_text`, nesting checked before parsing (also
+    dotted keys, which the parser expands at a cost growing with the square of their length),
+    then every number finite."""
+    source = str(path)
+    text = read_text(path, what=what, max_bytes=max_bytes)
+    return parse_toml(text, source=source)
+
+
+def check_toml_nesting(text: str, *, source: str) -> None:
+    """Raise if TOML text nests arrays, inline tables or dotted keys deeper than
+    MAX_NESTING_DEPTH: the parser recurses into the first and expands the last at a cost
+    growing with the square of the key's length, so this runs before it."""
+    stripped = _TOML_STRINGS.sub(lambda m: "" if m.group().startswith("#") else "s", text)
+    _bracket_depth_ok(stripped, source=source)
+    if stripped.count(".") > MAX_NESTING_DEPTH and _DOTTED_KEY.search(stripped):
+        raise PlanInputError(f"a dotted key of more than {MAX_NESTING_DEPTH} parts", source=source)
+
+
+def parse_toml(text: str, *, source: str) -> dict[str, Any]:
+    """TOML text as a dict: nesting checked before parsing, then every number finite."""
+    check_toml_nesting(text, source=source)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PlanInputError(f"malformed TOML: {exc}", source=source) from None
+    except RecursionError:  # not reached after the check above; never a traceback regardless
+        raise PlanInputError("malformed TOML: nested too deeply", source=source) from None
+    check_values(data, source=source)
+    return data
+
+
+def parse_json(text: str, *, source: str, line: int | None = None) -> Any:
+    """JSON text (a file, or the one line ``line`` of JSON Lines) with nesting checked before
+    parsing and every number finite (``NaN``, ``Infinity`` and ``1e999`` are refused, naming the
+    field)."""
+    stripped = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', text) if '"' in text else text
+
+    def line_of(offset: int) -> int:
+        # Offsets in the stripped text shift within a line, never across one: a JSON string
+        # holds no raw newline.
+        return (line or 1) + stripped.count("\n", 0, offset)
+
+    _bracket_depth_ok(stripped, source=source, line_of=line_of)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PlanInputError(
+            f"not JSON: {exc.msg} (column {exc.colno})",
+            source=source,
+            line=line if line is not None else exc.lineno,
+        ) from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise PlanInputError(f"not JSON: {exc}", source=source, line=line) from None
+    except RecursionError:  # not reached after the check above; never a traceback regardless
+        raise PlanInputError("not JSON: nested too deeply", source=source, line=line) from None
+    check_values(data, source=source, line=line)
+    return data
+
+
+def load_json(path: Path | str, *, what: str, max_bytes: int) -> Any:
+    """A JSON file: read by :func:`read_text`, then :func:`parse_json`."""
+    return parse_json(read_text(path, what=what, max_bytes=max_bytes), source=str(path))
+
+
+def _lines(text: str, comments: bool) -> Iterator[tuple[int, str]]:
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or (comments and line.lstrip().startswith("#")):
+            continue
+        yield n, line
+
+
+def iter_csv_rows(
+    path: Path | str,
+    *,
+    what: str,
+    max_bytes: int,
+    max_rows: int,
+    required: Sequence[str] = (),
+    comments: bool = False,
+    text: str | None = None,
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line number, row) of a CSV file with a header row: blank lines (and, with ``comments``,
+    lines starting with ``#``) skipped; every row exactly as many fields as the header; at most
+    ``max_rows`` rows; the ``required`` columns present. Raises PlanInputError naming the line
+    and the column. The header is checked before the first row is yielded."""
+    source = str(path)
+    if text is None:
+        text = read_text(path, what=what, max_bytes=max_bytes)
+    current = [0]
+
+    def numbered() -> Iterator[str]:
+        for n, line in _lines(text, comments):
+            current[0] = n
+            yield line
+
+    def fail(message: str, field: str | None = None) -> PlanInputError:
+        return PlanInputError(message, source=source, line=current[0], field=field)
+
+    reader = csv.reader(numbered(), strict=True)
+    try:
+        header = next(reader, None)
+        if header is None:
+            raise PlanInputError(f"empty; expected a {what} with a header row", source=source)
+        header = [h.strip() for h in header]
+        seen: set[str] = set()
+        for name in header:
+            if name in seen:
+                raise fail("a column named twice in the header", field=name)
+            seen.add(name)
+        for name in required:
+            if name not in seen:
+                raise fail(f"missing column; expected {', '.join(required)}", field=name)
+        for count, fields in enumerate(reader, 1):
+            if count > max_rows:
+                raise fail(f"more than {max_rows:,} rows; a {what} may have at most {max_rows:,}")
+            if len(fields) != len(header):
+                raise fail(
+                    f"{len(fields)} fields, expected {len(header)} "
+                    f"(the header's {', '.join(header)})"
+                )
+            yield current[0], dict(zip(header, fields, strict=True))
+    except csv.Error as exc:
+        raise fail(f"malformed CSV: {exc}") from None
+
+
+def read_csv_rows(
+    path: Path | str,
+    *,
+    what: str,
+    max_bytes: int,
+    max_rows: int,
+    required: Sequence[str] = (),
+    comments: bool = False,
+) -> list[tuple[int, dict[str, str]]]:
+    """:func:`iter_csv_rows` as a list."""
+    return list(
+        iter_csv_rows(
+            path,
+            what=what,
+            max_bytes=max_bytes,
+            max_rows=max_rows,
+            required=required,
+            comments=comments,
+        )
+    )
+
+
+def iter_jsonl_objects(
+    path: Path | str,
+    *,
+    what: str,
+    max_bytes: int,
+    max_rows: int,
+    required: Sequence[str] = (),
+    text: str | None = None,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of a JSON Lines file: blank lines skipped, every other line a JSON
+    object with the ``required`` keys, at most ``max_rows`` of them."""
+    source = str(path)
+    if text is None:
+        text = read_text(path, what=what, max_bytes=max_bytes)
+    for count, (n, line) in enumerate(_lines(text, comments=False), 1):
+        if count > max_rows:
+            raise PlanInputError(
+                f"more than {max_rows:,} rows; a {what} may have at most {max_rows:,}",
+                source=source,
+                line=n,
+            )
+        obj = parse_json(line, source=source, line=n)
+        if not isinstance(obj, dict):
+            raise PlanInputError(
+                f"expected a JSON object, got {type(obj).__name__}", source=source, line=n
+            )
+        for name in required:
+            if name not in obj:
+                raise PlanInputError(
+                    f"missing; expected {', '.join(required)}", source=source, line=n, field=name
+                )
+        yield n, obj
+
+
+def number(
+    value: object,
+    *,
+    source: str,
+    field: str,
+    line: int | None = None,
+    integer: bool = False,
+    text: bool = False,
+) -> float:
+    """A finite number: with ``text``, from a CSV cell; else a parsed JSON or TOML value, which
+    must be an int or a float (never a bool, nor a number in a string). With ``integer``, a
+    whole number."""
+    expected = "a whole number" if integer else "a number"
+
+    def fail(message: str) -> PlanInputError:
+        return PlanInputError(message, source=source, line=line, field=field)
+
+    if text and isinstance(value, str):
+        try:
+            result = float(value)
+        except ValueError:
+            raise fail(f"expected {expected}, got {value!r}") from None
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            result = float(value)
+        except OverflowError:
+            result = math.inf
+    else:
+        raise fail(f"expected {expected}, got {type(value).__name__} {value!r}")
+    if not math.isfinite(result):
+        raise fail(f"expected a finite number, got {value!r}")
+    if integer and not result.is_integer():
+        raise fail(f"expected a whole number, got {value!r}")
+    return result
+
+
+# --- output text ---------------------------------------------------------------------------
+
+_XML_ILLEGAL = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: object) -> str:
+    """``text`` with every character XML 1.0 does not allow (control characters, lone
+    surrogates, U+FFFE/U+FFFF) escaped as ``\\xNN``/``\\uNNNN``, so the document stays
+    well-formed; ElementTree escapes ``<``, ``&`` and quotes itself."""
+    return _XML_ILLEGAL.sub(lambda m: printable(m.group()), str(text))
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+def _write_error(path: Path, exc: OSError | str, field: str | None) -> PlanInputError:
+    reason = exc if isinstance(exc, str) else (exc.strerror or str(exc))
+    return PlanInputError(f"cannot write: {reason}", source=str(path), field=field)
+
+
+def _create_temp(target: Path, field: str | None) -> tuple[Path, int]:
+    """A new hidden file beside ``target``, created exclusively with the mode a plain open
+    would give it (0666 less the umask), or the mode of the file it will replace."""
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except (OSError, ValueError) as exc:
+        raise _write_error(target, exc if isinstance(exc, OSError) else str(exc), field) from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise _write_error(target, f"is {what}; expected a file to (over)write", field)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(temp, flags, 0o666)
+        except FileExistsError:
+            continue
+        except (OSError, ValueError) as exc:
+            raise _write_error(
+                target, exc if isinstance(exc, OSError) else str(exc), field
+            ) from None
+        if st is not None:
+            with contextlib.suppress(OSError):
+                os.chmod(fd, stat.S_IMODE(st.st_mode))
+        return temp, fd
+    raise _write_error(target, "no free temporary file name", field)
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+class AtomicWriter:
+    """A file written as a stream and put in place only when complete::
+
+        with AtomicWriter(path, field="--out") as handle:
+            handle.write(...)
+
+    The stream goes to a temporary file in the target's directory; leaving the block normally
+    flushes it (and fsyncs it with ``fsync=True``) and renames it over the target. Leaving it
+    by any exception, KeyboardInterrupt included, removes the temporary file and leaves the
+    target as it was. :meth:`commit` and :meth:`abort` do the same without a ``with``."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        binary: bool = False,
+        newline: str | None = None,
+        fsync: bool = False,
+        field: str | None = None,
+    ):
+        self.path = Path(path)
+        self.field = field
+        self.fsync = fsync
+        self.temp, fd = _create_temp(self.path, field)
+        self.handle: IO[Any]
+        try:
+            if binary:
+                self.handle = os.fdopen(fd, "wb")
+            else:
+                # Lone surrogates (from a JSON "\ud800" escape) are written escaped rather than
+                # failing half-way through the file.
+                self.handle = os.fdopen(
+                    fd, "w", encoding="utf-8", errors="backslashreplace", newline=newline
+                )
+        except BaseException:
+            os.close(fd)
+            _remove(self.temp)
+            raise
+        self.done = False
+
+    def __enter__(self) -> IO[Any]:
+        return self.handle
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def _finish_temp(self) -> None:
+        """Flush and close the temporary file (the data complete on disk before a rename)."""
+        self.handle.flush()
+        if self.fsync:
+            os.fsync(self.handle.fileno())
+        self.handle.close()
+
+    def commit(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        try:
+            self._finish_temp()
+            os.replace(self.temp, self.path)
+        except OSError as exc:
+            _remove(self.temp)
+            raise _write_error(self.path, exc, self.field) from None
+        except BaseException:
+            _remove(self.temp)
+            raise
+
+    def abort(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        with contextlib.suppress(OSError):
+            self.handle.close()
+        _remove(self.temp)
+
+
+def atomic_write(
+    path: Path | str, data: str | bytes, *, field: str | None = None, fsync: bool = False
+) -> None:
+    """Write a whole file at once: a temporary file beside it, renamed over it when written."""
+    with AtomicWriter(path, binary=isinstance(data, bytes), field=field, fsync=fsync) as handle:
+        handle.write(data)
+
+
+class AtomicGroup:
+    """Several files of one command, all written or none::
+
+        with AtomicGroup() as group:
+            group.add(path_a, text_a, field="--junit")
+            group.add(path_b, text_b, field="--update")
+
+    ``add`` writes each file's temporary copy at once (a full disk or a missing directory fails
+    there, before any target changes); leaving the block renames them all. Should a rename
+    fail, the targets already renamed get their previous content back. An exception in the
+    block removes every temporary file."""
+
+    def __init__(self, *, fsync: bool = False):
+        self.fsync = fsync
+        self.staged: list[AtomicWriter] = []
+
+    def add(self, path: Path | str, data: str | bytes, *, field: str | None = None) -> None:
+        writer = AtomicWriter(path, binary=isinstance(data, bytes), field=field, fsync=self.fsync)
+        self.staged.append(writer)
+        try:
+            writer.handle.write(data)
+            writer._finish_temp()
+        except OSError as exc:
+            raise _write_error(writer.path, exc, field) from None
+
+    def __enter__(self) -> AtomicGroup:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def abort(self) -> None:
+        for writer in self.staged:
+            writer.abort()
+        self.staged = []
+
+    def commit(self) -> None:
+        staged, self.staged = self.staged, []
+        # Keep each existing target under a second name (a hard link: the target itself never
+        # disappears) so that a failed rename can put the earlier ones back.
+        backups: list[Path | None] = []
+        existed: list[bool] = []
+        renamed = 0
+        try:
+            for writer in staged:
+                backup: Path | None = None
+                existed.append(writer.path.exists())
+                if existed[-1]:
+                    backup = writer.temp.with_name(writer.temp.name + ".old")
+                    try:
+                        os.link(writer.path, backup)
+                    except OSError:
+                        backup = None  # no hard links here: this file cannot be rolled back
+                backups.append(backup)
+            try:
+                for writer in staged:
+                    os.replace(writer.temp, writer.path)
+                    writer.done = True
+                    renamed += 1
+            except BaseException as exc:
+                for k in range(renamed):
+                    with contextlib.suppress(OSError):
+                        backup = backups[k]
+                        if backup is not None:
+                            os.replace(backup, staged[k].path)
+                        elif not existed[k]:
+                            os.unlink(staged[k].path)
+                if isinstance(exc, OSError):
+                    failed = staged[renamed]
+                    raise _write_error(failed.path, exc, failed.field) from None
+                raise
+        finally:
+            for backup in backups:
+                if backup is not None:
+                    _remove(backup)
+            for writer in staged:
+                if not writer.done:
+                    _remove(writer.temp)
+                    writer.done = True
