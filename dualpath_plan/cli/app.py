@@ -53,6 +53,8 @@ def _register_commands() -> None:
     if _registered:
         return
     from dualpath_plan.cli import (
+        calibrate_cmd,
+        check_cmd,
         paths_cmd,
         physics_cmd,
         recommend_cmd,
@@ -67,6 +69,8 @@ def _register_commands() -> None:
     physics_cmd.register(app)
     paths_cmd.register(app)
     validate_cmd.register(app)
+    check_cmd.register(app)
+    calibrate_cmd.register(app)
     _registered.append(True)
 
 

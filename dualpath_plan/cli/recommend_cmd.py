@@ -20,7 +20,7 @@ from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import AtomicGroup
 from dualpath_plan.outcomes.recommend import OBJECTIVES, Budget, phase_plan, recommend
-from dualpath_plan.reports.recommend_report import (
+from dualpath_plan.reports.recommend import (
     recommend_markdown,
     recommend_payload,
     recommend_png_bytes,

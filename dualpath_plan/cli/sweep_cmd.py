@@ -2,90 +2,22 @@
 
 from __future__ import annotations
 
-import csv
-import json
-import math
-import sys
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import Annotated
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-from rich.table import Table
 
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.files import AtomicWriter
-from dualpath_plan.outcomes.sweep import grid_size, iter_rows, parse_axis, run_sweep
+from dualpath_plan.outcomes.sweep import grid_size, parse_axis, run_sweep
 from dualpath_plan.physics.modes import parse_modes
+from dualpath_plan.reports import sweep as report
 from dualpath_plan.scenario.spec import ScenarioSpec
 
 OBJECTIVES = ("throughput_per_gpu", "throughput_turns_per_s", "jct_s")
-OUT_COLUMNS = (
-    "point",
-    "mode",
-    "P",
-    "D",
-    "agents",
-    "gpus",
-    "throughput_turns_per_s",
-    "throughput_per_gpu",
-    "jct_s",
-    "drain_s",
-    "decode_path_fraction",
-    "bottleneck",
-    "feasible",
-)
-
-
-def _clean(v: object) -> object:
-    """No NaN or inf in any output: infeasible points have empty (null) metrics."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, np.bool_):
-        return bool(v)
-    return v
-
-
-class _Writer:
-    """Every point of a sweep, streamed to a temporary file beside ``path`` and renamed over it
-    only when the sweep completes: a failed or interrupted sweep leaves the previous file as it
-    was (a ``kill -9`` may leave a hidden ``.NAME.*.tmp`` beside it)."""
-
-    def __init__(self, path: Path, extra: list[str]):
-        suffix = path.suffix.lower()
-        if suffix not in (".csv", ".jsonl", ".ndjson"):
-            raise PlanInputError(
-                f"expected a .csv or .jsonl file, got {path.name!r}", field="--out"
-            )
-        # An exception being handled already when the sweep starts is not the sweep's failure.
-        self.outer = sys.exc_info()[1]
-        self.file = AtomicWriter(path, newline="", field="--out")
-        self.handle: IO[str] = self.file.handle
-        self.jsonl = suffix != ".csv"
-        self.columns = [*extra, *OUT_COLUMNS]
-        self.csv = None if self.jsonl else csv.DictWriter(self.handle, fieldnames=self.columns)
-        if self.csv:
-            self.csv.writeheader()
-
-    def write(self, rows: dict[str, np.ndarray]) -> None:
-        for row in iter_rows(rows):
-            clean = {c: _clean(row.get(c)) for c in self.columns}
-            if self.csv:
-                self.csv.writerow({k: ("" if v is None else v) for k, v in clean.items()})
-            else:
-                self.handle.write(json.dumps(clean, allow_nan=False) + "\n")
-
-    def close(self) -> None:
-        """Called from the sweep's ``finally``: put the file in place if the sweep completed,
-        else (an exception on its way out, Ctrl-C included) drop it."""
-        if sys.exc_info()[1] in (None, self.outer):
-            self.file.commit()
-        else:
-            self.file.abort()
 
 
 @scenario_options()
@@ -150,7 +82,7 @@ def sweep(
     registry = load_registry(profiles, set_)
     total = grid_size(axes) * len(modes)
     extra = [a.name for a in axes if not a.is_vector]
-    writer = _Writer(out, extra) if out else None
+    writer = report.PointWriter(out, extra) if out else None
     err = Console(stderr=True)
     try:
         with Progress(
@@ -179,46 +111,10 @@ def sweep(
     finally:
         if writer:
             writer.close()
-    share = (
-        {
-            k: v / summary.feasible
-            for k, v in sorted(summary.binding_counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        }
-        if summary.feasible
-        else {}
-    )
-    payload: dict[str, Any] = {
-        "points": summary.points,
-        "feasible": summary.feasible,
-        "bottleneck_share": share,  # per set of binding links ("a + b" on a tie)
-        "objective": objective,
-        "best": [{k: _clean(v) for k, v in r.items()} for r in summary.best],
-        "out": str(out) if out else None,
-    }
     if as_json:
-        print_json(payload)
-        return
-    stdout.print(
-        f"[bold]{summary.points:,} points[/bold] ({summary.feasible:,} feasible), "
-        f"modes {', '.join(modes)}"
-    )
-    if share:
-        stdout.print("binding links: " + ", ".join(f"{k} {v:.0%}" for k, v in share.items()))
-    table = Table(title=f"best {len(summary.best)} by {objective}")
-    cols = [*extra, *(c for c in OUT_COLUMNS if c not in ("feasible", "point"))]
-    for c in cols:
-        table.add_column(c)
-    for r in summary.best:
-        table.add_row(*[_cell(r.get(c)) for c in cols])
-    stdout.print(table)
-    if out:
-        stdout.print(f"every point written to {out}")
-
-
-def _cell(v: object) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return "" if v is None else str(v)
+        print_json(report.sweep_payload(summary, objective, out))
+    else:
+        report.render_sweep(summary, objective, modes, extra, out, stdout)
 
 
 def register(app: typer.Typer) -> None:

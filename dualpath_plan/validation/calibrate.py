@@ -20,7 +20,13 @@ from typing import TypeVar
 import numpy as np
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.files import MAX_MEASURED_BYTES, MAX_MEASURED_ROWS, number, read_csv_rows
+from dualpath_plan.files import (
+    MAX_MEASURED_BYTES,
+    MAX_MEASURED_ROWS,
+    AtomicGroup,
+    number,
+    read_csv_rows,
+)
 from dualpath_plan.outcomes.serving import ServingConfig, evaluate_mode
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.physics.workload import workload_demand
@@ -344,3 +350,22 @@ def overlay(cal: Calibration, measurements: Path) -> list[ProfileBase]:
             unconfirmed.pop(f, None)
         out.append(profile.model_copy(update={"sources": sources, "unconfirmed": unconfirmed}))
     return out
+
+
+def write_overlays(cal: Calibration, measurements: Path, out: Path) -> list[str]:
+    """The fitted profiles as overlays in ``out`` (``out/<kind>/<id>.toml``): every one
+    written, through a temporary file renamed into place, or none."""
+    written = []
+    with AtomicGroup() as outputs:
+        for fitted in overlay(cal, measurements):
+            target = out / fitted.KIND / f"{fitted.id}.toml"
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            except (OSError, ValueError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+                raise PlanInputError(
+                    f"cannot write: {reason}", source=str(target), field="--out"
+                ) from None
+            outputs.add(target, profile_to_toml(fitted), field="--out")
+            written.append(str(target))
+    return written

@@ -1,0 +1,84 @@
+"""``dualpath-plan calibrate``: fit a node's (and a workload's) fields to measured points."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
+from dualpath_plan.cli.options import scenario_options
+from dualpath_plan.reports import calibrate as report
+from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.spec import ScenarioSpec
+from dualpath_plan.validation.calibrate import DEFAULT_FIT, calibrate, load_points, write_overlays
+
+
+@scenario_options(
+    groups=("profiles", "scheduling", "terms"), exclude=("prefill_node", "decode_node")
+)
+def calibrate_cmd(
+    spec: ScenarioSpec,
+    measured: Annotated[
+        Path,
+        typer.Argument(
+            metavar="MEASURED.csv",
+            help="Rows: metric, value, mode, prefill_nodes, decode_nodes[, agents].",
+        ),
+    ],
+    fit: Annotated[
+        str,
+        typer.Option(
+            "--fit",
+            help="Comma list of fields to fit: node fields (FIELD or node.FIELD) and workload "
+            "fields (workload.FIELD, e.g. workload.turns_spread).",
+        ),
+    ] = ",".join(DEFAULT_FIT),
+    holdout: Annotated[
+        int,
+        typer.Option(
+            "--holdout", help="Leave K points out of the fit and report the error on them."
+        ),
+    ] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Which points are held out, and the extra starts.")
+    ] = 0,
+    starts: Annotated[
+        int,
+        typer.Option(
+            "--starts",
+            help="Least-squares runs: from the profiles' values, then from random starts "
+            "around them; the best fit wins (the search is local).",
+        ),
+    ] = 1,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write the fitted node (and workload, if one of its fields was fitted) as "
+            "profile overlays in DIR (use with --profiles DIR).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    profiles: ProfilesOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Fit a node's named efficiency fields (and workload fields such as turns_spread) to
+    measured points by least squares; report the fitted values, each point's residual and
+    (with --holdout) the held-out error, and write the result as a profile overlay."""
+    registry = load_registry(profiles, set_)
+    points = load_points(measured)
+    sc = Scenario.from_spec(registry, spec)
+    fields = tuple(f.strip() for f in fit.split(",") if f.strip())
+    cal = calibrate(sc, points, fields, holdout, seed, starts)
+    written = write_overlays(cal, measured, out) if out is not None else None
+    if as_json:
+        print_json(report.calibrate_payload(cal, written))
+    else:
+        report.render_calibrate(cal, written, starts, str(out), stdout)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("calibrate")(calibrate_cmd)

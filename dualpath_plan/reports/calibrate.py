@@ -1,0 +1,82 @@
+"""The ``calibrate`` report: JSON payload and terminal rendering of a fit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from dualpath_plan.validation.calibrate import Calibration, PointResult
+
+# RMS log error above which calibrate suggests more starts: 5% per point on average.
+POOR_FIT_RMS = 0.05
+
+
+def _rows(results: list[PointResult]) -> list[dict[str, Any]]:
+    return [
+        {
+            "row": r.point.row,
+            "metric": r.point.metric,
+            "mode": r.point.mode,
+            "prefill_nodes": r.point.prefill_nodes,
+            "decode_nodes": r.point.decode_nodes,
+            "measured": r.point.value,
+            "model": r.model,
+            "error": r.error,
+        }
+        for r in results
+    ]
+
+
+def calibrate_payload(cal: Calibration, written: list[str] | None) -> dict[str, Any]:
+    return {
+        "node": cal.node.id,
+        "workload": cal.workload.id,
+        "fitted": cal.fitted,
+        "start": cal.start,
+        "train": _rows(cal.train),
+        "holdout": _rows(cal.holdout),
+        "train_rms_log_error": Calibration.rms(cal.train),
+        "holdout_rms_log_error": Calibration.rms(cal.holdout) if cal.holdout else None,
+        "overlay": written,
+    }
+
+
+def render_calibrate(
+    cal: Calibration, written: list[str] | None, starts: int, out: str, console: Console
+) -> None:
+    t = Table(title=f"fitted fields of node '{cal.node.id}', workload '{cal.workload.id}'")
+    for col in ("field", "start", "fitted"):
+        t.add_column(col)
+    for f, v in cal.fitted.items():
+        t.add_row(f, f"{cal.start[f]:.4g}", f"{v:.4g}")
+    console.print(t)
+    r = Table(title="points (model vs measured)")
+    for col in ("row", "set", "metric", "mode", "P/D", "measured", "model", "error"):
+        r.add_column(col)
+    for name, results in (("fit", cal.train), ("held out", cal.holdout)):
+        for x in results:
+            r.add_row(
+                str(x.point.row),
+                name,
+                x.point.metric,
+                x.point.mode,
+                f"{x.point.prefill_nodes}P{x.point.decode_nodes}D",
+                f"{x.point.value:.4g}",
+                f"{x.model:.4g}",
+                f"{x.error:+.1%}",
+            )
+    console.print(r)
+    train_rms, held_rms = Calibration.rms(cal.train), Calibration.rms(cal.holdout)
+    console.print(
+        f"RMS log error: fit {train_rms:.3g}"
+        + (f", held out {held_rms:.3g}" if cal.holdout else "")
+    )
+    if train_rms > POOR_FIT_RMS and starts == 1:
+        console.print(
+            f"a poor fit (RMS log error above {POOR_FIT_RMS:g}): least squares is local; "
+            "try --starts 8, or start nearer with --set"
+        )
+    if written:
+        console.print(f"overlay written to {', '.join(written)}; use it with --profiles {out}")

@@ -1,0 +1,65 @@
+"""The ``check`` report: JSON payload and terminal rendering of every metric's change."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from dualpath_plan.validation.check import MetricDiff
+
+
+def check_payload(diffs: list[MetricDiff], updated: bool, show_all: bool) -> dict[str, Any]:
+    regressions = [d for d in diffs if d.regressed]
+    return {
+        "metrics": len(diffs),
+        "regressions": len(regressions),
+        "updated": updated,
+        "changes": [
+            {
+                "scenario": d.scenario,
+                "metric": d.metric,
+                "baseline": d.baseline,
+                "value": d.value,
+                "rel_tol": d.rel_tol,
+                "change": d.change if math.isfinite(d.change) else None,
+            }
+            for d in (diffs if show_all else regressions)
+        ],
+    }
+
+
+def _num(v: float | str | None) -> str:
+    return "-" if v is None else v if isinstance(v, str) else f"{v:.8g}"
+
+
+def render_check(
+    diffs: list[MetricDiff], baseline: Path, updated: bool, show_all: bool, console: Console
+) -> None:
+    regressions = [d for d in diffs if d.regressed]
+    rows = diffs if show_all else ([] if updated else regressions)
+    if rows:
+        table = Table(title=f"{'all metrics' if show_all else 'regressions'} vs {baseline}")
+        for col in ("scenario", "metric", "baseline", "now", "change", "tolerance", ""):
+            table.add_column(col)
+        for d in rows:
+            table.add_row(
+                d.scenario,
+                d.metric,
+                _num(d.baseline),
+                _num(d.value),
+                f"{d.change:+.3%}" if math.isfinite(d.change) else "new/gone",
+                f"{d.rel_tol:g}",
+                "[red]REGRESSION[/red]" if d.regressed else "ok",
+            )
+        console.print(table)
+    if updated:
+        console.print(
+            f"{len(diffs)} metrics recorded in {baseline} ({len(regressions)} new "
+            "or changed beyond tolerance)"
+        )
+    else:
+        console.print(f"{len(diffs)} metrics, {len(regressions)} beyond tolerance")

@@ -1,0 +1,79 @@
+"""The ``validate`` report: JSON payload, Markdown table and terminal rendering."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from dualpath_plan.validation import CaseResult
+
+
+def _summary(results: list[CaseResult]) -> str:
+    passed = sum(r.status == "pass" for r in results)
+    failed = sum(not r.ok for r in results)
+    gaps = sum(r.status == "gap" for r in results)
+    return f"{passed} passed, {failed} failed, {gaps} known gaps"
+
+
+def validate_payload(results: list[CaseResult]) -> dict[str, Any]:
+    return {
+        "cases": [
+            {
+                "id": r.case.id,
+                "claim": r.case.claim,
+                "source": r.case.source,
+                "kind": r.case.kind,
+                "metric": r.case.metric,
+                "paper": r.case.paper,
+                "model": r.model,
+                "error": r.error,
+                "tolerance": r.case.tolerance,
+                "pass": r.status == "pass",
+                "status": r.status,
+                "known_gap": r.case.known_gap or None,
+            }
+            for r in results
+        ],
+        "passed": sum(r.status == "pass" for r in results),
+        "failed": sum(not r.ok for r in results),
+        "gaps": sum(r.status == "gap" for r in results),
+    }
+
+
+def validate_markdown(results: list[CaseResult]) -> str:
+    lines = [
+        "| case | claim | source | paper | model | error | tolerance | status |",
+        "|---|---|---|---:|---:|---:|---:|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r.case.id} | {r.case.claim} | {r.case.source} | {r.case.paper:.4g} "
+            f"| {r.model:.4g} | {r.error:+.1%} | {r.case.tolerance:.0%} | "
+            f"{r.status}{' (' + r.case.known_gap + ')' if r.case.known_gap else ''} |"
+        )
+    return "\n".join([*lines, "", _summary(results)])
+
+
+def render_validate(results: list[CaseResult], console: Console) -> None:
+    table = Table(title="validation against arXiv 2602.21548")
+    for col in ("case", "claim", "paper", "model", "error", "tol", "status"):
+        table.add_column(
+            col,
+            justify="right" if col in ("paper", "model", "error", "tol") else "left",
+            overflow="fold",
+        )
+    for r in results:
+        style = {"pass": "green", "gap": "yellow"}.get(r.status, "red")
+        table.add_row(
+            r.case.id,
+            r.case.claim,
+            f"{r.case.paper:.4g}",
+            f"{r.model:.4g}",
+            f"{r.error:+.1%}",
+            f"{r.case.tolerance:.0%}",
+            f"[{style}]{r.status}[/{style}]",
+        )
+    console.print(table)
+    console.print(_summary(results))
