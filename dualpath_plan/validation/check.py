@@ -231,7 +231,7 @@ class _Inputs(_Strict):
         Annotated[list[Annotated[float, Strict(), Field(ge=1, le=1e12)]], Field(max_length=1000)]
         | None
     ) = None
-    append_tokens: Annotated[float, Strict(), Field(ge=0, le=1e12)] | None = None
+    append_tokens: Annotated[float, Strict(), Field(ge=1, le=1e12)] | None = None
 
 
 class _Metric(_Strict):
