@@ -176,17 +176,29 @@ def _path_text(path: Sequence[str | int]) -> str:
     return out or "(top level)"
 
 
+# Lone surrogates: a JSON "\ud800" escape decodes to one, which no UTF-8 output can hold.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def check_values(
     data: Any, *, source: str, line: int | None = None, max_depth: int = MAX_NESTING_DEPTH
 ) -> None:
-    """Every number finite and nothing nested deeper than ``max_depth`` in parsed data (walked
-    without recursion); a PlanInputError naming the field otherwise."""
+    """Every number finite, every string Unicode text (no lone surrogate) and nothing nested
+    deeper than ``max_depth`` in parsed data (walked without recursion); a PlanInputError
+    naming the field otherwise."""
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
     while stack:
         value, path = stack.pop()
         if len(path) > max_depth:
             raise PlanInputError(
                 f"nested deeper than {max_depth} levels",
+                source=source,
+                line=line,
+                field=_path_text(path),
+            )
+        if isinstance(value, str) and _SURROGATE.search(value):
+            raise PlanInputError(
+                "not Unicode text (a lone surrogate escape such as \\ud800)",
                 source=source,
                 line=line,
                 field=_path_text(path),
@@ -199,6 +211,14 @@ def check_values(
                 field=_path_text(path),
             )
         if isinstance(value, dict):
+            for k in value:
+                if _SURROGATE.search(k):
+                    raise PlanInputError(
+                        "a key that is not Unicode text (a lone surrogate escape such as \\ud800)",
+                        source=source,
+                        line=line,
+                        field=_path_text(path),
+                    )
             stack.extend((v, (*path, str(k))) for k, v in value.items())
         elif isinstance(value, list):
             stack.extend((v, (*path, i)) for i, v in enumerate(value))

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dualpath_plan.validation.check import MetricDiff
@@ -42,15 +43,15 @@ def render_check(
     regressions = [d for d in diffs if d.regressed]
     rows = diffs if show_all else ([] if updated else regressions)
     if rows:
-        table = Table(title=f"{'all metrics' if show_all else 'regressions'} vs {baseline}")
+        table = Table(title=escape(f"{'all metrics' if show_all else 'regressions'} vs {baseline}"))
         for col in ("scenario", "metric", "baseline", "now", "change", "tolerance", ""):
             table.add_column(col)
         for d in rows:
             table.add_row(
-                d.scenario,
-                d.metric,
-                _num(d.baseline),
-                _num(d.value),
+                escape(d.scenario),
+                escape(d.metric),
+                escape(_num(d.baseline)),
+                escape(_num(d.value)),
                 f"{d.change:+.3%}" if math.isfinite(d.change) else "new/gone",
                 f"{d.rel_tol:g}",
                 "[red]REGRESSION[/red]" if d.regressed else "ok",
@@ -58,8 +59,8 @@ def render_check(
         console.print(table)
     if updated:
         console.print(
-            f"{len(diffs)} metrics recorded in {baseline} ({len(regressions)} new "
-            "or changed beyond tolerance)"
+            escape(f"{len(diffs)} metrics recorded in {baseline} ({len(regressions)} new ")
+            + "or changed beyond tolerance)"
         )
     else:
         console.print(f"{len(diffs)} metrics, {len(regressions)} beyond tolerance")

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dualpath_plan.physics import model as phys
@@ -14,7 +15,7 @@ from dualpath_plan.profiles.schemas import ModelProfile
 
 
 def render_ratio(m: ModelProfile, rows: list[dict[str, Any]], console: Console) -> None:
-    table = Table(title=f"Cache-compute ratio, {m.name}")
+    table = Table(title=escape(f"Cache-compute ratio, {m.name}"))
     for col in ("context tokens", "append tokens", "GB/PFLOP"):
         table.add_column(col, justify="right")
     for r in rows:

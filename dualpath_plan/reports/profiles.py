@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dualpath_plan.profiles.schemas import ProfileBase
@@ -24,7 +25,7 @@ def render_list(rows: list[ListRow], console: Console) -> None:
     for col in ("kind", "id", "name", "origin"):
         table.add_column(col)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(escape(cell) for cell in row))
     console.print(table)
 
 
@@ -51,7 +52,7 @@ def show_payload(profile: ProfileBase, derived: list[Derived], origin: str) -> d
 
 
 def render_show(profile: ProfileBase, derived: list[Derived], console: Console) -> None:
-    table = Table(title=f"{profile.kind} '{profile.id}': {profile.name}")
+    table = Table(title=escape(f"{profile.kind} '{profile.id}': {profile.name}"))
     table.add_column("field")
     table.add_column("value")
     table.add_column("source / note", overflow="fold")
@@ -63,13 +64,13 @@ def render_show(profile: ProfileBase, derived: list[Derived], console: Console) 
             note = (note + "; " if note else "") + "UNCONFIRMED: " + profile.unconfirmed[name]
         if name not in profile.model_fields_set:
             note = note or "default"
-        table.add_row(name, str(value), note)
+        table.add_row(name, escape(str(value)), escape(note))
     console.print(table)
     if "*" in profile.sources or "*" in profile.unconfirmed:
         general = "; ".join(profile.sources.get("*", []))
         if "*" in profile.unconfirmed:
             general += ("; " if general else "") + "UNCONFIRMED: " + profile.unconfirmed["*"]
-        console.print(f"[bold]profile sources:[/bold] {general}")
+        console.print(f"[bold]profile sources:[/bold] {escape(general)}")
     if derived:
         dt = Table(title="derived (computed from the fields above)")
         for col in ("quantity", "value", "unit", "how"):
@@ -94,7 +95,7 @@ def validate_payload(results: list[Checked]) -> dict[str, Any]:
 def render_validate(results: list[Checked], console: Console) -> None:
     for path, error, missing in results:
         if error:
-            console.print(f"[red]invalid[/red] {error}")
+            console.print(f"[red]invalid[/red] {escape(error)}")
         else:
             warn = f" (no source for: {', '.join(missing)})" if missing else ""
-            console.print(f"[green]valid[/green]   {path}{warn}")
+            console.print(f"[green]valid[/green]   {escape(f'{path}{warn}')}")

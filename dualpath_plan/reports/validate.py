@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dualpath_plan.validation import CaseResult
@@ -67,8 +68,8 @@ def render_validate(results: list[CaseResult], console: Console) -> None:
     for r in results:
         style = {"pass": "green", "gap": "yellow"}.get(r.status, "red")
         table.add_row(
-            r.case.id,
-            r.case.claim,
+            escape(r.case.id),
+            escape(r.case.claim),
             f"{r.case.paper:.4g}",
             f"{r.model:.4g}",
             f"{r.error:+.1%}",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, ValidationError
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import MAX_CASE_BYTES, load_toml
@@ -35,6 +35,11 @@ class Case(BaseModel):
     note: StrictStr = ""
     known_gap: StrictStr = ""
     inputs: dict[str, Any] = Field(default_factory=dict)
+    _source: str = PrivateAttr(default="")  # the file it was read from
+
+    @property
+    def source_file(self) -> str:
+        return self._source or f"case '{self.id}'"
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,7 @@ def load_cases(extra_dirs: list[Path] | None = None) -> list[Case]:
                     msg += f" (got {err['input']!r})"
                 raise PlanInputError(msg, source=source, field=loc) from None
             parse_inputs(case.kind, case.inputs, source=source)
+            case._source = source
             cases[path.stem] = case
     return list(cases.values())
 
@@ -92,7 +98,7 @@ def evaluate_case(case: Case, registry: Registry) -> float:
     """The model's value for a case: its metric of its kind (validation/metrics.py)."""
     from dualpath_plan.validation.metrics import compute
 
-    source = f"case '{case.id}'"
+    source = case.source_file
     values = compute(case.kind, case.inputs, registry, source=source)
     if case.metric not in values:
         raise PlanInputError(

@@ -32,7 +32,7 @@ from pydantic import (
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import MAX_BASELINE_BYTES, load_json, xml_text
 from dualpath_plan.profiles.registry import Registry
-from dualpath_plan.validation.metrics import Value, compute, parse_inputs
+from dualpath_plan.validation.metrics import LABEL_SUFFIX, Value, compute, parse_inputs
 
 
 def compute_metrics(kind: str, inputs: Any, registry: Registry) -> dict[str, Value]:
@@ -99,6 +99,15 @@ def load_baseline(path: Path) -> dict[str, Any]:
     for k, sc in enumerate(baseline.scenarios):
         # The inputs a kind takes are the metric registry's (the scenario spec's and its own).
         parse_inputs(sc.kind, sc.inputs, source=source, field_prefix=f"scenarios[{k}].")
+        for name, metric in sc.metrics.items():
+            # A label where a number belongs (or the reverse) is a wrong file, not a change.
+            label = name.endswith(LABEL_SUFFIX)
+            if metric.value is not None and isinstance(metric.value, str) != label:
+                raise PlanInputError(
+                    f"expected {'a label' if label else 'a number'}, got {metric.value!r}",
+                    source=source,
+                    field=f"scenarios[{k}].metrics.{name}.value",
+                )
     return data
 
 

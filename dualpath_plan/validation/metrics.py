@@ -12,17 +12,19 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.physics.modes import REPORT_MODES, ModeName, mode
+from dualpath_plan.physics.modes import MODE_TABLE, MODES, REPORT_MODES, ModeName, mode
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.scenario.spec import ScenarioSpec
 
 Value = float | str  # a number, or a label such as a set of binding links
+# Metrics whose value is a label, not a number: their names end with this.
+LABEL_SUFFIX = ".binding"
 SIZE_METRICS = (
     "throughput_turns_per_s",
     "jct_s",
@@ -39,12 +41,29 @@ class _Extra(BaseModel):
 
 
 class ModesInput(_Extra):
-    modes: tuple[str, ...] = REPORT_MODES
+    modes: tuple[str, ...] = Field(default=REPORT_MODES, min_length=1, max_length=20)
+
+    @field_validator("modes")
+    @classmethod
+    def _known(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for name in v:
+            if name not in MODE_TABLE:
+                raise ValueError(f"unknown mode {name!r}; expected one of {', '.join(MODES)}")
+        return v
+
+
+class OrderingInput(ModesInput):
+    modes: tuple[str, ...] = Field(min_length=2, max_length=20)
+
+
+# A ratio's token counts: at least one token (an append of 0 has no FLOPs: an infinite
+# ratio), at most 1e12 (the profiles' bound on any quantity), at most 1,000 contexts at once.
+Tokens = Annotated[float, Field(ge=1, le=1e12, allow_inf_nan=False)]
 
 
 class RatioInput(_Extra):
-    context_tokens: tuple[float, ...] = Field(min_length=1)
-    append_tokens: float = Field(gt=0, allow_inf_nan=False)
+    context_tokens: tuple[Tokens, ...] = Field(min_length=1, max_length=1000)
+    append_tokens: Tokens
 
 
 class TrendInput(_Extra):
@@ -83,14 +102,14 @@ def _size(registry: Registry, spec: ScenarioSpec, extra: ModesInput) -> dict[str
     out: dict[str, Value] = {
         f"{m}.{k}": float(getattr(o, k)) for m, o in size.modes.items() for k in SIZE_METRICS
     }
-    out |= {f"{m}.binding": o.bottleneck for m, o in size.modes.items()}
+    out |= {f"{m}{LABEL_SUFFIX}": o.bottleneck for m, o in size.modes.items()}
     if "basic" in modes and "dualpath" in modes:
         out["speedup.jct"] = size.speedup_jct
         out["speedup.aps"] = size.speedup_aps
     return out
 
 
-def _ordering(registry: Registry, spec: ScenarioSpec, extra: ModesInput) -> dict[str, Value]:
+def _ordering(registry: Registry, spec: ScenarioSpec, extra: OrderingInput) -> dict[str, Value]:
     """1 when the modes' JCTs fall strictly in the given order (the ablation), else 0."""
     from dualpath_plan.outcomes.serving import evaluate_mode
     from dualpath_plan.scenario import Scenario
@@ -151,7 +170,7 @@ def _paths(registry: Registry, spec: ScenarioSpec, extra: ModesInput) -> dict[st
         out[f"{m}.throughput_turns_per_s"] = r.throughput_turns_per_s
         out[f"{m}.decode_path_fraction"] = r.decode_path_fraction
         out[f"{m}.lp_throughput_turns_per_s"] = r.lp.throughput_turns_per_s
-        out[f"{m}.binding"] = " + ".join(r.binding)
+        out[f"{m}{LABEL_SUFFIX}"] = " + ".join(r.binding)
     return out
 
 
@@ -194,7 +213,7 @@ KINDS: dict[str, MetricKind] = {
         MetricKind("paths", ModesInput, _paths, "closed form and LP throughput, split, binding"),
         MetricKind("bounds", NoInput, _bounds, "the bottleneck-free P/D range"),
         MetricKind("recommend", RecommendInput, _recommend, "the recommended split per mode"),
-        MetricKind("ordering", ModesInput, _ordering, "JCTs in the given order of modes"),
+        MetricKind("ordering", OrderingInput, _ordering, "JCTs in the given order of modes"),
         MetricKind("ratio", RatioInput, _ratio, "cache-compute ratio at given contexts"),
         MetricKind("workload_ratio", NoInput, _workload_ratio, "a workload's mean ratio"),
         MetricKind("trend", TrendInput, _trend, "a GPU's factors against a base GPU"),

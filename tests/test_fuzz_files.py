@@ -1,0 +1,1147 @@
+"""Hostile files through every reader, and outputs that survive failures.
+
+Whatever a profile, trace, measurements CSV, baseline or case file holds: exit 0 or 2 (1 only
+for validate/check findings), at most one ``error:`` line, never "internal error" or a
+traceback, JSON output without NaN or inf, and every output file that existed before a failed
+run exactly as it was. Fixed regression tests below name each reported example; hypothesis
+strategies generate the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dualpath_plan.errors import PlanInputError, printable
+from dualpath_plan.files import (
+    MAX_MEASURED_ROWS,
+    MAX_NESTING_DEPTH,
+    AtomicGroup,
+    AtomicWriter,
+    atomic_write,
+    load_json,
+    load_toml,
+    read_text,
+)
+from dualpath_plan.physics.workload import load_trace
+from tests.conftest import BUILTIN, CliResult
+
+PAPER_POINTS = Path(__file__).parent.parent / "bench" / "paper_points.csv"
+PREVIOUS = "previous content\n"
+
+FUZZ = settings(
+    deadline=None,
+    # The cli fixture reads and clears captured output on every call; every example works in
+    # a fresh directory of its own under tmp_path.
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+def _strict_json(text: str) -> object:
+    def bad(token: str) -> object:
+        raise AssertionError(f"non-finite number {token} in JSON output")
+
+    return json.loads(text, parse_constant=bad)
+
+
+def assert_clean(result: CliResult, *, allowed: tuple[int, ...] = (0, 2), json_out: bool = False):
+    """The invariants of every run on hostile input."""
+    text = result.out + result.err
+    assert result.code in allowed, (result.code, result.err)
+    assert "internal error" not in text, result.err
+    assert "Traceback" not in text, result.err
+    if result.err.startswith("error: "):
+        assert result.err.count("\n") == 1, result.err
+        assert result.err[:-1].isprintable(), result.err
+    if result.code != 2 and json_out:
+        _strict_json(result.out)
+    return result
+
+
+def fresh(tmp_path: Path) -> Path:
+    return Path(tempfile.mkdtemp(dir=tmp_path))
+
+
+def no_temp_files(directory: Path) -> bool:
+    return not list(directory.glob(".*.tmp"))
+
+
+# --- the reported examples -----------------------------------------------------------------
+
+
+def _ratio_baseline(metric: dict) -> dict:
+    return {
+        "version": 1,
+        "scenarios": [
+            {
+                "id": "ratio",
+                "kind": "ratio",
+                "inputs": {
+                    "model": "deepseek-v3.2",
+                    "context_tokens": [16384],
+                    "append_tokens": 429,
+                },
+                "metrics": {"gb_per_pflop.16384": metric},
+            }
+        ],
+    }
+
+
+def _write_json_text(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_check_rejects_nan_rel_tol(cli, tmp_path) -> None:
+    text = json.dumps(_ratio_baseline({"value": 1.0, "rel_tol": 0.1})).replace("0.1", "NaN")
+    path = _write_json_text(tmp_path / "b.json", text)
+    result = assert_clean(cli("check", str(path)))
+    assert result.code == 2
+    assert "b.json" in result.err and "rel_tol" in result.err and "finite" in result.err
+
+
+def test_check_rejects_nan_recorded_value(cli, tmp_path) -> None:
+    text = json.dumps(_ratio_baseline({"value": 12.5, "rel_tol": 0.1})).replace("12.5", "NaN")
+    path = _write_json_text(tmp_path / "b.json", text)
+    result = assert_clean(cli("check", str(path)))
+    assert result.code == 2 and "value" in result.err and "finite" in result.err
+
+
+@pytest.mark.parametrize("token", ["Infinity", "-Infinity", "1e999"])
+def test_check_rejects_infinite_numbers(cli, tmp_path, token) -> None:
+    text = json.dumps(_ratio_baseline({"value": 12.5, "rel_tol": 0.1})).replace("12.5", token)
+    result = assert_clean(cli("check", str(_write_json_text(tmp_path / "b.json", text))))
+    assert result.code == 2 and "value" in result.err
+
+
+def test_check_rejects_negative_rel_tol(cli, tmp_path) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(_ratio_baseline({"value": 1.0, "rel_tol": -0.5})))
+    result = assert_clean(cli("check", str(path)))
+    assert result.code == 2 and "rel_tol" in result.err
+
+
+@pytest.mark.parametrize(
+    ("baseline", "field"),
+    [
+        ({"scenarios": [1]}, "scenarios[0]"),
+        ({"scenarios": [{"id": "x", "kind": "size", "inputs": "x"}]}, "inputs"),
+        ({"scenarios": [{"id": "x", "kind": "size", "inputs": {"agents": "512"}}]}, "agents"),
+        ({"scenarios": [{"id": "x", "kind": "size", "inputs": {"agents": True}}]}, "agents"),
+        ({"scenarios": [{"id": "x", "kind": "size", "inputs": {}, "metrics": [1]}]}, "metrics"),
+        (
+            {
+                "scenarios": [
+                    {"id": "x", "kind": "size", "inputs": {}, "metrics": {"a": {"value": "1"}}}
+                ]
+            },
+            "value",
+        ),
+        ({"scenarios": [{"id": 5, "kind": "size", "inputs": {}}]}, "id"),
+        ({"scenarios": [{"id": "x", "kind": "ratio", "inputs": {}}]}, "inputs"),
+        ({"scenarios": [{"id": "x", "kind": "recommend", "inputs": {}}]}, "budget_nodes"),
+        ({"scenarios": [{"id": "x", "kind": "size", "inputs": {"model": 5}}]}, "model"),
+        ({"scenarios": [{"id": "x", "kind": "size", "inputs": {"nodes": 5}}]}, "nodes"),
+        ({"default_rel_tol": None, "scenarios": []}, "default_rel_tol"),
+        ([1, 2], "scenarios"),
+    ],
+)
+def test_check_rejects_wrongly_shaped_baselines(cli, tmp_path, baseline, field) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(baseline))
+    result = assert_clean(cli("check", str(path)))
+    assert result.code == 2 and field in result.err and "b.json" in result.err
+
+
+def test_profile_rejects_bool_as_number(cli, tmp_path) -> None:
+    src = (BUILTIN / "node" / "dgx-b200.toml").read_text()
+    node = tmp_path / "profiles" / "node"
+    node.mkdir(parents=True)
+    (node / "dgx-b200.toml").write_text(src.replace("snic_gbit_s = 400.0", "snic_gbit_s = true"))
+    assert "snic_gbit_s = true" in (node / "dgx-b200.toml").read_text()
+    result = assert_clean(
+        cli("size", "--node", "dgx-b200", "--profiles", str(tmp_path / "profiles"))
+    )
+    assert result.code == 2 and "snic_gbit_s" in result.err and "dgx-b200.toml" in result.err
+
+
+def test_profile_rejects_string_number(cli, tmp_path) -> None:
+    src = (BUILTIN / "node" / "dgx-b200.toml").read_text()
+    node = tmp_path / "profiles" / "node"
+    node.mkdir(parents=True)
+    (node / "dgx-b200.toml").write_text(src.replace("snic_count = 2\n", 'snic_count = "2"\n'))
+    result = assert_clean(cli("profiles", "validate", str(node / "dgx-b200.toml")))
+    assert result.code == 2 and "snic_count" in result.out + result.err
+
+
+@pytest.mark.parametrize(
+    "assignment",
+    [
+        "node.snic_count=true",
+        "node.snic_gbit_s=true",
+        "node.snic_gbit_s=false",
+        'node.snic_gbit_s="200"',
+        "node.snic_count=8.0",
+        "node.snic_gbit_s=200abc",
+        "model.tie_word_embeddings=1",
+        "workload.turns_spread=true",
+    ],
+)
+def test_set_rejects_bool_and_string_numbers(cli, assignment) -> None:
+    result = assert_clean(cli("size", "--set", assignment))
+    assert result.code == 2
+    assert assignment.split("=")[0].split(".")[1] in result.err
+
+
+def test_set_still_takes_an_int_for_a_float_field(cli) -> None:
+    assert cli("size", "--set", "node.snic_gbit_s=200", "--json").code == 0
+
+
+def _sweep_args(out: Path, *extra: str) -> list[str]:
+    return ["sweep", "--grid", "P=1:3", "--out", str(out), *extra]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ("--model", "nope"),
+        ("--grid", "P=1:2"),  # P named twice
+        ("--grid", "node.snic_gbit_s=100,-5"),  # fails on the second value, after rows
+        ("--set", "node.snic_count=true"),
+    ],
+)
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_failed_sweep_keeps_previous_out_file(cli, tmp_path, bad, suffix) -> None:
+    out = tmp_path / f"prev{suffix}"
+    out.write_text(PREVIOUS)
+    result = assert_clean(cli(*_sweep_args(out, *bad)))
+    assert result.code == 2
+    assert out.read_text() == PREVIOUS
+    assert no_temp_files(tmp_path)
+    # The same sweep without the fault replaces the file.
+    assert cli(*_sweep_args(out)).code == 0
+    assert out.read_text() != PREVIOUS and no_temp_files(tmp_path)
+
+
+def _start_big_sweep(out: Path) -> subprocess.Popen[bytes]:
+    exe = Path(sys.executable).with_name("dualpath-plan")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "dualpath_plan.cli.app"]
+    return subprocess.Popen(
+        [
+            *cmd,
+            "sweep",
+            "--grid",
+            "node.snic_gbit_s=1:800:100000lin",
+            "--grid",
+            "P=1:8",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+
+
+def _wait_for_temp(directory: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Until the sweep has written rows to its temporary file (so the signal hits mid-write)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        temps = list(directory.glob(".*.tmp"))
+        if temps and temps[0].stat().st_size > 10_000:
+            return
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.05)
+    raise AssertionError("the sweep wrote no temporary file")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_killed_sweep_keeps_previous_out_file(tmp_path, sig) -> None:
+    out = tmp_path / "f.csv"
+    out.write_text(PREVIOUS)
+    proc = _start_big_sweep(out)
+    try:
+        _wait_for_temp(tmp_path, proc)
+        proc.send_signal(sig)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert out.read_text() == PREVIOUS
+    if sig == signal.SIGINT:
+        # Ctrl-C: exit 130 and the temporary file removed.
+        assert proc.returncode == 130
+        assert no_temp_files(tmp_path)
+        assert b"internal error" not in (proc.stderr.read() if proc.stderr else b"")
+
+
+def _baseline_with_regression() -> dict:
+    return _ratio_baseline({"value": 1.0, "rel_tol": 0.0})
+
+
+def test_failed_check_keeps_junit_report(cli, tmp_path) -> None:
+    junit = tmp_path / "report.xml"
+    junit.write_text(PREVIOUS)
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps({"scenarios": [{"id": "x", "kind": "size", "inputs": {"model": "nope"}}]})
+    )
+    assert assert_clean(cli("check", str(bad), "--junit", str(junit))).code == 2
+    assert junit.read_text() == PREVIOUS
+
+
+def test_check_junit_and_update_are_all_or_nothing(cli, tmp_path) -> None:
+    baseline = tmp_path / "b.json"
+    original = json.dumps(_baseline_with_regression())
+    baseline.write_text(original)
+    junit = tmp_path / "missing-dir" / "report.xml"
+    result = assert_clean(cli("check", str(baseline), "--update", "--junit", str(junit)))
+    assert result.code == 2 and "--junit" in result.err
+    assert baseline.read_text() == original  # the update was not written either
+    assert no_temp_files(tmp_path)
+    assert cli("check", str(baseline), "--update").code == 0
+    assert baseline.read_text() != original
+
+
+def test_check_junit_is_well_formed_with_control_characters(cli, tmp_path) -> None:
+    data = _baseline_with_regression()
+    data["scenarios"][0]["id"] = "bad\x00id\x1b\uffff\nerror: injected"
+    data["scenarios"][0]["metrics"]["odd\x07metric\ufffe"] = {"value": 1.0}
+    baseline = tmp_path / "b.json"
+    baseline.write_text(json.dumps(data))  # ensure_ascii: the escapes are JSON \u escapes
+    junit = tmp_path / "report.xml"
+    junit.write_text(PREVIOUS)
+    result = assert_clean(cli("check", str(baseline), "--junit", str(junit)), allowed=(1,))
+    suite = ET.fromstring(junit.read_text(encoding="utf-8"))
+    names = {case.get("classname") for case in suite}
+    assert names == {"bad\\x00id\\x1b\\uffff\nerror: injected"}
+    assert int(suite.get("failures", "0")) >= 1
+    assert "error:" not in result.err
+
+
+def test_check_refuses_lone_surrogates(cli, tmp_path) -> None:
+    """A JSON "\\ud800" escape is no text any output could hold: refused where it is read."""
+    data = _baseline_with_regression()
+    data["scenarios"][0]["id"] = "x\ud800"
+    baseline = tmp_path / "b.json"
+    baseline.write_text(json.dumps(data))
+    junit = tmp_path / "report.xml"
+    junit.write_text(PREVIOUS)
+    result = assert_clean(cli("check", str(baseline), "--junit", str(junit)))
+    assert result.code == 2 and "scenarios[0].id" in result.err and "surrogate" in result.err
+    assert junit.read_text() == PREVIOUS
+
+
+def test_calibrate_out_is_all_or_nothing(cli, tmp_path) -> None:
+    out = tmp_path / "overlay"
+    (out / "node").mkdir(parents=True)
+    node = out / "node" / "dualpath-hopper.toml"
+    node.write_text(PREVIOUS)
+    (out / "workload").write_text("a file where the workload directory goes")
+    args = ("calibrate", str(PAPER_POINTS), "--fit", "prefill_mfu,workload.turns_spread")
+    result = assert_clean(cli(*args, "--out", str(out)))
+    assert result.code == 2 and "workload" in result.err
+    assert node.read_text() == PREVIOUS  # the node overlay was not written alone
+    assert no_temp_files(out / "node")
+    (out / "workload").unlink()
+    assert cli(*args, "--out", str(out)).code == 0
+    assert node.read_text() != PREVIOUS and (out / "workload" / "paper-64k.toml").is_file()
+
+
+def test_recommend_outputs_are_all_or_nothing(cli, tmp_path) -> None:
+    report = tmp_path / "r.md"
+    report.write_text(PREVIOUS)
+    result = assert_clean(
+        cli(
+            "recommend",
+            "--budget-nodes",
+            "6",
+            "--markdown",
+            str(report),
+            "--plot",
+            str(tmp_path / "nodir" / "r.svg"),
+        )
+    )
+    assert result.code == 2 and "--plot" in result.err
+    assert report.read_text() == PREVIOUS and no_temp_files(tmp_path)
+    png = tmp_path / "r.png"
+    png.write_text(PREVIOUS)
+    result = cli("recommend", "--budget-nodes", "6", "--markdown", str(report), "--plot", str(png))
+    assert result.code == 0, result.err
+    assert png.read_bytes().startswith(b"\x89PNG") and report.read_text() != PREVIOUS
+
+
+def _trace_profile(tmp_path: Path, trace_file: str) -> Path:
+    profiles = tmp_path / "profiles"
+    (profiles / "workload").mkdir(parents=True, exist_ok=True)
+    (profiles / "workload" / "tr.toml").write_text(
+        'kind = "workload"\nname = "t"\nturns = 3\nappend_tokens = 100\n'
+        f"generated_tokens = 10\ncontext_tokens = 1000\ntrace_file = {json.dumps(trace_file)}\n"
+    )
+    return profiles
+
+
+TRACE = "trajectory_id,append_tokens,generated_tokens\na,100,10\na,50,5\nb,200,20\n"
+
+
+@pytest.mark.parametrize(
+    "trace_file", ["/etc/hostname", "../t.csv", "sub/../../t.csv", "/dev/zero"]
+)
+def test_trace_file_may_not_leave_its_profile_directory(cli, tmp_path, trace_file) -> None:
+    (tmp_path / "t.csv").write_text(TRACE)
+    profiles = _trace_profile(tmp_path, trace_file)
+    result = assert_clean(cli("size", "--profiles", str(profiles), "--workload", "tr"))
+    assert result.code == 2 and "trace_file" in result.err and "tr.toml" in result.err
+    # Also when set on the command line.
+    (profiles / "workload" / "t.csv").write_text(TRACE)
+    ok = _trace_profile(tmp_path, "t.csv")
+    assert cli("size", "--profiles", str(ok), "--workload", "tr", "--json").code == 0
+    result = assert_clean(
+        cli(
+            "size",
+            "--profiles",
+            str(ok),
+            "--workload",
+            "tr",
+            "--set",
+            f"workload.trace_file={json.dumps(trace_file)}",
+        )
+    )
+    assert result.code == 2 and "trace_file" in result.err
+
+
+def test_trace_file_symlink_out_of_the_directory_is_refused(cli, tmp_path) -> None:
+    profiles = _trace_profile(tmp_path, "z.csv")
+    (profiles / "workload" / "z.csv").symlink_to("/dev/zero")
+    result = assert_clean(cli("size", "--profiles", str(profiles), "--workload", "tr"))
+    assert result.code == 2 and "trace_file" in result.err
+
+
+def test_an_explicit_trace_path_is_the_callers_choice(tmp_path) -> None:
+    elsewhere = tmp_path / "elsewhere" / "t.csv"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(TRACE)
+    assert load_trace(elsewhere).turns_per_trajectory == 1.5
+
+
+class _FifoGuard:
+    """Opens a FIFO's write end after a delay, so a reader that wrongly waits on it fails the
+    test instead of hanging it."""
+
+    def __init__(self, path: Path, delay: float = 10.0):
+        def release() -> None:
+            time.sleep(delay)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+                os.close(fd)
+            except OSError:
+                pass
+
+        threading.Thread(target=release, daemon=True).start()
+
+
+def test_devices_and_fifos_are_refused_at_once(cli, tmp_path) -> None:
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)
+    _FifoGuard(fifo)
+    csv_fifo = tmp_path / "pipe.csv"
+    os.mkfifo(csv_fifo)
+    _FifoGuard(csv_fifo)
+    json_fifo = tmp_path / "pipe.json"
+    os.mkfifo(json_fifo)
+    _FifoGuard(json_fifo)
+    start = time.monotonic()
+    for args in (
+        ("profiles", "validate", str(fifo)),
+        ("profiles", "validate", "/dev/zero"),
+        ("calibrate", str(csv_fifo)),
+        ("calibrate", "/dev/zero"),
+        ("check", str(json_fifo)),
+        ("check", "/dev/zero"),
+        ("check", "/dev/null"),
+    ):
+        result = assert_clean(cli(*args))
+        assert result.code == 2, args
+        assert "regular file" in result.out + result.err, args
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    os.mkfifo(cases / "c.toml")
+    _FifoGuard(cases / "c.toml")
+    assert assert_clean(cli("validate", "--cases", str(cases))).code == 2
+    profiles = _trace_profile(tmp_path, "p.csv")
+    os.mkfifo(profiles / "workload" / "p.csv")
+    _FifoGuard(profiles / "workload" / "p.csv")
+    result = assert_clean(cli("size", "--profiles", str(profiles), "--workload", "tr"))
+    assert result.code == 2 and "FIFO" in result.err
+    assert time.monotonic() - start < 5
+
+
+def test_directory_where_a_file_is_expected(cli, tmp_path) -> None:
+    d = tmp_path / "dir.json"
+    d.mkdir()
+    for args in (("check", str(d)), ("calibrate", str(d))):
+        result = assert_clean(cli(*args))
+        assert result.code == 2 and "directory" in result.err
+    cases = tmp_path / "cases"
+    (cases / "c.toml").mkdir(parents=True)
+    assert assert_clean(cli("validate", "--cases", str(cases))).code == 2
+    profiles = _trace_profile(tmp_path, "tdir")
+    (profiles / "workload" / "tdir").mkdir()
+    assert assert_clean(cli("size", "--profiles", str(profiles), "--workload", "tr")).code == 2
+
+
+def test_deeply_nested_toml_and_json_are_exit_2(cli, tmp_path) -> None:
+    depth = 100_000
+    node = tmp_path / "profiles" / "node"
+    node.mkdir(parents=True)
+    (node / "deep.toml").write_text("x = " + "[" * depth + "]" * depth + "\n")
+    result = assert_clean(cli("profiles", "validate", str(node / "deep.toml")))
+    assert result.code == 2 and "nested" in result.out + result.err
+    (node / "deep.toml").write_text("a" + ".a" * depth + " = 1\n")
+    assert assert_clean(cli("profiles", "validate", str(node / "deep.toml"))).code == 2
+    (node / "deep.toml").write_text("x = " + "{a = " * 200 + "1" + "}" * 200 + "\n")
+    assert assert_clean(cli("profiles", "validate", str(node / "deep.toml"))).code == 2
+    baseline = tmp_path / "b.json"
+    baseline.write_text('{"scenarios": ' + "[" * depth + "]" * depth + "}")
+    result = assert_clean(cli("check", str(baseline)))
+    assert result.code == 2 and "nested" in result.err
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "c.toml").write_text("claim = " + "[" * depth + "]" * depth + "\n")
+    assert assert_clean(cli("validate", "--cases", str(cases))).code == 2
+    assert (
+        assert_clean(cli("size", "--set", "node.snic_gbit_s=" + "[" * depth + "]" * depth)).code
+        == 2
+    )
+    profiles = _trace_profile(tmp_path / "trace", "t.jsonl")
+    (profiles / "workload" / "t.jsonl").write_text("[" * depth + "]" * depth + "\n")
+    result = assert_clean(cli("size", "--profiles", str(profiles), "--workload", "tr"))
+    assert result.code == 2 and "line 1" in result.err
+
+
+def test_non_utf8_bytes_are_exit_2(cli, tmp_path) -> None:
+    bad = b"\xff\xfe\xc3\x28"
+    measured = tmp_path / "m.csv"
+    measured.write_bytes(PAPER_POINTS.read_bytes() + b"jct_s,3000,dualpath," + bad + b",4\n")
+    result = assert_clean(cli("calibrate", str(measured)))
+    assert result.code == 2 and "UTF-8" in result.err and "line" in result.err
+    baseline = tmp_path / "b.json"
+    baseline.write_bytes(b'{"scenarios": ["' + bad + b'"]}')
+    assert "UTF-8" in assert_clean(cli("check", str(baseline))).err
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "c.toml").write_bytes(b'claim = "' + bad + b'"\n')
+    assert "UTF-8" in assert_clean(cli("validate", "--cases", str(cases))).err
+    profiles = _trace_profile(tmp_path, "t.csv")
+    (profiles / "workload" / "t.csv").write_bytes(TRACE.encode() + b"c," + bad + b",1\n")
+    result = assert_clean(cli("size", "--profiles", str(profiles), "--workload", "tr"))
+    assert result.code == 2 and "UTF-8" in result.err and "line 5" in result.err
+    node = tmp_path / "profiles" / "node"
+    node.mkdir(parents=True)
+    (node / "x.toml").write_bytes(b'kind = "node"\nname = "' + bad + b'"\n')
+    result = assert_clean(cli("profiles", "validate", str(node / "x.toml")))
+    assert result.code == 2 and "UTF-8" in result.out + result.err
+
+
+@pytest.mark.parametrize(
+    ("rows", "expect"),
+    [
+        ("metric,value,mode,prefill_nodes,decode_nodes\njct_s,3000,dualpath,2\n", "line 2"),
+        ("metric,value,mode,prefill_nodes,decode_nodes\njct_s,3000\n", "fields"),
+        ("metric,value,mode,prefill_nodes,decode_nodes\njct_s,true,dualpath,2,4\n", "value"),
+        ("metric,value,mode,prefill_nodes,decode_nodes\njct_s,nan,dualpath,2,4\n", "finite"),
+        ("metric,value,mode,prefill_nodes,decode_nodes\njct_s,1e999,dualpath,2,4\n", "finite"),
+        ("metric,value,mode,prefill_nodes,decode_nodes\njct_s,3000,dualpath,2.5,4\n", "whole"),
+        ("metric,value,mode,prefill_nodes,decode_nodes\njct_s,3000,dualpath,1e30,4\n", "1 to"),
+        ("metric,metric,mode,prefill_nodes,decode_nodes\njct_s,1,dualpath,2,4\n", "twice"),
+        ('metric,value,mode,prefill_nodes,decode_nodes\n"jct_s,1,dualpath,2,4\n', "CSV"),
+    ],
+)
+def test_short_and_malformed_csv_rows_are_exit_2(cli, tmp_path, rows, expect) -> None:
+    measured = tmp_path / "m.csv"
+    measured.write_text(rows)
+    result = assert_clean(cli("calibrate", str(measured)))
+    assert result.code == 2 and expect in result.err and "m.csv" in result.err
+
+
+def test_calibrate_refuses_a_huge_csv_by_its_row_limit(cli, tmp_path) -> None:
+    measured = tmp_path / "m.csv"
+    row = "jct_s,3000,dualpath,2,4\n"
+    measured.write_text("metric,value,mode,prefill_nodes,decode_nodes\n" + row * 5000)
+    start = time.monotonic()
+    result = assert_clean(cli("calibrate", str(measured)))
+    assert result.code == 2 and f"{MAX_MEASURED_ROWS:,}" in result.err
+    assert time.monotonic() - start < 2
+
+
+@pytest.mark.parametrize(
+    ("content", "field"),
+    [
+        ("kind = 'size'\npaper = 1\ntolerance = 0.1\n[inputs]\nmodes = ['basic']\n", "metric"),
+        (
+            "kind = 'ratio'\nmetric = 'gb_per_pflop.1'\npaper = 1\ntolerance = 0.1\n"
+            "[inputs]\nmodel = 'ds-27b'\n",
+            "inputs",
+        ),
+        (
+            "kind = 'ordering'\nmetric = 'holds'\npaper = 1\ntolerance = 0.1\n[inputs]\n"
+            "modes = ['basic']\n",
+            "modes",
+        ),
+        ("kind = 'size'\nmetric = 'basic.jct_s'\npaper = true\ntolerance = 0.1\n", "paper"),
+        ("kind = 'size'\nmetric = 'basic.jct_s'\npaper = 1\ntolerance = nan\n", "tolerance"),
+        ("kind = 'size'\nmetric = 'basic.jct_s'\npaper = 1\ntolerance = -1\n", "tolerance"),
+        (
+            "kind = 'size'\nmetric = 'fast.jct_s'\npaper = 1\ntolerance = 0.1\n[inputs]\n"
+            "modes = ['fast']\n",
+            "modes",
+        ),
+        (
+            "kind = 'size'\nmetric = 'basic.jct_s'\npaper = 1\ntolerance = 0\n[inputs]\n"
+            "agents = '9'\n",
+            "agents",
+        ),
+        ("kind = 'bounds'\nmetric = 'violated'\npaper = 1\ntolerance = 0\n", "metric"),
+        (
+            "kind = 'trend'\nmetric = 'flops_x'\npaper = 1\ntolerance = 0\n[inputs]\n"
+            "base = 'b200'\n",
+            "inputs",
+        ),
+        ("kind = 'magic'\nmetric = 'x'\npaper = 1\ntolerance = 0\n", "kind"),
+    ],
+)
+def test_case_files_with_missing_or_bad_inputs_are_exit_2(cli, tmp_path, content, field) -> None:
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "c.toml").write_text("claim = 'x'\nsource = 'y'\n" + content)
+    result = assert_clean(cli("validate", "--cases", str(cases)))
+    assert result.code == 2 and field in result.err and "c.toml" in result.err
+
+
+def test_trend_case_with_an_unknown_gpu_is_exit_2(cli, tmp_path) -> None:
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "c.toml").write_text(
+        "claim = 'x'\nsource = 'y'\nkind = 'trend'\nmetric = 'flops_x'\npaper = 1\n"
+        "tolerance = 0\n[inputs]\nbase = 'a100-sxm-80gb'\ndtype = 'best'\ngpu = 'nope'\n"
+    )
+    assert assert_clean(cli("validate", "--cases", str(cases))).code == 2
+
+
+@pytest.mark.parametrize(
+    ("lines", "expect"),
+    [
+        ('"just a string"\n', "JSON object"),
+        ("[1, 2]\n", "JSON object"),
+        ('{"trajectory_id": "a", "append_tokens": 5}\n', "generated_tokens"),
+        ('{"trajectory_id": "a", "append_tokens": "5", "generated_tokens": 1}\n', "append_tokens"),
+        ('{"trajectory_id": "a", "append_tokens": true, "generated_tokens": 1}\n', "append_tokens"),
+        ('{"trajectory_id": "a", "append_tokens": NaN, "generated_tokens": 1}\n', "append_tokens"),
+        ('{"trajectory_id": [1], "append_tokens": 5, "generated_tokens": 1}\n', "trajectory_id"),
+        ('{"trajectory_id": "a", "append_tokens": 1e20, "generated_tokens": 1}\n', "append_tokens"),
+        ('{"trajectory_id": "a", "append_tokens": 5, "generated_tokens": 1}\n{oops\n', "line 2"),
+        (
+            '{"trajectory_id": "a", "append_tokens": 5, "generated_tokens": 1, '
+            '"context_tokens": 1}\n'
+            '{"trajectory_id": "a", "append_tokens": 5, "generated_tokens": 1}\n',
+            "context_tokens",
+        ),
+        ("\n\n", "no turns"),
+    ],
+)
+def test_jsonl_trace_lines_must_be_complete_objects(cli, tmp_path, lines, expect) -> None:
+    profiles = _trace_profile(tmp_path, "t.jsonl")
+    (profiles / "workload" / "t.jsonl").write_text(lines)
+    result = assert_clean(cli("size", "--profiles", str(profiles), "--workload", "tr"))
+    assert result.code == 2 and expect in result.err and "t.jsonl" in result.err
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        "trajectory_id,append_tokens\na,1\n",
+        "trajectory_id,append_tokens,generated_tokens\na,1\n",
+        "trajectory_id,append_tokens,generated_tokens\na,1,2,3\n",
+        "trajectory_id,append_tokens,generated_tokens\na,-1,2\n",
+        "trajectory_id,append_tokens,generated_tokens\na,inf,2\n",
+        "trajectory_id,append_tokens,generated_tokens\n",
+        "",
+    ],
+)
+def test_bad_csv_traces_are_exit_2(cli, tmp_path, rows) -> None:
+    profiles = _trace_profile(tmp_path, "t.csv")
+    (profiles / "workload" / "t.csv").write_text(rows)
+    result = assert_clean(cli("size", "--profiles", str(profiles), "--workload", "tr"))
+    assert result.code == 2 and "t.csv" in result.err
+
+
+def test_an_id_with_a_newline_cannot_inject_an_error_line(cli, tmp_path) -> None:
+    result = assert_clean(cli("size", "--model", "x\nerror: injected\x1b[2J"))
+    assert result.code == 2 and result.err.count("error:") == 2  # one line, escaped inside
+    assert "\\n" in result.err and "\\x1b" in result.err
+    result = assert_clean(cli("size", "--set", "node.gpu=a\nerror: b"))
+    assert result.code == 2
+    baseline = tmp_path / "b.json"
+    baseline.write_text(
+        json.dumps(
+            {"scenarios": [{"id": "x\nerror: y", "kind": "size", "inputs": {"model": "q\n"}}]}
+        )
+    )
+    result = assert_clean(cli("check", str(baseline)))
+    assert result.code == 2
+
+
+def test_printable_is_one_line_and_idempotent() -> None:
+    s = "a\nb\r\x00\x1b\ud800\u2028é\\n" + "z" * 5000
+    once = printable(s)
+    assert once.isprintable() and "\n" not in once and len(once) <= 2000
+    assert printable(once) == once
+    assert printable("plain é text") == "plain é text"
+    assert "\n" not in str(PlanInputError("bad\nvalue", source="f\n", field="x\ny"))
+
+
+# --- the files layer itself ----------------------------------------------------------------
+
+
+def test_read_text_limits(tmp_path) -> None:
+    big = tmp_path / "big.toml"
+    big.write_text("x" * 2000)
+    with pytest.raises(PlanInputError, match="more than the 1000 bytes"):
+        read_text(big, what="profile", max_bytes=1000)
+    with pytest.raises(PlanInputError, match="a device"):
+        read_text("/dev/zero", what="profile", max_bytes=1000)
+    with pytest.raises(PlanInputError, match="no such"):
+        read_text(tmp_path / "none", what="profile", max_bytes=1000)
+    with pytest.raises(PlanInputError, match="not a valid path"):
+        read_text(str(tmp_path / "a\0b"), what="profile", max_bytes=1000)
+    bom = tmp_path / "bom.toml"
+    bom.write_bytes(b"\xef\xbb\xbfx = 1\n")
+    assert load_toml(bom, what="profile", max_bytes=1000) == {"x": 1}
+
+
+def test_nesting_limit_is_exact(tmp_path) -> None:
+    ok = tmp_path / "ok.json"
+    ok.write_text("[" * MAX_NESTING_DEPTH + "]" * MAX_NESTING_DEPTH)
+    load_json(ok, what="x", max_bytes=10_000)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * (MAX_NESTING_DEPTH + 1) + "]" * (MAX_NESTING_DEPTH + 1))
+    with pytest.raises(PlanInputError, match="nested"):
+        load_json(deep, what="x", max_bytes=10_000)
+    # Brackets inside strings are text, not nesting.
+    text = tmp_path / "s.json"
+    text.write_text(json.dumps({"a": "[" * 1000}))
+    assert load_json(text, what="x", max_bytes=10_000) == {"a": "[" * 1000}
+    toml = tmp_path / "s.toml"
+    toml.write_text("a = '" + "[" * 1000 + "' # " + "{" * 100 + '\nb = """\n' + "[" * 99 + '"""\n')
+    assert load_toml(toml, what="x", max_bytes=10_000)["a"] == "[" * 1000
+
+
+def test_atomic_writer_keeps_the_target_on_any_exception(tmp_path) -> None:
+    target = tmp_path / "out.txt"
+    target.write_text(PREVIOUS)
+    os.chmod(target, 0o640)
+    for exc in (ValueError("boom"), KeyboardInterrupt()):
+        with pytest.raises(type(exc)), AtomicWriter(target) as handle:
+            handle.write("partial")
+            raise exc
+        assert target.read_text() == PREVIOUS and no_temp_files(tmp_path)
+    atomic_write(target, "new\n")
+    assert target.read_text() == "new\n" and no_temp_files(tmp_path)
+    assert oct(target.stat().st_mode & 0o777) == oct(0o640)  # the replaced file's mode kept
+    with pytest.raises(PlanInputError, match="directory"):
+        atomic_write(tmp_path, "x")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(PlanInputError, match="not a regular file"):
+        atomic_write(fifo, "x")
+
+
+def test_atomic_group_all_or_nothing(tmp_path) -> None:
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text(PREVIOUS)
+    with pytest.raises(PlanInputError), AtomicGroup() as group:
+        group.add(a, "A")
+        group.add(tmp_path / "missing" / "b.txt", "B")
+    assert a.read_text() == PREVIOUS and no_temp_files(tmp_path)
+    with AtomicGroup() as group:
+        group.add(a, "A")
+        group.add(b, b"B")
+    assert a.read_text() == "A" and b.read_text() == "B" and no_temp_files(tmp_path)
+
+
+# --- hypothesis: hostile files -------------------------------------------------------------
+
+HOSTILE_TOML_VALUES = [
+    "true",
+    "false",
+    '"200"',
+    '""',
+    '"\\u0000\\n"',
+    "nan",
+    "inf",
+    "-inf",
+    "-1",
+    "0",
+    "1e308",
+    "1e-320",
+    "99999999999999999999",
+    "[1, 2]",
+    "{ a = 1 }",
+    "[" * 40 + "]" * 40,
+    "1979-05-27",
+    "0x10",
+    "1_000",
+    "2.5",
+    "8",
+]
+GARBAGE = st.sampled_from(
+    [
+        b"",
+        b"\xff\xfe",
+        b"\x00",
+        b"[[[",
+        b"= = =",
+        b"\n[sources]\nx = 1\n",
+        b'"unterminated',
+        b"\r\n",
+    ]
+)
+
+
+@st.composite
+def profile_files(draw):
+    kind, pid = draw(
+        st.sampled_from(
+            [
+                ("node", "dgx-b200"),
+                ("gpu", "h100-sxm"),
+                ("model", "ds-27b"),
+                ("workload", "paper-64k"),
+                ("storage", "3fs"),
+            ]
+        )
+    )
+    lines = (BUILTIN / kind / f"{pid}.toml").read_text().splitlines()
+    for _ in range(draw(st.integers(1, 3))):
+        k = draw(st.integers(0, len(lines) - 1))
+        key = lines[k].partition("=")[0].strip() if "=" in lines[k] else "extra_key"
+        lines[k] = f"{key} = {draw(st.sampled_from(HOSTILE_TOML_VALUES))}"
+    data = "\n".join(lines).encode() + b"\n"
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(data)))
+        data = data[:at] + draw(GARBAGE) + data[at:]
+    return kind, pid, data
+
+
+@settings(FUZZ, max_examples=100)
+@given(spec=profile_files())
+def test_hostile_profiles(cli, tmp_path, spec) -> None:
+    kind, pid, data = spec
+    root = fresh(tmp_path)
+    path = root / "profiles" / kind / f"{pid}.toml"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    assert_clean(cli("profiles", "validate", str(path)))
+    option = {"gpu": "--gpu", "node": "--node", "model": "--model", "workload": "--workload"}
+    args = ["size", "--profiles", str(root / "profiles"), "--json"]
+    if kind in option:
+        args += [option[kind], pid]
+    if kind == "model":
+        args += ["-P", "1", "-D", "1"]
+    assert_clean(cli(*args), json_out=True)
+
+
+HOSTILE_CELLS = ["1", "0", "-1", "2.5", "nan", "inf", "1e999", "1e13", "true", "", "abc", " 7 "]
+HOSTILE_JSON = [
+    1,
+    0,
+    -1,
+    2.5,
+    1e13,
+    True,
+    None,
+    "5",
+    "",
+    [1],
+    {"a": 1},
+    "NaN",
+    10**30,
+]
+
+
+@st.composite
+def trace_files(draw):
+    jsonl = draw(st.booleans())
+    columns = ["trajectory_id", "append_tokens", "generated_tokens"]
+    if draw(st.booleans()):
+        columns.append("context_tokens")
+    if draw(st.integers(0, 5)) == 0:
+        columns.remove(draw(st.sampled_from(columns)))
+    n = draw(st.integers(0, 6))
+    rows = []
+    for _ in range(n):
+        row = {}
+        for c in columns:
+            if c == "trajectory_id":
+                row[c] = draw(st.sampled_from(["a", "b", 1, "x\ny", True]))
+            elif draw(st.integers(0, 3)):
+                row[c] = draw(st.integers(1, 5000))
+            elif jsonl:
+                row[c] = draw(st.sampled_from(HOSTILE_JSON))
+            else:
+                row[c] = draw(st.sampled_from(HOSTILE_CELLS))
+        if draw(st.integers(0, 6)) == 0 and row:
+            row.pop(draw(st.sampled_from(sorted(row))))
+        rows.append(row)
+    if jsonl:
+        text = "".join(
+            (json.dumps(r) if draw(st.integers(0, 8)) else draw(st.sampled_from(["[1]", "7", "{"])))
+            + "\n"
+            for r in rows
+        )
+        name = "t.jsonl"
+    else:
+        text = ",".join(columns) + "\n"
+        text += "".join(",".join(str(v) for v in r.values()) + "\n" for r in rows)
+        name = "t.csv"
+    data = text.encode()
+    if draw(st.integers(0, 4)) == 0:
+        at = draw(st.integers(0, len(data)))
+        data = data[:at] + draw(GARBAGE) + data[at:]
+    return name, data
+
+
+@settings(FUZZ, max_examples=100)
+@given(spec=trace_files())
+def test_hostile_traces(cli, tmp_path, spec) -> None:
+    name, data = spec
+    root = fresh(tmp_path)
+    profiles = _trace_profile(root, name)
+    (profiles / "workload" / name).write_bytes(data)
+    assert_clean(
+        cli("size", "--profiles", str(profiles), "--workload", "tr", "--json"), json_out=True
+    )
+    out = root / "prev.csv"
+    out.write_text(PREVIOUS)
+    result = assert_clean(
+        cli(
+            "sweep",
+            "--profiles",
+            str(profiles),
+            "--workload",
+            "tr",
+            "--grid",
+            "P=1:2",
+            "--out",
+            str(out),
+        )
+    )
+    if result.code != 0:
+        assert out.read_text() == PREVIOUS
+    assert no_temp_files(root)
+
+
+@st.composite
+def measurement_files(draw):
+    header = ["metric", "value", "mode", "prefill_nodes", "decode_nodes"]
+    if draw(st.booleans()):
+        header.append("agents")
+    if draw(st.integers(0, 5)) == 0:
+        header[draw(st.integers(0, len(header) - 1))] = draw(st.sampled_from(["metric", "x", ""]))
+    lines = ["# measured", ",".join(header)]
+    for _ in range(draw(st.integers(0, 4))):
+        cells = []
+        for h in header:
+            if h == "metric":
+                cells.append(draw(st.sampled_from(["jct_s", "tpot_s", "aps", "speed", ""])))
+            elif h == "mode":
+                cells.append(draw(st.sampled_from(["dualpath", "basic", "x"])))
+            elif h == "value":
+                cells.append(draw(st.sampled_from(["3000", "0.04", *HOSTILE_CELLS])))
+            else:
+                cells.append(draw(st.sampled_from(["2", "4", "512", *HOSTILE_CELLS])))
+        if draw(st.integers(0, 6)) == 0:
+            cells = cells[: draw(st.integers(0, len(cells)))]
+        lines.append(",".join(cells))
+    data = ("\n".join(lines) + "\n").encode()
+    if draw(st.integers(0, 4)) == 0:
+        at = draw(st.integers(0, len(data)))
+        data = data[:at] + draw(GARBAGE) + data[at:]
+    return data
+
+
+@settings(FUZZ, max_examples=60)
+@given(data=measurement_files())
+def test_hostile_measurements(cli, tmp_path, data) -> None:
+    root = fresh(tmp_path)
+    measured = root / "m.csv"
+    measured.write_bytes(data)
+    node = root / "out" / "node" / "dualpath-hopper.toml"
+    node.parent.mkdir(parents=True)
+    node.write_text(PREVIOUS)
+    result = assert_clean(
+        cli(
+            "calibrate", str(measured), "--fit", "prefill_mfu", "--out", str(root / "out"), "--json"
+        ),
+        json_out=True,
+    )
+    if result.code != 0:
+        assert node.read_text() == PREVIOUS
+    assert no_temp_files(node.parent)
+
+
+HOSTILE_JSON_TEXT = [
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1e999",
+    "-1",
+    "0",
+    '"1"',
+    "true",
+    "null",
+    "[]",
+    "{}",
+    '"x\\nerror: y\\u0000\\ud800"',
+    "[" * 50 + "]" * 50,
+    "9" * 5000,
+    "12.5",
+]
+
+
+@st.composite
+def baseline_files(draw):
+    template = json.dumps(_ratio_baseline({"value": 12.5, "rel_tol": 0.25}))
+    slots = [
+        '"version": 1',
+        '"id": "ratio"',
+        '"kind": "ratio"',
+        '"model": "deepseek-v3.2"',
+        "[16384]",
+        '"append_tokens": 429',
+        '"value": 12.5',
+        '"rel_tol": 0.25',
+        '"gb_per_pflop.16384"',
+    ]
+    text = template
+    for _ in range(draw(st.integers(1, 3))):
+        slot = draw(st.sampled_from(slots))
+        if slot not in text:
+            continue
+        key, colon, _ = slot.partition(": ")
+        value = draw(st.sampled_from(HOSTILE_JSON_TEXT))
+        text = text.replace(slot, f"{key}: {value}" if colon else value, 1)
+    data = text.encode()
+    if draw(st.integers(0, 5)) == 0:
+        at = draw(st.integers(0, len(data)))
+        data = data[:at] + draw(GARBAGE) + data[at:]
+    return data
+
+
+@settings(FUZZ, max_examples=100)
+@given(data=baseline_files(), update=st.booleans())
+def test_hostile_baselines(cli, tmp_path, data, update) -> None:
+    root = fresh(tmp_path)
+    baseline = root / "b.json"
+    baseline.write_bytes(data)
+    junit = root / "report.xml"
+    junit.write_text(PREVIOUS)
+    args = ["check", str(baseline), "--junit", str(junit), "--json"]
+    if update:
+        args.append("--update")
+    result = assert_clean(cli(*args), allowed=(0, 1, 2), json_out=True)
+    if result.code == 2:
+        assert junit.read_text() == PREVIOUS
+        assert baseline.read_bytes() == data
+    else:
+        ET.fromstring(junit.read_text(encoding="utf-8"))
+    assert no_temp_files(root)
+
+
+@st.composite
+def case_files(draw):
+    kind = draw(st.sampled_from(["size", "ratio", "bounds", "ordering", "workload_ratio", "trend"]))
+    metric = {
+        "size": "dualpath.jct_s",
+        "ratio": "gb_per_pflop.16384",
+        "bounds": "pd_max",
+        "ordering": "holds",
+        "workload_ratio": "gb_per_pflop",
+        "trend": "flops_x",
+    }[kind]
+    fields = {
+        "claim": '"c"',
+        "source": '"s"',
+        "kind": json.dumps(kind),
+        "metric": json.dumps(metric),
+        "paper": "1000",
+        "tolerance": "0.5",
+    }
+    inputs = {
+        "size": {
+            "modes": '["dualpath"]',
+            "agents": "512",
+            "prefill_nodes": "2",
+            "decode_nodes": "4",
+        },
+        "ratio": {"model": '"ds-27b"', "context_tokens": "[16384]", "append_tokens": "429"},
+        "bounds": {"node": '"dualpath-hopper"', "paper_assumptions": "true"},
+        "ordering": {"modes": '["basic", "dualpath"]', "agents": "256"},
+        "workload_ratio": {"model": '"deepseek-v3.2"', "workload": '"paper-64k"'},
+        "trend": {"base": '"a100-sxm-80gb"', "dtype": '"best"', "gpu": '"b200"'},
+    }[kind]
+    for _ in range(draw(st.integers(1, 3))):
+        table = draw(st.sampled_from(["fields", "inputs"]))
+        target = fields if table == "fields" else inputs
+        key = draw(st.sampled_from([*sorted(target), "extra"]))
+        if draw(st.integers(0, 4)) == 0:
+            target.pop(key, None)
+        else:
+            target[key] = draw(st.sampled_from(HOSTILE_TOML_VALUES))
+    text = "".join(f"{k} = {v}\n" for k, v in fields.items())
+    text += "[inputs]\n" + "".join(f"{k} = {v}\n" for k, v in inputs.items())
+    data = text.encode()
+    if draw(st.integers(0, 5)) == 0:
+        at = draw(st.integers(0, len(data)))
+        data = data[:at] + draw(GARBAGE) + data[at:]
+    return data
+
+
+@settings(FUZZ, max_examples=80)
+@given(data=case_files())
+def test_hostile_cases(cli, tmp_path, data) -> None:
+    cases = fresh(tmp_path)
+    (cases / "zz-fuzz.toml").write_bytes(data)
+    assert_clean(cli("validate", "--cases", str(cases), "--json"), allowed=(0, 1, 2), json_out=True)
+
+
+def test_no_leftovers_in_the_shipped_library() -> None:
+    """Nothing here writes beside the shipped profiles."""
+    assert not list(BUILTIN.rglob(".*.tmp"))
+
+
+def test_rich_markup_in_a_profile_name_or_baseline_id_is_not_a_crash(cli, tmp_path) -> None:
+    node = tmp_path / "profiles" / "node"
+    node.mkdir(parents=True)
+    src = (BUILTIN / "node" / "dgx-b200.toml").read_text()
+    lines = ['name = "[/x] bad"' if ln.startswith("name =") else ln for ln in src.splitlines()]
+    (node / "dgx-b200.toml").write_text("\n".join(lines) + "\n")
+    assert_clean(cli("profiles", "list", "--profiles", str(tmp_path / "profiles")))
+    data = _baseline_with_regression()
+    data["scenarios"][0]["id"] = "[/x]"
+    baseline = tmp_path / "b.json"
+    baseline.write_text(json.dumps(data))
+    assert_clean(cli("check", str(baseline)), allowed=(1,))
