@@ -243,7 +243,7 @@ def _start_big_sweep(out: Path) -> subprocess.Popen[bytes]:
             *cmd,
             "sweep",
             "--grid",
-            "node.snic_gbit_s=1:800:100000lin",
+            "node.snic_gbit_s=1:800:10000lin",
             "--grid",
             "P=1:8",
             "--out",

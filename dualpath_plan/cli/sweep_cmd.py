@@ -12,7 +12,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.outcomes.sweep import grid_size, parse_axis, run_sweep
+from dualpath_plan.outcomes.sweep import (
+    DEFAULT_MAX_LP_POINTS,
+    DEFAULT_MAX_POINTS,
+    check_grid,
+    parse_axis,
+    run_sweep,
+)
 from dualpath_plan.physics.modes import parse_modes
 from dualpath_plan.reports import sweep as report
 from dualpath_plan.scenario.spec import ScenarioSpec
@@ -55,6 +61,15 @@ def sweep(
         int, typer.Option("--chunk", help="Points evaluated at once (bounds memory).")
     ] = 200_000,
     top: Annotated[int, typer.Option("--top", help="Best points in the summary.")] = 10,
+    max_points: Annotated[
+        int | None,
+        typer.Option(
+            "--max-points",
+            help=f"Most points (grid x modes) to evaluate (default {DEFAULT_MAX_POINTS:,}; "
+            f"{DEFAULT_MAX_LP_POINTS:,} with --solver lp).",
+            show_default=False,
+        ),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -80,7 +95,7 @@ def sweep(
         raise PlanInputError(f"expected at least 1, got {top}", field="--top")
     cfg = spec.serving
     registry = load_registry(profiles, set_)
-    total = grid_size(axes) * len(modes)
+    total = check_grid(axes, len(modes), max_points, solver)
     extra = [a.name for a in axes if not a.is_vector]
     writer = report.PointWriter(out, extra) if out else None
     err = Console(stderr=True)
@@ -107,6 +122,7 @@ def sweep(
                 on_chunk=writer.write if writer else None,
                 progress=lambda n: bar.advance(task, n * len(modes)),
                 solver=solver,
+                max_points=max_points,
             )
     finally:
         if writer:

@@ -230,6 +230,10 @@ def phase_plan(
     done in sequence: total time = sum of weight x time (JCT objective), effective throughput
     = 1 / sum of weight / throughput (the others)."""
     total = sum(w for _, w in phases)
+    for wid, _ in phases:
+        if wid not in registry.ids("workload"):
+            known = ", ".join(registry.ids("workload"))
+            raise PlanInputError(f"unknown workload {wid!r}; known: {known}", field="--phase")
     reports = []
     for wid, w in phases:
         sc = Scenario.from_spec(registry, spec.with_(workload=wid))

@@ -35,6 +35,15 @@ from dualpath_plan.solvers.closed_form import mask_names
 
 VECTOR_AXES = ("P", "D", "agents")
 MAX_AXIS_POINTS = 10_000_000
+# Values of one profile-field axis, at most: each value rebuilds the scenario from its
+# profiles (milliseconds), where P, D and agents values cost nanoseconds in the closed form.
+MAX_PROFILE_AXIS_POINTS = 10_000
+# Points of a grid (times its modes) a sweep evaluates unless --max-points raises it: 10^8 is
+# about a minute of the closed form on one core, and more than a file of rows anyone reads.
+DEFAULT_MAX_POINTS = 100_000_000
+# LP solves a sweep makes (one per point with --solver lp) unless --max-points raises it: about
+# a millisecond each.
+DEFAULT_MAX_LP_POINTS = 100_000
 
 
 @dataclass(frozen=True)
@@ -190,6 +199,33 @@ def grid_size(axes: list[Axis]) -> int:
     return math.prod(len(a.values) for a in axes)
 
 
+def check_grid(axes: list[Axis], modes: int, max_points: int | None, solver: str) -> int:
+    """The number of points a sweep will evaluate (grid x modes), refused beyond the limit:
+    ``max_points``, or the default for the solver. Axes named twice are an error."""
+    names = [a.name for a in axes]
+    if len(set(names)) != len(names):
+        raise PlanInputError("--grid names an axis twice", field="--grid")
+    for a in axes:
+        if not a.is_vector and len(a.values) > MAX_PROFILE_AXIS_POINTS:
+            raise PlanInputError(
+                f"--grid {a.name}: {len(a.values):,} values of a profile field; at most "
+                f"{MAX_PROFILE_AXIS_POINTS:,} (each rebuilds the scenario)",
+                field="--grid",
+            )
+    default = DEFAULT_MAX_LP_POINTS if solver == "lp" else DEFAULT_MAX_POINTS
+    limit = default if max_points is None else max_points
+    if limit < 1:
+        raise PlanInputError(f"expected at least 1, got {limit}", field="--max-points")
+    total = grid_size(axes) * modes
+    if total > limit:
+        raise PlanInputError(
+            f"the grid has {total:,} points (axes x modes), more than {limit:,}; "
+            "raise --max-points to run it",
+            field="--max-points" if max_points is not None else "--grid",
+        )
+    return total
+
+
 def run_sweep(
     registry: Registry,
     spec: ScenarioSpec,
@@ -203,12 +239,11 @@ def run_sweep(
     progress: Callable[[int], None] | None = None,
     top: int = 10,
     solver: str = "closed",
+    max_points: int | None = None,
 ) -> SweepSummary:
     """Evaluate every grid point; ``on_chunk`` receives each chunk's columns (to write them),
     ``progress`` the number of points done. Returns the summary."""
-    names = [a.name for a in axes]
-    if len(set(names)) != len(names):
-        raise PlanInputError("--grid names an axis twice", field="--grid")
+    check_grid(axes, len(modes), max_points, solver)
     if chunk < 1:
         raise PlanInputError(f"expected a chunk of at least 1 point, got {chunk}", field="--chunk")
     vector = {a.name: np.asarray(a.values) for a in axes if a.is_vector}
