@@ -18,7 +18,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from dualpath_plan.scenario.spec import ScenarioSpec
+from dualpath_plan.scenario.spec import OPTION_GROUPS, Group, ScenarioSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,10 +36,14 @@ def _is_optional(annotation: Any) -> bool:
 
 
 def scenario_options(
-    *, groups: Collection[str] | None = None, exclude: Collection[str] = ()
+    *, groups: Collection[Group] | None = None, exclude: Collection[str] = ()
 ) -> Callable[[F], F]:
     """Add the spec's options (those of ``groups``, all by default, less ``exclude``) to a
     command whose signature has a ``spec: ScenarioSpec`` parameter."""
+    unknown = [g for g in groups or () if g not in OPTION_GROUPS] + [
+        n for n in exclude if n not in ScenarioSpec.model_fields
+    ]
+    assert not unknown, f"no such option group or spec field: {unknown}"
 
     def decorate(func: F) -> F:
         signature = inspect.signature(func)

@@ -18,17 +18,6 @@ from dualpath_plan.errors import PlanInputError
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import PathOptions
 
-
-@dataclass(frozen=True)
-class ServingConfig:
-    """What the outcome models need beyond the cluster: agents started together (offline) and
-    the SLOs (online)."""
-
-    agents: int = 2048
-    ttft_slo_s: float = 4.0
-    tpot_slo_s: float = 0.050
-
-
 # Nodes on one side of a cluster, at most: far beyond any deployment (the paper's largest is
 # 144 nodes), and it keeps every product of node counts and rates finite.
 MAX_SIDE_NODES = 1_000_000
@@ -193,6 +182,20 @@ class ScenarioSpec(BaseModel):
     def storage_id(self) -> str | None:
         """``none`` means no storage-cluster limit."""
         return None if self.storage == "none" else self.storage
+
+
+def _default(name: str) -> Any:
+    return ScenarioSpec.model_fields[name].default
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """What the outcome models need beyond the cluster: agents started together (offline) and
+    the SLOs (online); the defaults are the spec's."""
+
+    agents: int = _default("agents")
+    ttft_slo_s: float = _default("ttft_slo_s")
+    tpot_slo_s: float = _default("tpot_slo_s")
 
 
 DEFAULT_SPEC = ScenarioSpec()

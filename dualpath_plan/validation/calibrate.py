@@ -33,6 +33,7 @@ from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.registry import validate_profile
 from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, WorkloadProfile
 from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.spec import DEFAULT_SPEC
 
 P = TypeVar("P", bound=ProfileBase)
 
@@ -128,7 +129,7 @@ def load_points(path: Path) -> list[Point]:
                 field="mode",
             )
         value = number(r["value"], source=source, field="value", line=n, text=True)
-        counts = {"agents": "2048"} if not (r.get("agents") or "").strip() else {}
+        counts = {"agents": str(DEFAULT_SPEC.agents)} if not (r.get("agents") or "").strip() else {}
         p, d, agents = (
             number(
                 counts[k] if k in counts else r[k],
