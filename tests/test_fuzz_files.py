@@ -1145,3 +1145,70 @@ def test_rich_markup_in_a_profile_name_or_baseline_id_is_not_a_crash(cli, tmp_pa
     baseline = tmp_path / "b.json"
     baseline.write_text(json.dumps(data))
     assert_clean(cli("check", str(baseline)), allowed=(1,))
+
+
+# --- the command-line examples of issue 16 ------------------------------------------------
+
+
+def test_sweep_rejects_what_size_rejects(cli) -> None:
+    # sweep -P 0 exited 0 with "0 feasible" where size rejected the same input.
+    for command in ("size", "sweep"):
+        extra = ("--grid", "D=1:3") if command == "sweep" else ()
+        result = assert_clean(cli(command, "-P", "0", *extra))
+        assert result.code == 2 and "-P/--prefill-nodes" in result.err
+
+
+def test_sweep_modes_are_counted_once(cli) -> None:
+    once = cli("sweep", "--grid", "P=1:3", "--mode", "dualpath", "--json").json()
+    twice = cli("sweep", "--grid", "P=1:3", "--mode", "dualpath,dualpath", "--json").json()
+    assert twice["points"] == once["points"] == 3
+    assert twice["best"] == once["best"]
+
+
+def test_max_nodes_has_a_limit(cli) -> None:
+    # size --target-aps 1e9 --max-nodes 1e9 never ended.
+    start = time.monotonic()
+    result = assert_clean(cli("size", "--target-aps", "1e9", "--max-nodes", "1000000000"))
+    assert result.code == 2 and "--max-nodes" in result.err and "4,096" in result.err
+    assert time.monotonic() - start < 5
+
+
+@pytest.mark.parametrize(
+    ("grid", "expect"),
+    [
+        (("node.snic_gbit_s=1:800:10000000lin",), "values of a profile field"),
+        (("P=1:100000", "D=1:100000", "agents=1:100000"), "raise --max-points"),
+        (("P=1:10000000", "D=1:10000000"), "raise --max-points"),
+    ],
+)
+def test_grid_limits_are_stated_before_any_work(cli, tmp_path, grid, expect) -> None:
+    # A 10^9-point sweep was accepted silently; a grid whose product overflows failed late.
+    out = tmp_path / "points.csv"
+    out.write_text(PREVIOUS)
+    start = time.monotonic()
+    args = [a for g in grid for a in ("--grid", g)]
+    result = assert_clean(cli("sweep", *args, "--out", str(out)))
+    assert result.code == 2 and expect in result.err
+    assert time.monotonic() - start < 5
+    assert out.read_text() == PREVIOUS
+
+
+def test_max_points_raises_the_limit(cli) -> None:
+    grid = ("--grid", "P=1:20", "--grid", "D=1:20")
+    assert cli("sweep", *grid, "--max-points", "100").code == 2
+    assert cli("sweep", *grid, "--max-points", "400", "--json").json()["points"] == 400
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (("trend", "--base", "tpu-v5"), "--base"),
+        (("recommend", "--budget-nodes", "8", "--phase", ":"), "--phase"),
+        (("recommend", "--budget-nodes", "8", "--phase", "nope:1"), "--phase"),
+        (("paths", "--scheduler", "round_robin", "--load-cv", "1e300"), "--load-cv"),
+        (("size", "--requests-per-engine", "0"), "--requests-per-engine"),
+    ],
+)
+def test_errors_name_the_option_typed(cli, args, option) -> None:
+    result = assert_clean(cli(*args))
+    assert result.code == 2 and f"'{option}" in result.err, result.err

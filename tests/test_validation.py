@@ -324,3 +324,22 @@ def test_readme_size_example_is_what_size_prints(cli) -> None:
     result = cli("size")
     assert result.code == 0
     assert readme[start:end].strip() == result.out.strip()
+
+
+def test_calibrate_reports_progress(registry) -> None:
+    # A long fit shows where it is (on stderr, through this callback).
+    from dualpath_plan.scenario import Scenario
+    from dualpath_plan.validation.calibrate import calibrate, load_points
+
+    points = load_points(Path(__file__).parent.parent / "bench" / "paper_points.csv")
+    seen: list[tuple[int, int, float]] = []
+    calibrate(
+        Scenario.from_ids(registry),
+        points,
+        ("prefill_mfu",),
+        starts=2,
+        progress=lambda *a: seen.append(a),
+    )
+    assert seen and {s for s, _, _ in seen} == {1, 2}
+    assert [n for _, n, _ in seen] == list(range(1, len(seen) + 1))
+    assert all(rms >= 0 for _, _, rms in seen)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
 from dualpath_plan.cli.options import scenario_options
@@ -72,7 +73,16 @@ def calibrate_cmd(
     points = load_points(measured)
     sc = Scenario.from_spec(registry, spec)
     fields = tuple(f.strip() for f in fit.split(",") if f.strip())
-    cal = calibrate(sc, points, fields, holdout, seed, starts)
+    err = Console(stderr=True)
+    with err.status("fitting", spinner="dots") as status:  # shown on a terminal only
+
+        def progress(start: int, evaluations: int, rms: float) -> None:
+            status.update(
+                f"fitting: start {start} of {starts}, {evaluations} evaluations, "
+                f"RMS log error {rms:.3g}"
+            )
+
+        cal = calibrate(sc, points, fields, holdout, seed, starts, progress)
     written = write_overlays(cal, measured, out) if out is not None else None
     if as_json:
         print_json(report.calibrate_payload(cal, written))

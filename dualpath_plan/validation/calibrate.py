@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
@@ -234,10 +235,12 @@ def calibrate(
     holdout: int = 0,
     seed: int = 0,
     starts: int = 1,
+    progress: Callable[[int, int, float], None] | None = None,
 ) -> Calibration:
     """Least squares from the profiles' values, and from ``starts - 1`` more starts drawn
     around them (each field scaled by e^N(0, 1), clipped to its bounds; a field at 0 drawn
-    uniformly within its bounds, capped at 1): the search is local, and the best fit wins."""
+    uniformly within its bounds, capped at 1): the search is local, and the best fit wins.
+    ``progress(start, evaluations, rms)`` hears of every evaluation of the model."""
     from scipy.optimize import least_squares
 
     if sc.prefill_node.id != sc.decode_node.id:
@@ -272,12 +275,19 @@ def calibrate(
     start = {f: _current(sc, f) for f in fit}
     x0 = np.array([min(max(start[f], lo), hi) for f, (lo, hi) in zip(fit, bounds, strict=True)])
 
+    evaluations = [0]
+    current = [0]
+
     def residuals(x: np.ndarray) -> np.ndarray:
         try:
             trial = _trial(sc, dict(zip(fit, map(float, x), strict=True)))
-            return np.array([math.log(_model_value(trial, p) / p.value) for p in train])
+            out = np.array([math.log(_model_value(trial, p) / p.value) for p in train])
         except (PlanInputError, ValueError, ZeroDivisionError):
-            return np.full(len(train), 10.0)  # infeasible parameters: far from every point
+            out = np.full(len(train), 10.0)  # infeasible parameters: far from every point
+        evaluations[0] += 1
+        if progress is not None:
+            progress(current[0] + 1, evaluations[0], float(np.sqrt(np.mean(out**2))))
+        return out
 
     lo = np.array([b[0] for b in bounds])
     hi = np.array([b[1] for b in bounds])
@@ -286,6 +296,7 @@ def calibrate(
     rng = np.random.default_rng(seed)
     best_x, best_cost = x0, math.inf
     for k in range(starts):
+        current[0] = k
         if k == 0:
             start_x = x0
         else:
