@@ -30,7 +30,9 @@ class Case(BaseModel):
     source: StrictStr
     kind: StrictStr  # a kind of the metric registry (validation/metrics.py)
     metric: StrictStr  # which of its metrics the claim is about
-    paper: float = Field(allow_inf_nan=False)
+    # The paper's value: positive (errors are relative to it) and within the range any
+    # quantity of the model can take, so model / paper is finite.
+    paper: float = Field(ge=1e-9, le=1e12, allow_inf_nan=False)
     tolerance: float = Field(ge=0, allow_inf_nan=False)  # relative
     note: StrictStr = ""
     known_gap: StrictStr = ""
@@ -118,6 +120,6 @@ def run_validation(registry: Registry, cases: list[Case]) -> list[CaseResult]:
     out = []
     for case in cases:
         value = evaluate_case(case, registry)
-        error = value / case.paper - 1.0 if case.paper else value
+        error = value / case.paper - 1.0
         out.append(CaseResult(case, value, error))
     return out
