@@ -60,6 +60,6 @@ def link_limits(asm: Assembly, sol: Solution, index: tuple[int, ...] = ()) -> di
             unit=f"{k.unit}/s",
             utilization=float(util[i]),
             nodes=float(np.asarray(nodes)[index]) if np.ndim(nodes) else float(nodes),
-            derated_by=tuple(f.describe(index) for f in asm.factors(k.name)),
+            derated_by=asm.derated_by(k.name, index),
         )
     return out

@@ -93,7 +93,7 @@ class SideCapacity:
     side: str
     nodes: Num
     per_node: dict[str, Num]
-    factors: dict[str, tuple[Factor, ...]]
+    factors: dict[str, tuple[Factor, ...]]  # per distinct node count (see index)
     feasible: np.ndarray  # the weights fit, one request (one sequence) fits
     prefill: PrefillEngine | None = None
     decode: DecodeGroup | None = None
@@ -285,10 +285,6 @@ def grouped_side_capacity(
         part,
         nodes=n,
         per_node={k: _take(v, index) for k, v in part.per_node.items()},
-        factors={
-            k: tuple(Factor(f.what, None if f.value is None else _take(f.value, index)) for f in fs)
-            for k, fs in part.factors.items()
-        },
         feasible=_take(part.feasible, index),
         index=index,
     )
@@ -345,11 +341,18 @@ class Assembly:
     def feasible(self) -> np.ndarray:
         return np.asarray(self.pe.feasible) & np.asarray(self.de.feasible)
 
-    def factors(self, name: str) -> tuple[Factor, ...]:
-        for part in (self.pe.factors, self.de.factors, self.storage_factors):
-            if name in part:
-                return part[name]
-        return ()
+    def derated_by(self, name: str, index: tuple[int, ...] = ()) -> tuple[str, ...]:
+        """What derates a link's capacity, for one scenario (``index`` into the arrays)."""
+        for side in (self.pe, self.de):
+            if name in side.factors:
+                # Factors are kept per distinct node count (they only explain): map the index.
+                at = (
+                    tuple(int(i) for i in np.asarray(side.index)[index].ravel())
+                    if (side.index is not None)
+                    else index
+                )
+                return tuple(f.describe(at) for f in side.factors[name])
+        return tuple(f.describe(index) for f in self.storage_factors.get(name, ()))
 
     def nodes_of(self, name: str) -> Num:
         side = name[:2]

@@ -78,12 +78,14 @@ class Solution:
         """Per scenario, a bit per link (bit i: LINKS[i]) set where the link is tight: its
         utilization within TIGHT_REL of the busiest link's."""
         x = self.decode_path_fraction
-        loads = [self._alpha[n] + self._beta[n] * x for n in LINKS]
-        top = functools.reduce(np.fmax, loads)
-        mask = np.zeros(np.shape(x), dtype=np.int64)
-        for i, u in enumerate(loads):
-            mask = mask | np.where((u >= top * (1.0 - TIGHT_REL)) & (top > 0), 1 << i, 0)
-        return mask
+        shape = np.shape(x)
+        busy = np.stack(
+            [np.broadcast_to(self._alpha[n] + self._beta[n] * x, shape) for n in LINKS]
+        )  # seconds of each link per turn, (len(LINKS), ...)
+        top = busy.max(axis=0)
+        tight = (busy >= top * (1.0 - TIGHT_REL)) & (top > 0)
+        bits = np.left_shift(np.int64(1), np.arange(len(LINKS), dtype=np.int64))
+        return np.tensordot(bits, tight.astype(np.int64), axes=(0, 0))
 
     def binding(self, index: tuple[int, ...] = ()) -> list[str]:
         """The tight links of one scenario, in table order."""
