@@ -89,7 +89,10 @@ def scenario_options(
             values = {k: v for k, v in values.items() if v is not None or k in _NULLABLE}
             return func(*args, spec=ScenarioSpec.build(values), **kwargs)
 
-        params = [*positional, *keyword, *added]
+        # The options every command has (--json, --profiles, --set) stay last.
+        common = [p for p in keyword if p.name in _COMMON]
+        own_options = [p for p in keyword if p.name not in _COMMON]
+        params = [*positional, *own_options, *added, *common]
         command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in params}
         del command.__wrapped__  # typer reads the new signature, not the command's own
@@ -98,6 +101,7 @@ def scenario_options(
     return decorate
 
 
+_COMMON = ("as_json", "profiles", "set_")
 _NULLABLE = {
     name for name, field in ScenarioSpec.model_fields.items() if _is_optional(field.annotation)
 }
