@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dualpath_plan.physics.links import FALLING, FLAT, LINKS, RISING, Num
+from dualpath_plan.physics.links import FALLING, FLAT, LINK_INDEX, LINKS, RISING, Num
 from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.physics.modes import SplitRule
 from dualpath_plan.scenario.assemble import LinkSet
@@ -79,13 +79,18 @@ class Solution:
         utilization within TIGHT_REL of the busiest link's."""
         x = self.decode_path_fraction
         shape = np.shape(x)
-        busy = np.stack(
-            [np.broadcast_to(self._alpha[n] + self._beta[n] * x, shape) for n in LINKS]
-        )  # seconds of each link per turn, (len(LINKS), ...)
-        top = busy.max(axis=0)
-        tight = (busy >= top * (1.0 - TIGHT_REL)) & (top > 0)
-        bits = np.left_shift(np.int64(1), np.arange(len(LINKS), dtype=np.int64))
-        return np.tensordot(bits, tight.astype(np.int64), axes=(0, 0))
+        # Two passes over the links (the busiest, then who is within TIGHT_REL of it), so that
+        # no (links x scenarios) array is held: a sweep's chunk stays its own size.
+        busy = [n for n in LINKS if np.any(self._alpha[n]) or np.any(self._beta[n])]
+        top = np.zeros(shape)
+        for n in busy:
+            np.fmax(top, self._alpha[n] + self._beta[n] * x, out=top)
+        threshold = top * (1.0 - TIGHT_REL)
+        mask = np.zeros(shape, dtype=np.int64)
+        for n in busy:
+            tight = (self._alpha[n] + self._beta[n] * x >= threshold) & (top > 0)
+            np.bitwise_or(mask, np.int64(1) << LINK_INDEX[n], out=mask, where=tight)
+        return mask
 
     def binding(self, index: tuple[int, ...] = ()) -> list[str]:
         """The tight links of one scenario, in table order."""
@@ -101,14 +106,21 @@ def _seconds_per_turn(links: LinkSet) -> tuple[dict[str, Num], dict[str, Num]]:
     infinite capacity costs nothing; no load costs nothing, whatever the capacity."""
     alpha: dict[str, Num] = {}
     beta: dict[str, Num] = {}
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for n in LINKS:
-            a, b = links.load[n]
-            c = links.capacity[n]
-            # 1/inf = 0 (IEEE division, no branch); 0/0 (no load, no capacity) is 0 too.
-            alpha[n] = np.where(np.asarray(a) == 0, 0.0, a / c) if np.any(c == 0) else a / c
-            beta[n] = np.where(np.asarray(b) == 0, 0.0, b / c) if np.any(c == 0) else b / c
+    for n in LINKS:
+        a, b = links.load[n]
+        c = links.capacity[n]
+        alpha[n], beta[n] = _per_capacity(a, c), _per_capacity(b, c)
     return alpha, beta
+
+
+def _per_capacity(load: Num, capacity: Num) -> Num:
+    """load / capacity, where no load costs nothing whatever the capacity (0/0 is 0) and an
+    infinite capacity costs nothing (IEEE: x/inf = 0); a load on no capacity is infinite."""
+    if np.ndim(load) == 0 and float(load) == 0.0:
+        return np.float64(0.0)  # the common case of a scalar demand: no division at all
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = load / np.asarray(capacity)
+    return np.where(np.asarray(load) == 0, 0.0, out) if np.ndim(load) else out
 
 
 def _max(values: Sequence[Num]) -> FloatArray:
