@@ -45,42 +45,57 @@ def _global(
     GlobalState.overrides = list(set_ or [])
 
 
-_registered: list[bool] = []
+# Command name -> the module that registers it, in --help order. Only the invoked command's
+# module is imported (start-up time: each pulls in its outcome and report modules).
+COMMANDS: dict[str, str] = {
+    "size": "size_cmd",
+    "recommend": "recommend_cmd",
+    "sweep": "sweep_cmd",
+    "ratio": "physics_cmd",
+    "trend": "physics_cmd",
+    "bounds": "paths_cmd",
+    "paths": "paths_cmd",
+    "validate": "validate_cmd",
+    "check": "check_cmd",
+    "calibrate": "calibrate_cmd",
+}
+_registered: set[str] = set()
+# Options of the app itself that take a value (they may stand before the command's name).
+_VALUED = ("--profiles", "--set")
 
 
-def _register_commands() -> None:
-    """Add the command modules to the app once (main() may run many times in one process)."""
-    if _registered:
-        return
-    from dualpath_plan.cli import (
-        calibrate_cmd,
-        check_cmd,
-        paths_cmd,
-        physics_cmd,
-        recommend_cmd,
-        size_cmd,
-        sweep_cmd,
-        validate_cmd,
-    )
+def _invoked(args: list[str]) -> str | None:
+    """The command named on the command line, if it is one of COMMANDS."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in _VALUED:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
 
-    size_cmd.register(app)
-    recommend_cmd.register(app)
-    sweep_cmd.register(app)
-    physics_cmd.register(app)
-    paths_cmd.register(app)
-    validate_cmd.register(app)
-    check_cmd.register(app)
-    calibrate_cmd.register(app)
-    _registered.append(True)
+
+def _register_commands(only: str | None = None) -> None:
+    """Add command modules to the app, each once (main() may run many times in one process):
+    the invoked command's, or every one (for --help and unknown names)."""
+    import importlib
+
+    modules = [COMMANDS[only]] if only else list(dict.fromkeys(COMMANDS.values()))
+    for name in modules:
+        if name not in _registered:
+            importlib.import_module(f"dualpath_plan.cli.{name}").register(app)
+            _registered.add(name)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input is one line on stderr and exit 2, never a traceback."""
-    _register_commands()
+    args = sys.argv[1:] if argv is None else argv
+    _register_commands(_invoked(args))
     # Floating-point warnings would print on stderr; non-finite results are caught where they
     # are printed (cli.common.print_json), so the warnings add nothing for a user.
     np.seterr(all="ignore")
-    args = sys.argv[1:] if argv is None else argv
     try:
         # Standalone mode: typer/click print usage errors themselves and exit 2.
         app(args=args, prog_name="dualpath-plan")
