@@ -21,6 +21,8 @@ from dualpath_plan.physics.links import PathOptions
 # Nodes on one side of a cluster, at most: far beyond any deployment (the paper's largest is
 # 144 nodes), and it keeps every product of node counts and rates finite.
 MAX_SIDE_NODES = 1_000_000
+# Agents of an offline run, at most: the paper's largest is 48K; the bound keeps the JCT finite.
+MAX_AGENTS = 1_000_000_000
 PAPER_TERMS: tuple[str, ...] = tuple(PathOptions.__dataclass_fields__)
 SCHEDULERS = ("ideal", "round_robin", "queue_aware")
 
@@ -68,7 +70,7 @@ class ScenarioSpec(BaseModel):
     )  # fmt: skip
     agents: int = _opt(
         "--agents", help="Agents started together (offline JCT).", group="serving", default=2048,
-        ge=1, le=1_000_000_000,
+        ge=1, le=MAX_AGENTS,
     )  # fmt: skip
     ttft_slo_s: float = _opt(
         "--ttft-slo", help="TTFT SLO, seconds (paper 7.3).", group="serving", default=4.0, gt=0,

@@ -34,7 +34,7 @@ from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.registry import validate_profile
 from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, WorkloadProfile
 from dualpath_plan.scenario import Scenario
-from dualpath_plan.scenario.spec import DEFAULT_SPEC
+from dualpath_plan.scenario.spec import DEFAULT_SPEC, MAX_AGENTS, MAX_SIDE_NODES
 
 P = TypeVar("P", bound=ProfileBase)
 
@@ -47,9 +47,6 @@ METRICS = (
     "online_tpot_s",
     "throughput_turns_per_s",
 )
-# Largest node or agent count of a measured point: more than any cluster measured, small enough
-# that the model's products stay finite.
-MAX_COUNT = 1_000_000
 DEFAULT_FIT = (
     "snic_efficiency",
     "prefill_mfu",
@@ -149,10 +146,15 @@ def load_points(path: Path) -> list[Point]:
                 line=n,
                 field="value",
             )
-        for name, count in (("prefill_nodes", p), ("decode_nodes", d), ("agents", agents)):
-            if not 1 <= count <= MAX_COUNT:
+        # The spec's bounds on a scenario's node and agent counts.
+        for name, count, top in (
+            ("prefill_nodes", p, MAX_SIDE_NODES),
+            ("decode_nodes", d, MAX_SIDE_NODES),
+            ("agents", agents, MAX_AGENTS),
+        ):
+            if not 1 <= count <= top:
                 raise PlanInputError(
-                    f"expected a whole number from 1 to {MAX_COUNT:,}, got {count:g}",
+                    f"expected a whole number from 1 to {top:,}, got {count:g}",
                     source=source,
                     line=n,
                     field=name,
