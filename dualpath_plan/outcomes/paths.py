@@ -13,7 +13,7 @@ import numpy as np
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
-from dualpath_plan.physics.engines import Scheduling, check_weights_fit
+from dualpath_plan.physics.engines import check_weights_fit
 from dualpath_plan.physics.modes import MODE_TABLE, ModeName
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.registry import Registry
@@ -148,6 +148,3 @@ def explain_mixed(
     if mode not in MODE_TABLE:
         raise PlanInputError(f"unknown mode {mode!r}", field="--mode")
     return MixedResult(sc, mode, pre, dec, work, solve_lp(LPProblem.from_groups(ga)))
-
-
-__all__ = ["Bounds", "Scheduling"]

@@ -330,14 +330,6 @@ class Assembly:
     storage_factors: dict[str, tuple[Factor, ...]] = field(default_factory=dict)
 
     @property
-    def prefill_nodes(self) -> Num:
-        return self.pe.nodes
-
-    @property
-    def decode_nodes(self) -> Num:
-        return self.de.nodes
-
-    @property
     def feasible(self) -> np.ndarray:
         return np.asarray(self.pe.feasible) & np.asarray(self.de.feasible)
 

@@ -46,9 +46,6 @@ class Bounds:
             [not v for v in self.violated]
         ).reshape(np.shape(self.pd_min))
 
-    def contains(self, ratio: float) -> bool:
-        return bool(self.feasible) and float(self.pd_min) <= ratio <= float(self.pd_max)
-
 
 def _read_rate(asm: Assembly, side: str) -> FloatArray:
     per_node = asm.pe.per_node if side == "pe" else asm.de.per_node

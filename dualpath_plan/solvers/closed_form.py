@@ -60,20 +60,6 @@ class Solution:
         return np.stack(np.broadcast_arrays(*cols), axis=-1)
 
     @functools.cached_property
-    def bottleneck(self) -> np.ndarray:
-        """Index into LINKS of the most utilized link (first on ties), without building the
-        full utilization matrix: a running maximum over the columns."""
-        x = self.decode_path_fraction
-        best = np.full(np.shape(x), -np.inf)
-        index = np.zeros(np.shape(x), dtype=np.intp)
-        for i, n in enumerate(LINKS):
-            u = self._alpha[n] + self._beta[n] * x
-            better = u > best
-            index = np.where(better, i, index)
-            best = np.where(better, u, best)
-        return index
-
-    @functools.cached_property
     def binding_mask(self) -> np.ndarray:
         """Per scenario, a bit per link (bit i: LINKS[i]) set where the link is tight: its
         utilization within TIGHT_REL of the busiest link's."""

@@ -67,7 +67,7 @@ class LPProblem:
     def from_assembly(cls, asm: Assembly) -> LPProblem:
         """One prefill group, one decode group, one class: the closed form's problem."""
         links = asm.links
-        caps: dict[str, Num] = {k: float(np.asarray(v)) for k, v in links.capacity.items()}
+        caps = links.capacity
         load = {k: (float(np.asarray(a)), float(np.asarray(b))) for k, (a, b) in links.load.items()}
         hit = float(np.asarray(links.hit_bytes))
         return cls(
@@ -158,9 +158,6 @@ class LPSolution:
     def by_value(self) -> list[Constraint]:
         """Tight constraints ranked by what more capacity buys."""
         return sorted(self.tight(), key=lambda c: -c.dual_per_percent)
-
-    def utilization(self, link: str) -> float:
-        return max((c.utilization for c in self.constraints if c.link == link), default=0.0)
 
 
 def _coef(a: float, c: float) -> float:
@@ -340,8 +337,3 @@ def _balance(
 
 
 __all__ = ["Constraint", "Group", "LPClass", "LPProblem", "LPSolution", "solve_lp"]
-
-
-def throughput_lp(asm: Assembly) -> Num:
-    """The LP's throughput of a (scalar) assembly: the closed form's cross-check."""
-    return solve_lp(LPProblem.from_assembly(asm)).throughput_turns_per_s
