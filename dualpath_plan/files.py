@@ -28,7 +28,7 @@ import re
 import secrets
 import stat
 import tomllib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -59,6 +59,27 @@ MAX_TRACE_ROWS = 1_000_000
 # every recursive consumer (the TOML and JSON parsers, pydantic, json.dumps) far from Python's
 # recursion limit.
 MAX_NESTING_DEPTH = 32
+
+# --- progress of long reads ----------------------------------------------------------------
+
+# Rows between two reports of a long read (a million-row trace takes a few seconds).
+PROGRESS_ROWS = 100_000
+_on_rows: list[Callable[[str, int, bool], None]] = []
+
+
+def report_read_progress(on_rows: Callable[[str, int, bool], None] | None) -> None:
+    """Where long reads report their progress, ``on_rows(file, rows so far, done)`` every
+    PROGRESS_ROWS rows and once at the end of a read that was reported (the CLI shows it on
+    stderr); None: nowhere (the default)."""
+    _on_rows[:] = [on_rows] if on_rows is not None else []
+
+
+def rows_read(source: str, rows: int, done: bool = False) -> None:
+    """A reader's count of rows so far (``done``: all of them); reported every PROGRESS_ROWS
+    rows, and at the end when it was reported before."""
+    if _on_rows and (rows % PROGRESS_ROWS == 0 if not done else rows >= PROGRESS_ROWS):
+        _on_rows[0](source, rows, done)
+
 
 __all__ = [
     "MAX_BASELINE_BYTES",

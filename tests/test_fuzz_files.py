@@ -1212,3 +1212,24 @@ def test_max_points_raises_the_limit(cli) -> None:
 def test_errors_name_the_option_typed(cli, args, option) -> None:
     result = assert_clean(cli(*args))
     assert result.code == 2 and f"'{option}" in result.err, result.err
+
+
+def test_long_reads_report_progress(tmp_path) -> None:
+    # A long trace says where it is (the CLI shows it on stderr when that is a terminal).
+    from dualpath_plan.files import PROGRESS_ROWS, report_read_progress
+
+    trace = tmp_path / "t.csv"
+    rows = "".join(f"t{k % 100},5,1\n" for k in range(2 * PROGRESS_ROWS + 5))
+    trace.write_text("trajectory_id,append_tokens,generated_tokens\n" + rows)
+    seen: list[tuple[str, int, bool]] = []
+    report_read_progress(lambda source, n, done: seen.append((source, n, done)))
+    try:
+        load_trace(trace)
+    finally:
+        report_read_progress(None)
+    total = 2 * PROGRESS_ROWS + 5
+    assert seen == [
+        (str(trace), PROGRESS_ROWS, False),
+        (str(trace), 2 * PROGRESS_ROWS, False),
+        (str(trace), total, True),
+    ]

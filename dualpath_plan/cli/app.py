@@ -13,6 +13,7 @@ from dualpath_plan import __version__
 from dualpath_plan.cli import profiles_cmd
 from dualpath_plan.cli.common import GlobalState, ProfilesOpt, SetOpt
 from dualpath_plan.errors import PlanInputError, printable
+from dualpath_plan.files import report_read_progress
 
 app = typer.Typer(
     name="dualpath-plan",
@@ -89,6 +90,13 @@ def _register_commands(only: str | None = None) -> None:
             _registered.add(name)
 
 
+def _show_rows(source: str, rows: int, done: bool) -> None:
+    # One line, rewritten in place, and erased when the read is done.
+    text = "\r\x1b[K" if done else f"\rreading {printable(source)}: {rows:,} rows "
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input is one line on stderr and exit 2, never a traceback."""
     args = sys.argv[1:] if argv is None else argv
@@ -96,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     # Floating-point warnings would print on stderr; non-finite results are caught where they
     # are printed (cli.common.print_json), so the warnings add nothing for a user.
     np.seterr(all="ignore")
+    # Long reads (a million-row trace) say where they are, on a terminal only.
+    report_read_progress(_show_rows if sys.stderr.isatty() else None)
     try:
         # Standalone mode: typer/click print usage errors themselves and exit 2.
         app(args=args, prog_name="dualpath-plan")

@@ -23,6 +23,7 @@ from dualpath_plan.files import (
     iter_csv_rows,
     iter_jsonl_objects,
     number,
+    rows_read,
 )
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.links import Demand
@@ -222,7 +223,9 @@ def load_trace(path: Path) -> TurnMix:
         cached.append(ctx)
         append.append(a)
         generated.append(g)
+        rows_read(source, len(cached))
     count = len(cached)
+    rows_read(source, count, done=True)
     if not count:
         raise PlanInputError("no turns in the trace", source=source)
     return TurnMix(
