@@ -1233,3 +1233,28 @@ def test_long_reads_report_progress(tmp_path) -> None:
         (str(trace), 2 * PROGRESS_ROWS, False),
         (str(trace), total, True),
     ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("size", "-P", "abc"), ("size", "--bogus"), ("check",), ("nope",), ("sweep", "--grid")],
+)
+def test_usage_errors_are_one_line(cli, args) -> None:
+    # Bad types, unknown options and missing arguments printed click's multi-line box.
+    result = assert_clean(cli(*args))
+    assert result.code == 2
+    assert result.err.startswith("error: ") and result.err.count("\n") == 1, result.err
+
+
+def test_a_profile_wide_error_does_not_echo_the_profile(cli) -> None:
+    # --set node.gpus_per_node=1 dumped the whole profile dict into the message.
+    result = assert_clean(cli("size", "--set", "node.gpus_per_node=1"))
+    assert result.code == 2 and "cnic_count" in result.err and "sources" not in result.err
+    assert len(result.err) < 300
+
+
+def test_budget_errors_name_the_budget_given(cli) -> None:
+    result = assert_clean(cli("recommend", "--budget-gpus", "7"))
+    assert result.code == 2 and "'--budget-gpus'" in result.err
+    result = assert_clean(cli("paths", "--prefill-group", "nope:2"))
+    assert result.code == 2 and "'--prefill-group'" in result.err

@@ -431,3 +431,49 @@ def test_invariants_name_tests_that_exist() -> None:
             assert module, ref
             source = (root / module).read_text(encoding="utf-8")
             assert f"def {name}(" in source, (module, name)
+
+
+def test_tied_duals_are_read_together(cli) -> None:
+    # Four links tie (both sides' SNICs and storage client caps): the LP's duals split the
+    # gain among them, so the report reads their sum, not one alone.
+    data = cli("paths", "--node", "dgx-a100", "--model", "ds-27b", "-P", "1", "-D", "1", "--json")
+    duals = data.json()["duals"]
+    assert "bind together" in duals[0]["reading"]
+    assert duals[0]["dual_turns_per_s_per_percent"] == pytest.approx(
+        sum(d["dual_turns_per_s_per_percent"] for d in duals[1:])
+    )
+    # Raising all of them by 1% buys what the sum says (up to the LP's resolution).
+    t0 = data.json()["throughput_turns_per_s"]
+    more = cli(
+        "paths", "--node", "dgx-a100", "--model", "ds-27b", "-P", "1", "-D", "1",
+        "--set", "node.snic_gbit_s=202", "--set", "storage.max_client_read_gbyte_s=50.5", "--json",
+    ).json()["throughput_turns_per_s"]  # fmt: skip
+    assert more - t0 == pytest.approx(duals[0]["dual_turns_per_s_per_percent"], rel=0.01)
+
+
+def test_a_trace_reports_its_own_hit_rate(cli, tmp_path) -> None:
+    # The size header showed the profile's placeholder hit rate for a trace workload.
+    w = tmp_path / "p" / "workload"
+    w.mkdir(parents=True)
+    (w / "tr.csv").write_text(
+        "trajectory_id,append_tokens,generated_tokens\n"
+        + "".join(f"t{k % 4},{500 + k},{100}\n" for k in range(40))
+    )
+    (w / "tr.toml").write_text(
+        'kind = "workload"\nname = "t"\nturns = 10\nappend_tokens = 100\n'
+        'generated_tokens = 100\ncontext_tokens = 1000\ntrace_file = "tr.csv"\n'
+        '[unconfirmed]\n"*" = "test"\n'
+    )
+    out = cli("size", "--profiles", str(tmp_path / "p"), "--workload", "tr").out
+    assert "hit rate 90.9%" not in out  # 1000 / (1000 + 100): the placeholders
+    rate = float(out.split("hit rate ")[1].split("%")[0])
+    assert 80 < rate < 95  # the trace's: cached context over the prompt, turns 1 to 10
+
+
+def test_one_unreachable_mode_does_not_hide_the_others(cli) -> None:
+    result = cli("size", "--set", "storage.aggregate_read_gbyte_s=1e-9", "--json")
+    assert result.code == 0, result.err
+    modes = result.json()["modes"]
+    assert modes["basic"]["aps_limit"] == "unreachable" and modes["basic"]["aps"] == 0
+    assert modes["oracle"]["aps"] > 0  # no I/O: the storage limit does not touch it
+    assert result.json()["speedup"]["aps"] is None

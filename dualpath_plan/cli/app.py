@@ -107,8 +107,21 @@ def main(argv: list[str] | None = None) -> int:
     # Long reads (a million-row trace) say where they are, on a terminal only.
     report_read_progress(_show_rows if sys.stderr.isatty() else None)
     try:
-        # Standalone mode: typer/click print usage errors themselves and exit 2.
-        app(args=args, prog_name="dualpath-plan")
+        # Not standalone: a usage error (a bad type, an unknown option, a missing argument)
+        # comes back here and is printed as one line like every other bad input.
+        code = app(args=args, prog_name="dualpath-plan", standalone_mode=False)
+        return code if isinstance(code, int) else 0
+    except typer.Abort:
+        return 130
+    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()  # type: ignore[attr-defined]  # no arguments: the help, as click does
+            return int(getattr(exc, "exit_code", 2))
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path.partition(" ")[2] if ctx is not None else ""
+        hint = f" (see dualpath-plan {command} --help)".replace("  ", " ")
+        print(f"error: {printable(exc.format_message())}{hint}", file=sys.stderr)
+        return int(getattr(exc, "exit_code", 2))
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)

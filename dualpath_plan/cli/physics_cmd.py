@@ -58,8 +58,9 @@ def ratio(
             {
                 "model": m.id,
                 "workload": w.id,
-                "context_tokens": demand.mean(demand.context_tokens) - w.append_tokens,
-                "append_tokens": w.append_tokens,
+                "context_tokens": demand.mean(demand.context_tokens)
+                - demand.mean(demand.append_tokens),
+                "append_tokens": demand.mean(demand.append_tokens),
                 "gb_per_pflop": demand.gb_per_pflop,
             }
         )

@@ -107,7 +107,7 @@ def sweep(
             TimeRemainingColumn(),
             console=err,
             transient=True,
-            disable=as_json and not err.is_terminal,
+            disable=not err.is_terminal,  # a bar, and its last line, on a terminal only
         ) as bar:
             task = bar.add_task("sweep", total=total)
             summary = run_sweep(

@@ -118,6 +118,11 @@ def explain_mixed(
         else:
             spec_groups = []
             for k, (nid, count) in enumerate(spec):
+                if nid not in registry.ids("node"):
+                    raise PlanInputError(
+                        f"unknown node profile {nid!r}; known: {', '.join(registry.ids('node'))}",
+                        field=f"--{side}-group",
+                    )
                 node = registry.node(nid)
                 name = f"{nid}#{k}" if len(spec) > 1 else nid
                 spec_groups.append(NodeGroup(name, node, registry.gpu(gpu or node.gpu), count))

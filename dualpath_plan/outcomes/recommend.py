@@ -53,6 +53,13 @@ class Budget:
             if v is not None and not (math.isfinite(v) and v > 0):
                 raise PlanInputError(f"expected a finite number > 0, got {v!r}", field=name)
 
+    @property
+    def option(self) -> str:
+        """The option the budget was given with (errors about it name it)."""
+        if self.nodes is not None:
+            return "--budget-nodes"
+        return "--budget-gpus" if self.gpus is not None else "--budget-cost"
+
     def splits(self, gpus_p: int, gpus_d: int) -> list[tuple[int, int]]:
         if self.nodes is not None:
             cp, cd, total = 1.0, 1.0, float(self.nodes)
@@ -64,7 +71,7 @@ class Budget:
             raise PlanInputError(
                 f"a budget of {total:g} allows more than {MAX_SPLITS:,} splits; "
                 "use sweep for larger grids",
-                field="--budget-nodes",
+                field=self.option,
             )
         out = []
         eps = 1e-9 * max(total, 1.0)
@@ -174,11 +181,11 @@ def recommend(
         raise PlanInputError(
             f"the budget allows {len(splits):,} splits; at most {MAX_SPLITS:,} "
             "are evaluated (use sweep for larger grids)",
-            field="--budget-nodes",
+            field=budget.option,
         )
     if not splits:
         raise InfeasibleError(
-            "the budget does not buy one prefill and one decode node", field="--budget-nodes"
+            "the budget does not buy one prefill and one decode node", field=budget.option
         )
     b = bottleneck_free_range(sc)
     free = bool(b.feasible)
@@ -195,7 +202,7 @@ def recommend(
         raise InfeasibleError(
             "no split of the budget is feasible (the model does not fit "
             "on either side); raise the budget",
-            field="--budget-nodes",
+            field=budget.option,
         )
     return RecommendReport(sc, objective, cands, recommended, pd_min, pd_max)
 

@@ -306,7 +306,9 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
         t_on, p_on = low_ttft, low_tpot
     agent_time = turns * (t_on + gen * p_on + tool)
     total = sc.workload.total_tokens or (d.mean(d.context_tokens) + gen)
-    working_set = aps * agent_time * total / 2.0 * phys.kv_bytes_per_token(sc.model)
+    working_set = (
+        aps * agent_time * total / 2.0 * phys.kv_bytes_per_token(sc.model) if aps > 0 else 0.0
+    )
     return ModeOutcome(
         mode=mode,
         throughput_turns_per_s=t_max,
@@ -344,8 +346,9 @@ class SizeReport:
 
     @property
     def speedup_aps(self) -> float:
+        """dualpath over basic APS (NaN where basic serves no agents: no ratio exists)."""
         b = self.modes["basic"].aps
-        return self.modes["dualpath"].aps / b if b > 0 else math.inf
+        return self.modes["dualpath"].aps / b if b > 0 else math.nan
 
     @property
     def oracle_gap(self) -> float:
@@ -359,18 +362,29 @@ def evaluate(
     modes: tuple[OutcomeMode, ...] = REPORT_MODES,
     strict: bool = True,
 ) -> SizeReport:
-    """All modes of a scenario. ``strict``: an SLO that no arrival rate meets in some mode is
-    an error (the CLI's exit 2), not an APS of 0."""
+    """All modes of a scenario. A mode whose SLOs no arrival rate meets has an APS of 0 and
+    says why (``unreachable_reason``); ``strict``: when that is every mode, it is an error (the
+    CLI's exit 2) rather than a table of zeros."""
     out = {m: evaluate_mode(sc, m, cfg) for m in modes}
-    if strict:
-        for m, o in out.items():
-            if o.aps_limit == "unreachable":
-                which = "TTFT" if o.online_ttft_s > cfg.ttft_slo_s else "TPOT"
-                field = "--ttft-slo" if which == "TTFT" else "--tpot-slo"
-                raise InfeasibleError(
-                    f"no arrival rate meets the SLOs in mode {m}: even one agent sees TTFT "
-                    f"{o.online_ttft_s:.2f} s (SLO {cfg.ttft_slo_s:g} s) and TPOT "
-                    f"{o.online_tpot_s * 1e3:.1f} ms (SLO {cfg.tpot_slo_s * 1e3:g} ms)",
-                    field=field,
-                )
+    if strict and all(o.aps_limit == "unreachable" for o in out.values()):
+        o = next(iter(out.values()))
+        which = "TTFT" if not o.online_ttft_s <= cfg.ttft_slo_s else "TPOT"
+        raise InfeasibleError(
+            f"no arrival rate meets the SLOs in any mode: {unreachable_reason(o, cfg)}",
+            field="--ttft-slo" if which == "TTFT" else "--tpot-slo",
+        )
     return SizeReport(sc, cfg, sc.turn_demand.gb_per_pflop, out)
+
+
+def unreachable_reason(o: ModeOutcome, cfg: ServingConfig) -> str:
+    """Why no arrival rate meets the SLOs in a mode: what even one agent sees."""
+    if not (math.isfinite(o.online_ttft_s) and math.isfinite(o.online_tpot_s)):
+        return (
+            f"{o.mode} sustains almost no turns ({o.bottleneck} binds at "
+            f"{o.throughput_turns_per_s:.3g} turns/s)"
+        )
+    return (
+        f"in {o.mode} even one agent sees TTFT {o.online_ttft_s:.2f} s (SLO "
+        f"{cfg.ttft_slo_s:g} s) and TPOT {o.online_tpot_s * 1e3:.1f} ms (SLO "
+        f"{cfg.tpot_slo_s * 1e3:g} ms)"
+    )

@@ -255,12 +255,19 @@ class TurnDemand:
     append_writeback_bytes: FloatArray
     prefill_flops: FloatArray
     generated_tokens: FloatArray
-    context_tokens: FloatArray
+    context_tokens: FloatArray  # cached + appended: the prompt
     weight: FloatArray
     trajectory_turns: TurnCounts
+    append_tokens: FloatArray
 
     def mean(self, values: FloatArray) -> float:
         return float(np.sum(values * self.weight))
+
+    @property
+    def hit_rate(self) -> float:
+        """Cached share of the prompts' tokens (the trace's own, for a trace)."""
+        prompt = self.mean(self.context_tokens)
+        return (prompt - self.mean(self.append_tokens)) / prompt if prompt > 0 else 0.0
 
     def means(self) -> Demand:
         """The mix's mean turn (every link load is linear in the demand, so means are exact
@@ -310,6 +317,7 @@ def turn_demand(model: ModelProfile, mix: TurnMix) -> TurnDemand:
         context_tokens=mix.cached_tokens + mix.append_tokens,
         weight=mix.weight,
         trajectory_turns=mix.trajectory_turns,
+        append_tokens=mix.append_tokens,
     )
 
 
@@ -349,4 +357,5 @@ def abstract_turn_demand(
         context_tokens=one * (context_tokens + append_tokens),
         weight=one,
         trajectory_turns=trajectory_turns,
+        append_tokens=one * append_tokens,
     )

@@ -60,7 +60,8 @@ def _describe_error(err: Mapping[str, Any], kind: str) -> tuple[str, str]:
         hint = f"; did you mean '{close[0]}'? (the unit is part of the name)" if close else ""
         return loc, f"unknown key for a {kind} profile{hint}"
     msg = err.get("msg", "invalid value")
-    if "input" in err and etype not in ("missing",):
+    # A field's value is echoed; a whole-profile check (loc empty) would echo the profile.
+    if "input" in err and etype not in ("missing",) and err.get("loc"):
         value = err["input"]
         if isinstance(value, float) and math.isnan(value):
             value = "nan"

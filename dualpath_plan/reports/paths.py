@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dualpath_plan.outcomes.paths import MixedResult, PathsResult
@@ -16,7 +17,7 @@ from dualpath_plan.scenario import Scenario
 from dualpath_plan.solvers.bounds import Bounds
 
 if TYPE_CHECKING:
-    from dualpath_plan.solvers.lp import Constraint
+    from dualpath_plan.solvers.lp import Constraint, LPSolution
 
 
 def _finite(v: float) -> float | None:
@@ -101,6 +102,43 @@ def _dual_reading(c: Constraint) -> str:
     )
 
 
+def duals_payload(sol: LPSolution) -> list[dict[str, Any]]:
+    """What more capacity buys. Where several constraints bind together the LP's optimum is
+    degenerate: its duals split the gain of raising all of them among them, so only their sum
+    is a reading of its own (one raised alone may buy less, down to nothing)."""
+    tight = sol.by_value()
+    out: list[dict[str, Any]] = [
+        {
+            "name": c.name,
+            "dual_turns_per_s_per_percent": c.dual_per_percent,
+            "reading": _dual_reading(c)
+            if len(tight) == 1
+            else f"the LP's share of the tie: {c.dual_per_percent:.3g} turns/s per 1%",
+        }
+        for c in tight
+    ]
+    if len(tight) > 1:
+        total = sum(c.dual_per_percent for c in tight)
+        out.insert(
+            0,
+            {
+                "name": " + ".join(c.name for c in tight),
+                "dual_turns_per_s_per_percent": total,
+                "reading": f"{len(tight)} constraints bind together: 1% more of all of them "
+                f"buys {total:.3g} turns/s; one raised alone may buy less, down to nothing",
+            },
+        )
+    return out
+
+
+def _render_duals(sol: LPSolution, console: Console) -> None:
+    duals = duals_payload(sol)
+    if duals:
+        console.print("[bold]what more capacity buys[/bold] (LP duals):")
+        for d in duals:
+            console.print(escape(f"  {d['name']}: {d['reading']}"))
+
+
 def paths_payload(r: PathsResult) -> dict[str, Any]:
     sc = r.scenario
     links = [
@@ -128,14 +166,7 @@ def paths_payload(r: PathsResult) -> dict[str, Any]:
         "binding": list(r.binding),
         "limits": limits_payload(r.limits),
         "links": links,
-        "duals": [
-            {
-                "name": c.name,
-                "dual_turns_per_s_per_percent": c.dual_per_percent,
-                "reading": _dual_reading(c),
-            }
-            for c in r.lp.by_value()
-        ],
+        "duals": duals_payload(r.lp),
         "lp_throughput_turns_per_s": r.lp.throughput_turns_per_s,
         "lp_binding": r.lp.binding(),
     }
@@ -190,11 +221,7 @@ def render_paths(r: PathsResult, console: Console) -> None:
             "; ".join(lim.derated_by),
         )
     console.print(table)
-    duals = r.lp.by_value()
-    if duals:
-        console.print("[bold]what more capacity buys[/bold] (LP duals):")
-        for c in duals:
-            console.print(f"  {c.name}: {_dual_reading(c)}")
+    _render_duals(r.lp, console)
 
 
 def mixed_payload(m: MixedResult) -> dict[str, Any]:
@@ -225,7 +252,8 @@ def mixed_payload(m: MixedResult) -> dict[str, Any]:
             }
             for c in sol.constraints
         ],
-        "duals": [{"name": c.name, "reading": _dual_reading(c)} for c in sol.by_value()],
+        "binding_constraints": [c.name for c in sol.tight()],
+        "duals": duals_payload(sol),
     }
 
 
@@ -233,7 +261,9 @@ def render_mixed(m: MixedResult, console: Console) -> None:
     sol = m.solution
     console.print(
         f"[bold]{m.mode}[/bold] (LP): [bold]{sol.throughput_turns_per_s:.4g} turns/s[/bold], "
-        f"DE-path share {sol.decode_path_fraction:.1%}, binding: "
+        f"DE-path share {sol.decode_path_fraction:.1%}, prefill "
+        f"{', '.join(f'{g.name} x {g.nodes}' for g in m.prefill)}, decode "
+        f"{', '.join(f'{g.name} x {g.nodes}' for g in m.decode)}; binding: "
         f"[red]{' + '.join(sol.binding())}[/red]"
     )
     t1 = Table(title="routing and split per class and group pair")
@@ -246,7 +276,6 @@ def render_mixed(m: MixedResult, console: Console) -> None:
     for col in ("constraint", "utilization"):
         t2.add_column(col)
     for con in sorted(sol.constraints, key=lambda con: -con.utilization):
-        t2.add_row(con.name, f"{_bar(con.utilization)} {con.utilization:4.0%}")
+        t2.add_row(escape(con.name), f"{_bar(con.utilization)} {con.utilization:4.0%}")
     console.print(t2)
-    for con in sol.by_value():
-        console.print(f"  {con.name}: {_dual_reading(con)}")
+    _render_duals(sol, console)

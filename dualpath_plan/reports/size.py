@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -9,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dualpath_plan.outcomes.limits import LinkLimit
-from dualpath_plan.outcomes.serving import ModeOutcome, SizeReport
+from dualpath_plan.outcomes.serving import ModeOutcome, SizeReport, unreachable_reason
 from dualpath_plan.outcomes.sizing import SizingReport
 from dualpath_plan.scenario import Scenario
 
@@ -28,6 +29,10 @@ def limits_payload(limits: Mapping[str, LinkLimit]) -> dict[str, Any]:
     }
 
 
+def _finite(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
 def mode_payload(o: ModeOutcome) -> dict[str, Any]:
     return {
         "throughput_turns_per_s": o.throughput_turns_per_s,
@@ -36,8 +41,9 @@ def mode_payload(o: ModeOutcome) -> dict[str, Any]:
         "aps": o.aps,
         "ttft_s": o.ttft_s,
         "tpot_s": o.tpot_s,
-        "online_ttft_s": o.online_ttft_s,
-        "online_tpot_s": o.online_tpot_s,
+        # null where no arrival rate meets the SLOs and the light-load latency is unbounded
+        "online_ttft_s": _finite(o.online_ttft_s),
+        "online_tpot_s": _finite(o.online_tpot_s),
         "aps_limit": o.aps_limit,
         "bottleneck": o.bottleneck,
         "binding": list(o.binding),
@@ -70,7 +76,7 @@ def size_payload(r: SizeReport) -> dict[str, Any]:
         },
         "gb_per_pflop": r.gb_per_pflop,
         "modes": {m: mode_payload(o) for m, o in r.modes.items()},
-        "speedup": {"jct": r.speedup_jct, "aps": r.speedup_aps},
+        "speedup": {"jct": r.speedup_jct, "aps": _finite(r.speedup_aps)},
         "oracle_gap": r.oracle_gap,
     }
 
@@ -113,7 +119,7 @@ def render_size(r: SizeReport, console: Console) -> None:
         f"{cfg.tpot_slo_s * 1e3:g} ms"
     )
     console.print(
-        f"cache-compute ratio {r.gb_per_pflop:.1f} GB/PFLOP, hit rate {sc.workload.hit_rate:.1%}"
+        f"cache-compute ratio {r.gb_per_pflop:.1f} GB/PFLOP, hit rate {sc.turn_demand.hit_rate:.1%}"
     )
     table = Table()
     for col in (
@@ -154,12 +160,18 @@ def render_size(r: SizeReport, console: Console) -> None:
             f"of each JCT, the drain (stragglers and critical paths: fewer agents left than "
             f"keep the cluster busy): {drains}"
         )
+    for m, o in r.modes.items():
+        if o.aps_limit == "unreachable":
+            console.print(
+                f"{m}: APS 0, no arrival rate meets the SLOs: {unreachable_reason(o, r.config)}"
+            )
+    aps = f"{r.speedup_aps:.2f}x" if math.isfinite(r.speedup_aps) else "n/a (basic serves none)"
     console.print(
-        f"dualpath vs basic: JCT {r.speedup_jct:.2f}x faster, APS {r.speedup_aps:.2f}x; "
+        f"dualpath vs basic: JCT {r.speedup_jct:.2f}x faster, APS {aps}; "
         f"gap to oracle {r.oracle_gap:+.1%}"
     )
     dp = r.modes.get("dualpath")
-    if dp is not None:
+    if dp is not None and dp.aps_limit != "unreachable":
         console.print(
             f"online at the dualpath APS: TTFT {dp.online_ttft_s:.2f} s, TPOT "
             f"{dp.online_tpot_s * 1e3:.1f} ms, KV working set "

@@ -154,7 +154,8 @@ class ScenarioSpec(BaseModel):
                 else "/".join((info.json_schema_extra or {}).get("flags", [name]))  # type: ignore[union-attr, arg-type]
             )
             msg = str(err["msg"]).removeprefix("Value error, ")
-            if "input" in err and err["type"] not in ("missing", "extra_forbidden"):
+            # Our own checks say what they got; pydantic's do not.
+            if "input" in err and err["type"] not in ("missing", "extra_forbidden", "value_error"):
                 msg = f"{msg} (got {err['input']!r})"
             raise PlanInputError(msg, source=source, field=f"{field_prefix}{where}") from None
 

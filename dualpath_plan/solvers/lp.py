@@ -286,8 +286,10 @@ def solve_lp(problem: LPProblem, balanced: bool = True) -> LPSolution:
         wc = problem.classes[c]
         r, y = v[r_idx(c, i, j)], v[y_idx(c, i, j)]
         key = (wc.name, problem.prefill[i].name, problem.decode[j].name)
-        routing[key] = float(r)
-        split[key] = float(y / r) if r > 1e-12 * max(t_star, 1e-300) else 0.0
+        # HiGHS may return -0.0 or -1e-16 for a pair it routes nothing to.
+        r, y = max(float(r), 0.0), max(float(y), 0.0)
+        routing[key] = r
+        split[key] = min(y / r, 1.0) if r > 1e-12 * max(t_star, 1e-300) else 0.0
         hit_total += r * wc.hit_bytes
         de_total += y * wc.hit_bytes
     return LPSolution(

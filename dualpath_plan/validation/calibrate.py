@@ -255,7 +255,7 @@ def calibrate(
         raise PlanInputError(f"expected 1 to 100 starts, got {starts}", field="--starts")
     if holdout < 0 or holdout >= len(points):
         raise PlanInputError(
-            f"--holdout must leave at least one point to fit; {len(points)} points",
+            f"expected 0 to {len(points) - 1} points held out of {len(points)}, got {holdout}",
             field="--holdout",
         )
     order = np.random.default_rng(seed).permutation(len(points))

@@ -105,7 +105,8 @@ def _size(registry: Registry, spec: ScenarioSpec, extra: ModesInput) -> dict[str
     out |= {f"{m}{LABEL_SUFFIX}": o.bottleneck for m, o in size.modes.items()}
     if "basic" in modes and "dualpath" in modes:
         out["speedup.jct"] = size.speedup_jct
-        out["speedup.aps"] = size.speedup_aps
+        if math.isfinite(size.speedup_aps):  # none where basic serves no agents
+            out["speedup.aps"] = size.speedup_aps
     return out
 
 
