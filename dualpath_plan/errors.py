@@ -60,6 +60,7 @@ class PlanInputError(Exception):
         self.source = source
         self.field = field
         self.line = line
+        self.detail = message  # without where: for a caller that names the place itself
         parts = []
         if source:
             parts.append(source)

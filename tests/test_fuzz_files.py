@@ -1258,3 +1258,56 @@ def test_budget_errors_name_the_budget_given(cli) -> None:
     assert result.code == 2 and "'--budget-gpus'" in result.err
     result = assert_clean(cli("paths", "--prefill-group", "nope:2"))
     assert result.code == 2 and "'--prefill-group'" in result.err
+
+
+@pytest.mark.parametrize(
+    ("baseline", "expect"),
+    [
+        (
+            {"scenarios": [{"id": "x", "kind": "bounds", "inputs": {}}] * 2},
+            "recorded twice",
+        ),
+        ({"version": 99, "scenarios": []}, "version"),
+        (
+            {"scenarios": [{"id": "x", "kind": "size", "inputs": {"model": "nope"}}]},
+            "scenarios[0].inputs",
+        ),
+    ],
+)
+def test_baselines_are_one_format_with_unique_ids(cli, tmp_path, baseline, expect) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(baseline))
+    result = assert_clean(cli("check", str(path)))
+    assert result.code == 2 and expect in result.err and "b.json" in result.err
+
+
+@pytest.mark.parametrize(
+    ("args", "expect"),
+    [
+        (("size", "--set", "workload.turns=0.5"), "turns"),
+        (("ratio", "--model", "ds-27b", "--context", "1e30"), "--context"),
+        (("ratio", "--model", "ds-27b", "--append", "1e-300"), "--append"),
+    ],
+)
+def test_absurd_quantities_are_refused(cli, args, expect) -> None:
+    result = assert_clean(cli(*args))
+    assert result.code == 2 and expect in result.err
+
+
+def test_a_profile_in_the_wrong_folder_says_so_first(cli, tmp_path) -> None:
+    node = tmp_path / "p" / "node"
+    node.mkdir(parents=True)
+    (node / "x.toml").write_text((BUILTIN / "gpu" / "h100-sxm.toml").read_text())
+    result = assert_clean(cli("profiles", "list", "--profiles", str(tmp_path / "p")))
+    assert result.code == 2 and "a gpu profile in a 'node' folder" in result.err
+
+
+def test_profiles_validate_finds_a_missing_trace(cli, tmp_path) -> None:
+    w = tmp_path / "workload"
+    w.mkdir()
+    (w / "tr.toml").write_text(
+        'kind = "workload"\nname = "t"\nturns = 10\nappend_tokens = 100\n'
+        'generated_tokens = 100\ncontext_tokens = 1000\ntrace_file = "gone.csv"\n'
+    )
+    result = cli("profiles", "validate", str(w / "tr.toml"))
+    assert result.code == 2 and "gone.csv" in result.out

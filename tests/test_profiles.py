@@ -116,7 +116,7 @@ def _broken(tmp_path: Path, kind: str, pid: str, old: str, new: str) -> Path:
             "paper-64k",
             "turns = 157",
             "turns = 0",
-            r"turns.*greater than or equal to 0\.000000001",
+            r"turns.*greater than or equal to 1",
         ),
         ("gpu", "h100-sxm", 'kind = "gpu"', 'kind = "gpu"\n[[[', r"malformed TOML"),
     ],

@@ -275,7 +275,11 @@ def test_calibrate_holdout(cli, tmp_path) -> None:
         ("metric,value\njct_s,1\n", (), "missing column"),
         ("metric,value,mode,prefill_nodes,decode_nodes\n", (), "no measured points"),
         ("metric,value,mode,prefill_nodes,decode_nodes\nspeed,1,basic,2,4\n", (), "unknown metric"),
-        ("metric,value,mode,prefill_nodes,decode_nodes\njct_s,-1,basic,2,4\n", (), "value > 0"),
+        (
+            "metric,value,mode,prefill_nodes,decode_nodes\njct_s,-1,basic,2,4\n",
+            (),
+            "measured value from 1e-09",
+        ),
         (
             "metric,value,mode,prefill_nodes,decode_nodes\njct_s,1,basic,2,4\n",
             ("--fit", "no_field"),

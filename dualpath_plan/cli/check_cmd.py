@@ -36,7 +36,7 @@ def check(
     """Recompute the scenarios recorded in a baseline and compare every metric with its
     recorded value under its tolerance. Exit 0 clean, 1 regression, 2 usage error."""
     registry = load_registry(profiles, set_)
-    diffs, updated = run_check(load_baseline(baseline), registry)
+    diffs, updated = run_check(load_baseline(baseline), registry, str(baseline))
     # The report and the updated baseline: both written or neither, each through a temporary
     # file renamed into place (a failure leaves the previous files as they were).
     with AtomicGroup() as outputs:

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.profiles.registry import Overrides, Registry
+from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
 
 ProfilesOpt = Annotated[
     list[Path] | None,
@@ -104,8 +105,10 @@ def parse_token_counts(text: str, name: str) -> list[float]:
             raise PlanInputError(
                 f"expected token counts like 16384 or 16K, got {text!r}", field=name
             ) from None
-        if not (math.isfinite(value) and value > 0):
-            raise PlanInputError(f"expected token counts > 0, got {text!r}", field=name)
+        if not (math.isfinite(value) and 1 <= value <= MAX_MAGNITUDE):
+            raise PlanInputError(
+                f"expected token counts from 1 to {MAX_MAGNITUDE:g}, got {text!r}", field=name
+            )
         out.append(value)
     if not out:
         raise PlanInputError("expected at least one token count", field=name)

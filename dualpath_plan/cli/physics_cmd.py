@@ -21,7 +21,7 @@ from dualpath_plan.errors import PlanInputError
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.trend import trend
 from dualpath_plan.physics.workload import workload_demand
-from dualpath_plan.profiles.schemas import GpuProfile
+from dualpath_plan.profiles.schemas import MAX_MAGNITUDE, GpuProfile
 from dualpath_plan.reports import physics as report
 from dualpath_plan.scenario.spec import DEFAULT_SPEC
 
@@ -65,9 +65,10 @@ def ratio(
             }
         )
     else:
-        if not (math.isfinite(append) and append > 0):
+        if not (math.isfinite(append) and 1 <= append <= MAX_MAGNITUDE):
             raise PlanInputError(
-                f"expected a number of tokens > 0, got {append!r}", field="--append"
+                f"expected a number of tokens from 1 to {MAX_MAGNITUDE:g}, got {append!r}",
+                field="--append",
             )
         ctx = np.array(parse_token_counts(context, "--context"))
         values = phys.cache_compute_ratio_gb_per_pflop(m, ctx, append)

@@ -9,8 +9,9 @@ import typer
 
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.physics.workload import trace_path
 from dualpath_plan.profiles.registry import builtin_profiles_dir, read_profile_file
-from dualpath_plan.profiles.schemas import KINDS, ProfileBase
+from dualpath_plan.profiles.schemas import KINDS, ProfileBase, WorkloadProfile
 from dualpath_plan.reports import profiles as report
 from dualpath_plan.reports.derived import derived_quantities
 
@@ -122,6 +123,8 @@ def validate_profiles(
         try:
             if profile.kind == "node":
                 registry._check_gpu_ref(profile, str(path))  # type: ignore[arg-type]
+            if isinstance(profile, WorkloadProfile) and profile.trace_file:
+                trace_path(profile, path)  # inside the profile's directory, and there
         except PlanInputError as exc:
             error = str(exc)
         results.append((path, error, _missing_sources(profile)))

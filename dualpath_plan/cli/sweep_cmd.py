@@ -34,8 +34,8 @@ def sweep(
         typer.Option(
             "--grid",
             help="NAME=VALUES, repeatable. NAME: P, D, agents or KIND.FIELD (a numeric "
-            "profile field, e.g. node.snic_gbit_s). VALUES: a,b,c | A:B (inclusive integers) | "
-            "A:B:Nlog | A:B:Nlin (N points).",
+            "profile field, e.g. node.snic_gbit_s). VALUES: a,b,c | LO:HI (inclusive integers) | "
+            "LO:HI:Nlog | LO:HI:Nlin (N points).",
         ),
     ],
     mode: Annotated[

@@ -99,6 +99,37 @@ class TurnMix:
         return cached / (cached + self.mean(self.append_tokens))
 
 
+def trace_path(workload: WorkloadProfile, profile_path: Path | None) -> Path:
+    """Where a profile's ``trace_file`` is: relative to the profile's own directory (the
+    working directory for a profile that has no file), never outside it: no absolute path, no
+    ``..`` climbing out, also when set with ``--set workload.trace_file=...``."""
+    assert workload.trace_file
+    base = profile_path.parent if profile_path else Path.cwd()
+    source = str(profile_path) if profile_path else f"workload '{workload.id}'"
+    name = workload.trace_file
+
+    def refuse(why: str) -> PlanInputError:
+        return PlanInputError(
+            f"{why}; expected a path relative to the profile's directory, inside it",
+            source=source,
+            field="trace_file",
+        )
+
+    if "\0" in name:
+        raise refuse("a NUL character in the path")
+    if Path(name).is_absolute() or Path(name).anchor:
+        raise refuse(f"{name!r} is an absolute path")
+    try:
+        inside = (base / name).resolve().is_relative_to(base.resolve())
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, an unreadable directory
+        inside = False
+    if not inside:
+        raise refuse(f"{name!r} leaves the profile's directory")
+    if not (base / name).exists():  # what else is wrong with it, the files layer says
+        raise refuse(f"no such file {name!r}")
+    return base / name
+
+
 def turn_mix(workload: WorkloadProfile, *, profile_path: Path | None = None) -> TurnMix:
     """The workload's turns: its trace file when it names one, else its per-turn means.
 
@@ -107,28 +138,8 @@ def turn_mix(workload: WorkloadProfile, *, profile_path: Path | None = None) -> 
     ``..`` climbing out, also when set with ``--set workload.trace_file=...``. (A path given
     to :func:`load_trace` directly is the caller's choice.)"""
     if workload.trace_file:
-        base = profile_path.parent if profile_path else Path.cwd()
-        source = str(profile_path) if profile_path else f"workload '{workload.id}'"
-        name = workload.trace_file
-
-        def refuse(why: str) -> PlanInputError:
-            return PlanInputError(
-                f"{why}; expected a path relative to the profile's directory, inside it",
-                source=source,
-                field="trace_file",
-            )
-
-        if "\0" in name:
-            raise refuse("a NUL character in the path")
-        if Path(name).is_absolute() or Path(name).anchor:
-            raise refuse(f"{name!r} is an absolute path")
-        try:
-            inside = (base / name).resolve().is_relative_to(base.resolve())
-        except (OSError, RuntimeError, ValueError):  # a symlink loop, an unreadable directory
-            inside = False
-        if not inside:
-            raise refuse(f"{name!r} leaves the profile's directory")
-        return replace(load_trace(base / name), tool_latency_s=workload.tool_latency_s)
+        path = trace_path(workload, profile_path)
+        return replace(load_trace(path), tool_latency_s=workload.tool_latency_s)
     one = np.ones(1)
     return TurnMix(
         cached_tokens=one * workload.context_tokens,

@@ -104,13 +104,14 @@ def read_profile_file(path: Path) -> ProfileBase:
             field="id",
         )
     data["id"] = stem
-    profile = validate_profile(data, source=source)
     parent = path.parent.name
-    if parent in KINDS and parent != profile.kind:
+    # The folder says what kind a profile must be: said first, before its fields are checked
+    # against another kind's schema.
+    if parent in KINDS and data.get("kind") in KINDS and data["kind"] != parent:
         raise PlanInputError(
-            f"a {profile.kind} profile in a '{parent}' folder", source=source, field="kind"
+            f"a {data['kind']} profile in a '{parent}' folder", source=source, field="kind"
         )
-    return profile
+    return validate_profile(data, source=source)
 
 
 def _profile_files(directory: Path) -> list[Path]:

@@ -342,7 +342,8 @@ class WorkloadProfile(ProfileBase):
 
     KIND: ClassVar[str] = "workload"
     kind: Literal["workload"] = "workload"
-    turns: Positive
+    # A trajectory has at least one turn (the mean of counts >= 1).
+    turns: Annotated[float, Strict(), Field(ge=1, le=MAX_MAGNITUDE, allow_inf_nan=False)]
     append_tokens: Positive
     generated_tokens: Positive
     context_tokens: NonNegative

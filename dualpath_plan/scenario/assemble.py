@@ -161,7 +161,12 @@ def side_capacity(
         else INF
     )
     client_note = (
-        (Factor(f"max_client_read_gbyte_s of storage '{sc.storage.id}'"),)
+        (
+            Factor(
+                f"storage '{sc.storage.id}' serves a client at most "
+                f"{sc.storage.max_client_read_gbyte_s:g} GB/s (max_client_read_gbyte_s)"
+            ),
+        )
         if sc.storage is not None and o.storage_limit
         else ()
     )

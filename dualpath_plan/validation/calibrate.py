@@ -32,7 +32,13 @@ from dualpath_plan.outcomes.serving import ServingConfig, evaluate_mode
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.registry import validate_profile
-from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, WorkloadProfile
+from dualpath_plan.profiles.schemas import (
+    MAX_MAGNITUDE,
+    MIN_MAGNITUDE,
+    NodeProfile,
+    ProfileBase,
+    WorkloadProfile,
+)
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import DEFAULT_SPEC, MAX_AGENTS, MAX_SIDE_NODES
 
@@ -139,9 +145,10 @@ def load_points(path: Path) -> list[Point]:
             )
             for k in ("prefill_nodes", "decode_nodes", "agents")
         )
-        if not value > 0:
+        if not MIN_MAGNITUDE <= value <= MAX_MAGNITUDE:  # the profiles' bounds on any quantity
             raise PlanInputError(
-                f"expected a measured value > 0, got {r['value']!r}",
+                f"expected a measured value from {MIN_MAGNITUDE:g} to {MAX_MAGNITUDE:g}, "
+                f"got {r['value']!r}",
                 source=source,
                 line=n,
                 field="value",

@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from xml.etree import ElementTree as ET
 
 from pydantic import (
@@ -22,7 +22,6 @@ from pydantic import (
     ConfigDict,
     Field,
     Strict,
-    StrictInt,
     StrictStr,
     ValidationError,
     ValidationInfo,
@@ -144,21 +143,36 @@ class _Scenario(_Strict):
 
 
 class _Baseline(_Strict):
-    version: StrictInt | None = None
+    version: Literal[1] | None = None  # the format this reader knows
     default_rel_tol: _Tolerance | None = None
     scenarios: list[_Scenario]
 
+    @field_validator("scenarios")
+    @classmethod
+    def _ids_once(cls, scenarios: list[_Scenario]) -> list[_Scenario]:
+        seen: set[str] = set()
+        for s in scenarios:
+            if s.id in seen:
+                raise ValueError(f"scenario id {s.id!r} is recorded twice")
+            seen.add(s.id)
+        return scenarios
 
-def run_check(data: dict[str, Any], registry: Registry) -> tuple[list[MetricDiff], dict[str, Any]]:
-    """Diffs of every metric, and the baseline with the recomputed values (for --update)."""
+
+def run_check(
+    data: dict[str, Any], registry: Registry, source: str | None = None
+) -> tuple[list[MetricDiff], dict[str, Any]]:
+    """Diffs of every metric, and the baseline with the recomputed values (for --update).
+    ``source``: the baseline's file, which errors in a scenario's inputs name."""
     default_tol = float(data.get("default_rel_tol", 1e-6))
     diffs: list[MetricDiff] = []
     updated = {**data, "scenarios": []}
-    for s in data["scenarios"]:
+    for k, s in enumerate(data["scenarios"]):
         try:
             values = compute_metrics(s["kind"], s["inputs"], registry)
         except PlanInputError as exc:
-            raise PlanInputError(f"scenario '{s['id']}': {exc}", field="inputs") from None
+            raise PlanInputError(
+                f"scenario '{s['id']}': {exc.detail}", source=source, field=f"scenarios[{k}].inputs"
+            ) from None
         recorded = s.get("metrics", {})
         new_metrics = {}
         for name in sorted(set(values) | set(recorded)):
