@@ -56,7 +56,8 @@ def paths(
         list[str] | None,
         typer.Option(
             "--prefill-group",
-            help="NODE:COUNT, repeatable: mixed prefill groups (LP).",
+            help="NODE:COUNT, repeatable: mixed prefill groups (LP); they replace --node, "
+            "--prefill-node and -P on the prefill side (COUNT 1 when left out).",
             show_default=False,
         ),
     ] = None,
@@ -64,7 +65,8 @@ def paths(
         list[str] | None,
         typer.Option(
             "--decode-group",
-            help="NODE:COUNT, repeatable: mixed decode groups (LP).",
+            help="NODE:COUNT, repeatable: mixed decode groups (LP); they replace --node, "
+            "--decode-node and -D on the decode side (COUNT 1 when left out).",
             show_default=False,
         ),
     ] = None,
@@ -72,7 +74,8 @@ def paths(
         list[str] | None,
         typer.Option(
             "--class",
-            help="WORKLOAD:WEIGHT, repeatable: workload classes with their share of turns (LP).",
+            help="WORKLOAD:WEIGHT, repeatable: workload classes with their share of turns "
+            "(LP); they replace --workload.",
             show_default=False,
         ),
     ] = None,
