@@ -252,10 +252,16 @@ def side_capacity(
         tokens = np.asarray(decode.tokens_per_s_array())
         feasible = fits & np.isfinite(tokens)
         base["decode"] = np.where(np.isfinite(tokens), tokens, 0.0) / n
+        calibration = (
+            f", decode_hbm_efficiency {node.decode_hbm_efficiency:g}, "
+            f"decode_step_overhead_s {node.decode_step_overhead_s:g} s"
+            if e
+            else ""
+        )
         factors["decode"] = (
             Factor(
-                f"roofline at the HBM-limited batch ({_fmt(decode.max_batch_array())} "
-                f"sequences), decode_hbm_efficiency, decode_step_overhead_s"
+                f"roofline at the HBM-limited batch of {_fmt(decode.max_batch_array())} "
+                f"sequences{calibration}"
             ),
         )
     per_node = {f"{side}_{k}": _product(v, factors[k]) for k, v in base.items()}
