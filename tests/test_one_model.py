@@ -477,3 +477,19 @@ def test_one_unreachable_mode_does_not_hide_the_others(cli) -> None:
     assert modes["basic"]["aps_limit"] == "unreachable" and modes["basic"]["aps"] == 0
     assert modes["oracle"]["aps"] > 0  # no I/O: the storage limit does not touch it
     assert result.json()["speedup"]["aps"] is None
+
+
+def test_mixed_paths_name_groups_units_and_deratings(cli) -> None:
+    data = cli(
+        "paths", "--prefill-group", "dualpath-hopper:2", "--prefill-group", "dgx-b200:1",
+        "--decode-group", "dgx-b200:3", "--json",
+    ).json()  # fmt: skip
+    by = {c["name"]: c for c in data["constraints"]}
+    assert by["pe_compute[dualpath-hopper#0]"]["unit"] == "FLOP/s"
+    assert any(
+        "prefill_mfu x0.1237" in d for d in by["pe_compute[dualpath-hopper#0]"]["derated_by"]
+    )
+    assert any("prefill_mfu x1" in d for d in by["pe_compute[dgx-b200#1]"]["derated_by"])
+    assert set(data["binding_constraints"]) <= set(by)
+    assert {by[n]["link"] for n in data["binding_constraints"]} == set(data["binding"])
+    assert all(s["turns_per_s"] >= 0 for s in data["splits"])

@@ -19,6 +19,7 @@ from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.scenario.assemble import (
     Assembly,
+    GroupAssembly,
     NodeGroup,
     WorkClass,
     assemble,
@@ -94,6 +95,17 @@ class MixedResult:
     decode: list[NodeGroup]
     classes: list[WorkClass]
     solution: LPSolution
+    assembly: GroupAssembly
+
+    def derated_by(self, link_name: str, group: str) -> tuple[str, ...]:
+        """What derates a group's capacity of a link (for the first class: the prefill batch
+        and the decode step are the only capacities that depend on the class)."""
+        names = [g.name for g in (*self.prefill, *self.decode)]
+        sides = [*self.assembly.pe[0], *self.assembly.de[0]]
+        for name, part in zip(names, sides, strict=True):
+            if name == group and link_name in part.factors:
+                return tuple(f.describe() for f in part.factors[link_name])
+        return tuple(f.describe() for f in self.assembly.storage_factors.get(link_name, ()))
 
 
 def explain_mixed(
@@ -152,4 +164,4 @@ def explain_mixed(
                 )
     if mode not in MODE_TABLE:
         raise PlanInputError(f"unknown mode {mode!r}", field="--mode")
-    return MixedResult(sc, mode, pre, dec, work, solve_lp(LPProblem.from_groups(ga)))
+    return MixedResult(sc, mode, pre, dec, work, solve_lp(LPProblem.from_groups(ga)), ga)

@@ -245,9 +245,13 @@ def mixed_payload(m: MixedResult) -> dict[str, Any]:
         "constraints": [
             {
                 "name": c.name,
+                "link": c.link,
+                "group": c.group,
                 "utilization": c.utilization,
                 "load": c.load,
                 "capacity": _finite(c.capacity),
+                "unit": f"{link(c.link).unit}/s",
+                "derated_by": list(m.derated_by(c.link, c.group)),
                 "dual_turns_per_s_per_percent": c.dual_per_percent,
             }
             for c in sol.constraints
