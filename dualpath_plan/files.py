@@ -547,7 +547,28 @@ def _remove(path: Path) -> None:
         os.unlink(path)
 
 
-class AtomicWriter:
+class _AllOrNothing:
+    """Leaving a ``with`` block normally commits; leaving it by any exception aborts."""
+
+    def commit(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class AtomicWriter(_AllOrNothing):
     """A file written as a stream and put in place only when complete::
 
         with AtomicWriter(path, field="--out") as handle:
@@ -590,17 +611,6 @@ class AtomicWriter:
     def __enter__(self) -> IO[Any]:
         return self.handle
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
-
     def _finish_temp(self) -> None:
         """Flush and close the temporary file (the data complete on disk before a rename)."""
         self.handle.flush()
@@ -639,7 +649,7 @@ def atomic_write(
         handle.write(data)
 
 
-class AtomicGroup:
+class AtomicGroup(_AllOrNothing):
     """Several files of one command, all written or none::
 
         with AtomicGroup() as group:
@@ -666,17 +676,6 @@ class AtomicGroup:
 
     def __enter__(self) -> AtomicGroup:
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
 
     def abort(self) -> None:
         for writer in self.staged:
