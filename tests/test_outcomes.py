@@ -16,18 +16,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from dualpath_plan.outcomes.serving import (
-    ABLATION_MODES,
-    REPORT_MODES,
-    ServingConfig,
-    evaluate,
-    evaluate_mode,
-    offline_jct_s,
-)
+from dualpath_plan.outcomes.serving import evaluate, evaluate_mode, offline_jct_s
 from dualpath_plan.outcomes.sizing import smallest_cluster
+from dualpath_plan.physics.modes import ABLATION_MODES, REPORT_MODES
 from dualpath_plan.physics.workload import TurnCounts
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.spec import ServingConfig
 
 
 def _ds660(registry: Registry, **kw) -> Scenario:

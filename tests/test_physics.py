@@ -269,8 +269,9 @@ def test_trend_cli(cli) -> None:
 
 
 def test_abstract_workload_profile_runs_everywhere(cli, registry) -> None:
-    from dualpath_plan.outcomes.serving import ServingConfig, evaluate
+    from dualpath_plan.outcomes.serving import evaluate
     from dualpath_plan.scenario import Scenario
+    from dualpath_plan.scenario.spec import ServingConfig
 
     w = registry.workload("agentic-22gb-pflop")
     assert w.is_abstract

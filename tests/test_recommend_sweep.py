@@ -11,9 +11,10 @@ import pytest
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.recommend import Budget
-from dualpath_plan.outcomes.serving import ServingConfig, evaluate_mode, saturated
+from dualpath_plan.outcomes.serving import evaluate_mode, saturated
 from dualpath_plan.outcomes.sweep import parse_axis, parse_values
 from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.spec import ServingConfig
 
 
 def test_grid_value_specs() -> None:

@@ -16,11 +16,11 @@ from typing import Literal
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.outcomes.paths import bottleneck_free_range
-from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, ServingConfig, evaluate_mode
+from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, evaluate_mode
 from dualpath_plan.physics.links import link
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.scenario.bundle import Scenario
-from dualpath_plan.scenario.spec import ScenarioSpec
+from dualpath_plan.scenario.spec import ScenarioSpec, ServingConfig
 
 Objective = Literal["jct", "aps", "throughput-per-gpu"]
 OBJECTIVES: tuple[Objective, ...] = ("jct", "aps", "throughput-per-gpu")

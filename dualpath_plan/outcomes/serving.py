@@ -45,12 +45,7 @@ from dualpath_plan.outcomes.limits import LinkLimit, link_limits
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import PrefillEngine, check_weights_fit
 from dualpath_plan.physics.links import LINK_TABLE, LINKS, Num
-from dualpath_plan.physics.modes import (
-    ABLATION_MODES,
-    MODE_TABLE,
-    REPORT_MODES,
-    ModeName,
-)
+from dualpath_plan.physics.modes import MODE_TABLE, REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import TurnCounts
 from dualpath_plan.scenario.assemble import Assembly, assemble
 from dualpath_plan.scenario.bundle import Scenario
@@ -58,7 +53,6 @@ from dualpath_plan.scenario.spec import ServingConfig
 from dualpath_plan.solvers.closed_form import Solution, solve
 
 OutcomeMode = ModeName
-__all__ = ["ABLATION_MODES", "REPORT_MODES", "ServingConfig"]
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,10 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
-from dualpath_plan.outcomes.serving import (
-    REPORT_MODES,
-    ModeOutcome,
-    OutcomeMode,
-    ServingConfig,
-    evaluate_mode,
-)
+from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, evaluate_mode
+from dualpath_plan.physics.modes import REPORT_MODES
 from dualpath_plan.scenario.bundle import Scenario
-from dualpath_plan.scenario.spec import ScenarioSpec
+from dualpath_plan.scenario.spec import ScenarioSpec, ServingConfig
 
 Target = Literal["aps", "deadline"]
 # The largest cluster a search may try: each size evaluates every split, so the work grows

@@ -28,7 +28,7 @@ from dualpath_plan.files import (
     number,
     read_csv_rows,
 )
-from dualpath_plan.outcomes.serving import ServingConfig, evaluate_mode
+from dualpath_plan.outcomes.serving import evaluate_mode
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.registry import validate_profile
@@ -40,7 +40,7 @@ from dualpath_plan.profiles.schemas import (
     WorkloadProfile,
 )
 from dualpath_plan.scenario import Scenario
-from dualpath_plan.scenario.spec import DEFAULT_SPEC, MAX_AGENTS, MAX_SIDE_NODES
+from dualpath_plan.scenario.spec import DEFAULT_SPEC, MAX_AGENTS, MAX_SIDE_NODES, ServingConfig
 
 P = TypeVar("P", bound=ProfileBase)
 
