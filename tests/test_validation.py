@@ -314,7 +314,7 @@ def test_readme_validation_table_is_what_validate_prints(cli) -> None:
     """The README's accuracy table is `validate --markdown` verbatim: regenerate it when the
     model moves."""
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    start = readme.index("| case | claim |")
+    start = readme.index("predictions: ")
     end = readme.index("\n\n## ", start)
     result = cli("validate", "--markdown")
     assert result.code == 0
@@ -347,3 +347,48 @@ def test_calibrate_reports_progress(registry) -> None:
     assert seen and {s for s, _, _ in seen} == {1, 2}
     assert [n for _, n, _ in seen] == list(range(1, len(seen) + 1))
     assert all(rms >= 0 for _, _, rms in seen)
+
+
+def test_validate_says_which_cases_are_predictions(cli) -> None:
+    # 31 "passed" included the calibration's own fitted points and formula identities.
+    data = cli("validate", "--json").json()
+    classes = {c["id"]: c["class"] for c in data["cases"]}
+    assert set(classes.values()) == {"fitted", "exact", "predicted"}
+    # The calibration's points (bench/paper_points.csv) are fitted, the bounds exact.
+    assert classes["ablation-basic"] == classes["figure7-dualpath-512"] == "fitted"
+    assert classes["bounds-pd-max"] == "exact" and classes["figure7-dualpath-4096"] == "predicted"
+    predicted = [abs(c["error"]) for c in data["cases"] if c["class"] == "predicted"]
+    summary = data["predicted"]
+    assert summary["count"] == len(predicted)
+    assert summary["max_abs_error"] == pytest.approx(max(predicted))
+    ordered = sorted(predicted)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    assert summary["median_abs_error"] == pytest.approx(median)
+    assert cli("validate").out.startswith("predictions: ")
+
+
+def test_check_says_how_each_metric_changed(cli, tmp_path) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(
+        json.dumps(
+            {
+                "scenarios": [
+                    {
+                        "id": "x",
+                        "kind": "bounds",
+                        "inputs": {"paper_assumptions": True},
+                        "metrics": {
+                            "pd_max": {"value": 1.0, "rel_tol": 0.0},
+                            "pd_min": {"value": 1.0, "rel_tol": 0.0},
+                        },
+                    }
+                ]
+            }
+        )
+    )
+    result = cli("check", str(path), "--json")
+    assert result.code == 1
+    moves = {c["metric"]: c["direction"] for c in result.json()["changes"]}
+    assert moves == {"pd_max": "up", "pd_min": "down"}  # 3.5 and 1/7 against 1
+    assert "changed (up)" in cli("check", str(path)).out

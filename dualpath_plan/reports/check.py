@@ -27,6 +27,7 @@ def check_payload(diffs: list[MetricDiff], updated: bool, show_all: bool) -> dic
                 "value": d.value,
                 "rel_tol": d.rel_tol,
                 "change": d.change if math.isfinite(d.change) else None,
+                "direction": d.direction,
             }
             for d in (diffs if show_all else regressions)
         ],
@@ -43,7 +44,8 @@ def render_check(
     regressions = [d for d in diffs if d.regressed]
     rows = diffs if show_all else ([] if updated else regressions)
     if rows:
-        table = Table(title=escape(f"{'all metrics' if show_all else 'regressions'} vs {baseline}"))
+        what = "all metrics" if show_all else "changed beyond tolerance"
+        table = Table(title=escape(f"{what} vs {baseline}"))
         for col in ("scenario", "metric", "baseline", "now", "change", "tolerance", ""):
             table.add_column(col)
         for d in rows:
@@ -54,7 +56,7 @@ def render_check(
                 escape(_num(d.value)),
                 f"{d.change:+.3%}" if math.isfinite(d.change) else "new/gone",
                 f"{d.rel_tol:g}",
-                "[red]REGRESSION[/red]" if d.regressed else "ok",
+                f"[red]changed ({d.direction})[/red]" if d.regressed else "ok",
             )
         console.print(table)
     if updated:

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dualpath_plan.validation import CaseResult
+from dualpath_plan.validation import Accuracy, CaseResult
 
 
 def _summary(results: list[CaseResult]) -> str:
@@ -18,6 +18,19 @@ def _summary(results: list[CaseResult]) -> str:
     return f"{passed} passed, {failed} failed, {gaps} known gaps"
 
 
+def _accuracy(results: list[CaseResult]) -> str:
+    """The prediction-only summary, said first: fitted points and identities say nothing of
+    the accuracy to expect."""
+    a = Accuracy.of(results)
+    fitted = sum(r.case.case_class == "fitted" for r in results)
+    exact = sum(r.case.case_class == "exact" for r in results)
+    return (
+        f"predictions: {a.count} cases, median |error| {a.median_abs_error:.1%}, worst "
+        f"{a.max_abs_error:.1%} (known gaps included; {fitted} fitted points and {exact} "
+        "exact identities not counted)"
+    )
+
+
 def validate_payload(results: list[CaseResult]) -> dict[str, Any]:
     return {
         "cases": [
@@ -25,6 +38,7 @@ def validate_payload(results: list[CaseResult]) -> dict[str, Any]:
                 "id": r.case.id,
                 "claim": r.case.claim,
                 "source": r.case.source,
+                "class": r.case.case_class,
                 "kind": r.case.kind,
                 "metric": r.case.metric,
                 "paper": r.case.paper,
@@ -37,6 +51,11 @@ def validate_payload(results: list[CaseResult]) -> dict[str, Any]:
             }
             for r in results
         ],
+        "predicted": {
+            "count": Accuracy.of(results).count,
+            "median_abs_error": Accuracy.of(results).median_abs_error,
+            "max_abs_error": Accuracy.of(results).max_abs_error,
+        },
         "passed": sum(r.status == "pass" for r in results),
         "failed": sum(not r.ok for r in results),
         "gaps": sum(r.status == "gap" for r in results),
@@ -45,12 +64,15 @@ def validate_payload(results: list[CaseResult]) -> dict[str, Any]:
 
 def validate_markdown(results: list[CaseResult]) -> str:
     lines = [
-        "| case | claim | source | paper | model | error | tolerance | status |",
-        "|---|---|---|---:|---:|---:|---:|---|",
+        _accuracy(results),
+        "",
+        "| case | class | claim | source | paper | model | error | tolerance | status |",
+        "|---|---|---|---|---:|---:|---:|---:|---|",
     ]
     for r in results:
         lines.append(
-            f"| {r.case.id} | {r.case.claim} | {r.case.source} | {r.case.paper:.4g} "
+            f"| {r.case.id} | {r.case.case_class} | {r.case.claim} | {r.case.source} "
+            f"| {r.case.paper:.4g} "
             f"| {r.model:.4g} | {r.error:+.1%} | {r.case.tolerance:.0%} | "
             f"{r.status}{' (' + r.case.known_gap + ')' if r.case.known_gap else ''} |"
         )
@@ -58,8 +80,9 @@ def validate_markdown(results: list[CaseResult]) -> str:
 
 
 def render_validate(results: list[CaseResult], console: Console) -> None:
+    console.print(_accuracy(results))
     table = Table(title="validation against arXiv 2602.21548")
-    for col in ("case", "claim", "paper", "model", "error", "tol", "status"):
+    for col in ("case", "class", "claim", "paper", "model", "error", "tol", "status"):
         table.add_column(
             col,
             justify="right" if col in ("paper", "model", "error", "tol") else "left",
@@ -69,6 +92,7 @@ def render_validate(results: list[CaseResult], console: Console) -> None:
         style = {"pass": "green", "gap": "yellow"}.get(r.status, "red")
         table.add_row(
             escape(r.case.id),
+            r.case.case_class,
             escape(r.case.claim),
             f"{r.case.paper:.4g}",
             f"{r.model:.4g}",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, ValidationError
 
@@ -23,12 +23,16 @@ CASES_DIR = Path(__file__).resolve().parent / "cases"
 
 
 class Case(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
 
     id: str
     claim: StrictStr
     source: StrictStr
     kind: StrictStr  # a kind of the metric registry (validation/metrics.py)
+    # fitted: a point the shipped calibration was fitted to (or a function of such points
+    # only); exact: a formula identity the model holds by construction; predicted: neither,
+    # the accuracy a user can expect. Only predicted cases count in the accuracy summary.
+    case_class: Literal["fitted", "exact", "predicted"] = Field(default="predicted", alias="class")
     metric: StrictStr  # which of its metrics the claim is about
     # The paper's value: positive (errors are relative to it) and within the range any
     # quantity of the model can take, so model / paper is finite.
@@ -114,6 +118,24 @@ def evaluate_case(case: Case, registry: Registry) -> float:
             f"metric {case.metric!r} is not a number", source=source, field="metric"
         )
     return value
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """|error| over the predicted cases (known gaps included: they are predictions too)."""
+
+    count: int
+    median_abs_error: float
+    max_abs_error: float
+
+    @classmethod
+    def of(cls, results: list[CaseResult]) -> Accuracy:
+        errors = sorted(abs(r.error) for r in results if r.case.case_class == "predicted")
+        if not errors:
+            return cls(0, 0.0, 0.0)
+        mid = len(errors) // 2
+        median = errors[mid] if len(errors) % 2 else (errors[mid - 1] + errors[mid]) / 2
+        return cls(len(errors), median, errors[-1])
 
 
 def run_validation(registry: Registry, cases: list[Case]) -> list[CaseResult]:

@@ -56,6 +56,19 @@ class MetricDiff:
         return abs(self.value - self.baseline) > self.rel_tol * abs(self.baseline) + 1e-12
 
     @property
+    def direction(self) -> str:
+        """How the metric moved: up, down, new, gone, relabelled (a label), or same."""
+        if self.baseline is None:
+            return "new"
+        if self.value is None:
+            return "gone"
+        if isinstance(self.baseline, str) or isinstance(self.value, str):
+            return "same" if self.baseline == self.value else "relabelled"
+        if self.value == self.baseline:
+            return "same"
+        return "up" if self.value > self.baseline else "down"
+
+    @property
     def change(self) -> float:
         if isinstance(self.baseline, str) or isinstance(self.value, str):
             return 0.0 if self.baseline == self.value else math.inf
