@@ -371,3 +371,18 @@ def test_trace_workload_drains_through_its_longest_trajectory(cli, tmp_path) -> 
     # 40 turns of (TTFT + generated x TPOT) at light load, not 7.6 mean turns.
     assert dp["drain_s"] > 0.5 * dp["jct_s"]
     assert dp["jct_s"] > 40 * 150 * 0.03
+
+
+def test_size_tables_group_offline_and_online_and_state_the_agents(cli) -> None:
+    # The TTFT column was the offline TTFT under load beside an APS at the 4 s SLO, unlabelled;
+    # the --target-aps table showed a JCT for an unstated 2,048 agents; --deadline mixed units.
+    out = cli("size").out
+    assert "offline: 2,048 agents started together" in out and "TTFT under load" in out
+    assert "online: Poisson agent arrivals, SLO TTFT 4 s and TPOT 50 ms" in out
+    assert out.index("offline:") < out.index("online:")
+    sizing = cli("size", "--model", "ds-27b", "--target-aps", "1", "--agents", "512").out
+    assert "JCT, 512 agents" in sizing
+    deadline = cli("size", "--model", "ds-27b", "--deadline", "3600", "--agents", "1024").out
+    rows = [line for line in deadline.splitlines() if line.startswith("│")]
+    units = {cell.split()[-1] for line in rows for cell in [line.split("│")[7].strip()] if cell}
+    assert len(units) == 1  # one unit for the whole JCT column

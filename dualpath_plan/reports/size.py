@@ -108,59 +108,82 @@ def _turns(sc: Scenario) -> str:
     )
 
 
+def _unit(seconds: list[float]) -> tuple[float, str]:
+    """One unit for a column of durations (hours when the longest is an hour or more)."""
+    return (3600.0, "h") if max(seconds, default=0.0) >= 3600 else (1.0, "s")
+
+
+def _duration(seconds: float, unit: tuple[float, str]) -> str:
+    scale, name = unit
+    if not math.isfinite(seconds):
+        return "-"
+    return f"{seconds / scale:,.2f} {name}" if scale > 1 or seconds < 60 else f"{seconds:,.0f} s"
+
+
 def render_size(r: SizeReport, console: Console) -> None:
     sc, cfg = r.scenario, r.config
     console.print(
         f"[bold]{sc.model.id}[/bold] on [bold]{sc.prefill_nodes}P{sc.decode_nodes}D[/bold] "
         f"({sc.prefill_node.id} x {sc.prefill_node.gpus_per_node} {sc.prefill_gpu.id} / "
         f"{sc.decode_node.id}), storage {sc.storage.id if sc.storage else 'unlimited'}, "
-        f"workload {sc.workload.id} ({_turns(sc)}), {cfg.agents:,} agents; SLO TTFT "
-        f"{cfg.ttft_slo_s:g} s, TPOT "
-        f"{cfg.tpot_slo_s * 1e3:g} ms"
+        f"workload {sc.workload.id} ({_turns(sc)})"
     )
     console.print(
         f"cache-compute ratio {r.gb_per_pflop:.1f} GB/PFLOP, hit rate {sc.turn_demand.hit_rate:.1%}"
     )
-    table = Table()
+    modes = r.modes
+    jct = _unit([o.jct_s for o in modes.values()])
+    offline = Table(title=f"offline: {cfg.agents:,} agents started together (RL rollout)")
     for col in (
         "mode",
         "turns/s",
         "JCT",
-        "APS",
-        "TTFT",
+        "drain",
+        "TTFT under load",
         "TPOT",
         "binding",
         "DE share",
-        "APS limit",
     ):
-        table.add_column(col, justify="right" if col not in ("mode", "binding") else "left")
-    for m, o in r.modes.items():
-        table.add_row(
+        offline.add_column(col, justify="left" if col in ("mode", "binding") else "right")
+    for m, o in modes.items():
+        offline.add_row(
             m,
             f"{o.throughput_turns_per_s:.3g}",
-            _t(o.jct_s) + (" L" if o.latency_bound else ""),
-            f"{o.aps:.3g}",
+            _duration(o.jct_s, jct) + (" L" if o.latency_bound else ""),
+            f"{o.drain_s / o.jct_s:.0%}",
             _t(o.ttft_s),
             f"{o.tpot_s * 1e3:.1f} ms",
             o.bottleneck,
             f"{o.decode_path_fraction:.0%}",
-            o.aps_limit,
         )
-    console.print(table)
-    if any(o.latency_bound for o in r.modes.values()):
+    console.print(offline)
+    if any(o.latency_bound for o in modes.values()):
         console.print(
             "L: JCT set by each agent's critical path (turns x (TTFT + generated x "
             "TPOT)), not by throughput: too few agents to fill the cluster"
         )
-    drains = ", ".join(
-        f"{m} {o.drain_s / o.jct_s:.0%}" for m, o in r.modes.items() if o.drain_s > 0.005 * o.jct_s
+    console.print(
+        "drain: the share of the JCT the cluster runs below saturation (stragglers and "
+        "critical paths: fewer agents left than keep it busy)"
     )
-    if drains:
-        console.print(
-            f"of each JCT, the drain (stragglers and critical paths: fewer agents left than "
-            f"keep the cluster busy): {drains}"
+    online = Table(
+        title=f"online: Poisson agent arrivals, SLO TTFT {cfg.ttft_slo_s:g} s and TPOT "
+        f"{cfg.tpot_slo_s * 1e3:g} ms"
+    )
+    for col in ("mode", "APS", "TTFT at APS", "TPOT at APS", "APS limit", "KV working set"):
+        online.add_column(col, justify="left" if col == "mode" else "right")
+    for m, o in modes.items():
+        reached = o.aps_limit != "unreachable"
+        online.add_row(
+            m,
+            f"{o.aps:.3g}",
+            f"{o.online_ttft_s:.2f} s" if reached else "-",
+            f"{o.online_tpot_s * 1e3:.1f} ms" if reached else "-",
+            o.aps_limit,
+            f"{o.working_set_gbyte / 1e3:,.1f} TB" if reached else "-",
         )
-    for m, o in r.modes.items():
+    console.print(online)
+    for m, o in modes.items():
         if o.aps_limit == "unreachable":
             console.print(
                 f"{m}: APS 0, no arrival rate meets the SLOs: {unreachable_reason(o, r.config)}"
@@ -168,15 +191,8 @@ def render_size(r: SizeReport, console: Console) -> None:
     aps = f"{r.speedup_aps:.2f}x" if math.isfinite(r.speedup_aps) else "n/a (basic serves none)"
     console.print(
         f"dualpath vs basic: JCT {r.speedup_jct:.2f}x faster, APS {aps}; "
-        f"gap to oracle {r.oracle_gap:+.1%}"
+        f"gap to oracle {r.oracle_gap:+.1%}; KV working set by Little's law (paper 2.5)"
     )
-    dp = r.modes.get("dualpath")
-    if dp is not None and dp.aps_limit != "unreachable":
-        console.print(
-            f"online at the dualpath APS: TTFT {dp.online_ttft_s:.2f} s, TPOT "
-            f"{dp.online_tpot_s * 1e3:.1f} ms, KV working set "
-            f"{dp.working_set_gbyte / 1e3:,.1f} TB (Little's law)"
-        )
 
 
 def sizing_payload(r: SizingReport) -> dict[str, Any]:
@@ -215,8 +231,10 @@ def render_sizing(r: SizingReport, console: Console) -> None:
         else f"{spec.agents:,} agents within {r.goal:g} s"
     )
     table = Table(title=f"smallest cluster for {what}")
-    for col in ("mode", "nodes", "P", "D", "GPUs", "APS", "JCT", "binding (or why not)"):
+    jct_col = f"JCT, {spec.agents:,} agents"
+    for col in ("mode", "nodes", "P", "D", "GPUs", "APS", jct_col, "binding (or why not)"):
         table.add_column(col, justify="right" if col[0] not in "mb" else "left")
+    unit = _unit([s.outcome.jct_s for s in r.modes.values() if s.outcome is not None])
     for m, s in r.modes.items():
         if s.outcome is None:
             table.add_row(m, "-", "-", "-", "-", "-", "-", f"[red]{s.reason}[/red]")
@@ -228,7 +246,7 @@ def render_sizing(r: SizingReport, console: Console) -> None:
             str(s.decode_nodes),
             str(s.gpus),
             f"{s.outcome.aps:.3g}",
-            _t(s.outcome.jct_s),
+            _duration(s.outcome.jct_s, unit),
             s.outcome.bottleneck,
         )
     console.print(table)
