@@ -464,10 +464,13 @@ def number(
     line: int | None = None,
     integer: bool = False,
     text: bool = False,
+    low: float = -math.inf,
+    high: float = math.inf,
+    what: str | None = None,
 ) -> float:
     """A finite number: with ``text``, from a CSV cell; else a parsed JSON or TOML value, which
     must be an int or a float (never a bool, nor a number in a string). With ``integer``, a
-    whole number."""
+    whole number; from ``low`` to ``high`` (``what`` names it in the message)."""
     expected = "a whole number" if integer else "a number"
 
     def fail(message: str) -> PlanInputError:
@@ -489,7 +492,15 @@ def number(
         raise fail(f"expected a finite number, got {value!r}")
     if integer and not result.is_integer():
         raise fail(f"expected a whole number, got {value!r}")
+    if not low <= result <= high:
+        raise fail(
+            f"expected {what or expected} from {_bound(low)} to {_bound(high)}, got {value!r}"
+        )
     return result
+
+
+def _bound(v: float) -> str:
+    return f"{int(v):,}" if float(v).is_integer() and abs(v) < 1e9 else f"{v:g}"
 
 
 # --- output text ---------------------------------------------------------------------------

@@ -157,15 +157,16 @@ TRACE_COLUMNS = ("trajectory_id", "append_tokens", "generated_tokens")
 def _tokens(row: dict[str, Any], name: str, source: str, line: int, jsonl: bool) -> float:
     """A token count of a trace row: a number (text in CSV, a JSON number in JSON Lines) from
     0 to the profiles' MAX_MAGNITUDE, which keeps every product the model forms finite."""
-    v = number(row[name], source=source, field=name, line=line, text=not jsonl)
-    if not 0 <= v <= MAX_MAGNITUDE:
-        raise PlanInputError(
-            f"expected a token count from 0 to {MAX_MAGNITUDE:g}, got {row[name]!r}",
-            source=source,
-            line=line,
-            field=name,
-        )
-    return v
+    return number(
+        row[name],
+        source=source,
+        field=name,
+        line=line,
+        text=not jsonl,
+        low=0,
+        high=MAX_MAGNITUDE,
+        what="a token count",
+    )
 
 
 def load_trace(path: Path) -> TurnMix:

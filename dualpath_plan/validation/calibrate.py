@@ -132,7 +132,17 @@ def load_points(path: Path) -> list[Point]:
                 line=n,
                 field="mode",
             )
-        value = number(r["value"], source=source, field="value", line=n, text=True)
+        # The profiles' bounds on any quantity; the spec's on node and agent counts.
+        value = number(
+            r["value"],
+            source=source,
+            field="value",
+            line=n,
+            text=True,
+            low=MIN_MAGNITUDE,
+            high=MAX_MAGNITUDE,
+            what="a measured value",
+        )
         counts = {"agents": str(DEFAULT_SPEC.agents)} if not (r.get("agents") or "").strip() else {}
         p, d, agents = (
             number(
@@ -142,30 +152,15 @@ def load_points(path: Path) -> list[Point]:
                 line=n,
                 integer=True,
                 text=True,
+                low=1,
+                high=top,
             )
-            for k in ("prefill_nodes", "decode_nodes", "agents")
+            for k, top in (
+                ("prefill_nodes", MAX_SIDE_NODES),
+                ("decode_nodes", MAX_SIDE_NODES),
+                ("agents", MAX_AGENTS),
+            )
         )
-        if not MIN_MAGNITUDE <= value <= MAX_MAGNITUDE:  # the profiles' bounds on any quantity
-            raise PlanInputError(
-                f"expected a measured value from {MIN_MAGNITUDE:g} to {MAX_MAGNITUDE:g}, "
-                f"got {r['value']!r}",
-                source=source,
-                line=n,
-                field="value",
-            )
-        # The spec's bounds on a scenario's node and agent counts.
-        for name, count, top in (
-            ("prefill_nodes", p, MAX_SIDE_NODES),
-            ("decode_nodes", d, MAX_SIDE_NODES),
-            ("agents", agents, MAX_AGENTS),
-        ):
-            if not 1 <= count <= top:
-                raise PlanInputError(
-                    f"expected a whole number from 1 to {top:,}, got {count:g}",
-                    source=source,
-                    line=n,
-                    field=name,
-                )
         points.append(Point(r["metric"], value, r["mode"], int(p), int(d), int(agents), n))
     return points
 
