@@ -216,8 +216,6 @@ def test_size_cli_sizing(cli) -> None:
     [
         (("--agents", "0"), "--agents"),
         (("--agents", "-5"), "--agents"),
-        (("--ttft-slo", "0.01"), "no arrival rate meets the SLOs"),
-        (("--tpot-slo", "0.005"), "no arrival rate meets the SLOs"),
         (("--ttft-slo", "nan"), "--ttft-slo"),
         (("-P", "0"), "at least one node"),
         (("-P", "1", "-D", "1"), "do not fit"),
@@ -230,6 +228,20 @@ def test_size_bad_input(cli, args, expect) -> None:
     assert result.code == 2, (args, result.err)
     assert expect in result.err
     assert result.err.count("\n") == 1 and "Traceback" not in result.err
+
+
+@pytest.mark.parametrize("args", [("--ttft-slo", "0.01"), ("--tpot-slo", "0.005")])
+def test_size_with_unmeetable_slos_still_answers_offline(cli, args) -> None:
+    """An SLO no arrival rate meets sets every mode's APS to 0 with the reason; the offline
+    answers, which do not depend on it, are still given."""
+    result = cli("size", *args, "--json")
+    assert result.code == 0, result.err
+    data = result.json()
+    for m in data["modes"].values():
+        assert m["aps"] == 0 and m["aps_limit"] == "unreachable"
+        assert m["jct_s"] > 0
+    text = cli("size", *args).out
+    assert text.count("no arrival rate meets the SLOs") == len(data["modes"])
 
 
 # --- offline JCT with stragglers (docs/model.md section 6) ---------------------------------

@@ -11,6 +11,7 @@ from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.serving import evaluate
 from dualpath_plan.outcomes.sizing import MAX_NODES, sizing_report
+from dualpath_plan.outcomes.uncertainty import answer_intervals, mode_intervals
 from dualpath_plan.reports import size as report
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
@@ -57,16 +58,24 @@ def size(
         sizing = sizing_report(
             sc, spec, target_aps=target_aps, deadline_s=deadline, max_nodes=max_nodes
         )
+        answers = {
+            m: (s.prefill_nodes, s.decode_nodes)
+            for m, s in sizing.modes.items()
+            if s.outcome is not None
+        }
+        at = answer_intervals(sc, spec.serving, answers)
         if as_json:
-            print_json(report.sizing_payload(sizing))
+            print_json(report.sizing_payload(sizing, at))
         else:
-            report.render_sizing(sizing, stdout)
+            report.render_sizing(sizing, stdout, at)
         return
-    result = evaluate(sc, spec.serving)
+    # Offline answers do not depend on the SLOs: an unmet SLO is reported per mode.
+    result = evaluate(sc, spec.serving, strict=False)
+    intervals = mode_intervals(sc, spec.serving, tuple(result.modes))
     if as_json:
-        print_json(report.size_payload(result))
+        print_json(report.size_payload(result, intervals))
     else:
-        report.render_size(result, stdout)
+        report.render_size(result, stdout, intervals)
 
 
 def register(app: typer.Typer) -> None:

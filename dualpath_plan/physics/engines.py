@@ -13,6 +13,7 @@ import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.physics import model as phys
+from dualpath_plan.physics.latency import layer_floor_s
 from dualpath_plan.physics.links import Num
 from dualpath_plan.profiles.schemas import GpuProfile, ModelProfile, NodeProfile
 from dualpath_plan.units import gbit_s_to_byte_s
@@ -100,7 +101,10 @@ class DecodeGroup:
     model: ModelProfile
     hbm_byte_s: Num  # group HBM bandwidth x decode_hbm_efficiency (an array over groups)
     peak_flop_s: Num  # group dense peak x prefill_mfu
-    overhead_s: float  # decode_step_overhead_s
+    # Latency floor of a step of b sequences: floor_s + b x floor_per_sequence_s (per-layer
+    # fixed costs and EP/TP communication, physics/latency.py).
+    floor_s: Num
+    floor_per_sequence_s: Num
     free_hbm_bytes: Num  # HBM left for KV after the weights (< 0: they do not fit)
     context_tokens: float  # mean context a generated token attends to
     kv_bytes_per_sequence: float  # KV of one sequence at the end of its generation
@@ -122,12 +126,18 @@ class DecodeGroup:
         return np.where(b >= 1, rate, np.nan)
 
     def step_array_s(self, batch: np.ndarray) -> np.ndarray:
-        """max(HBM bytes / bandwidth, FLOPs / peak) + fixed overhead, for an array of batches."""
+        """max(HBM bytes / bandwidth, FLOPs / peak) + the latency floor, for an array of
+        batches."""
         cost = phys.decode_step(self.model, batch, self.context_tokens)
         return (
             np.maximum(cost.hbm_bytes / self.hbm_byte_s, cost.flops / self.peak_flop_s)
-            + self.overhead_s
+            + self.floor_s
+            + batch * self.floor_per_sequence_s
         )
+
+    def floor_array_s(self, batch: np.ndarray) -> np.ndarray:
+        """The latency floor of a step alone (no roofline), for an array of batches."""
+        return np.asarray(self.floor_s + batch * self.floor_per_sequence_s)
 
     @functools.cached_property
     def _grid(self) -> tuple[np.ndarray, np.ndarray]:
@@ -186,11 +196,15 @@ def decode_group(
     scalar = np.ndim(nodes) == 0
     bw = gpus * gpu.hbm_tbyte_s * 1e12 * (node.decode_hbm_efficiency if e else 1)
     peak = gpus * tflops * 1e12 * (node.prefill_mfu if e else 1)
+    # The floor is linear in the batch: its value at 0 and its slope.
+    floor0 = layer_floor_s(model, node, gpu, gpus, 0.0, efficiencies=e)
+    slope = np.asarray(layer_floor_s(model, node, gpu, gpus, 1.0, efficiencies=e)) - floor0
     return DecodeGroup(
         model=model,
         hbm_byte_s=float(bw) if scalar else bw,
         peak_flop_s=float(peak) if scalar else peak,
-        overhead_s=node.decode_step_overhead_s if e else 0.0,
+        floor_s=float(floor0) if scalar else np.asarray(floor0),
+        floor_per_sequence_s=float(slope) if scalar else slope,
         free_hbm_bytes=free,
         context_tokens=ctx,
         kv_bytes_per_sequence=float(
@@ -207,7 +221,7 @@ class PrefillEngine:
     with compute (no layer-wise prefill). The batch is capped by the HBM left for KV."""
 
     t1_s: float  # compute of one request at the plateau
-    t0_s: float  # fixed time per forward pass
+    t0_s: float  # fixed time per forward pass: h t1, at least the per-layer latency floor
     copy_s: float  # KV copy into HBM serialized with compute (no layer-wise prefill)
     batch_cap: Num  # most requests per forward pass (an array over prefill node counts)
     read_latency_s: float  # part of the KV read a request waits for before its prefill
@@ -250,7 +264,8 @@ def prefill_engine(
     peak = tflops * 1e12 * (node.prefill_mfu if e else 1.0)
     t1 = prefill_flops / peak
     # HBM per GPU left for KV: weights shard over the prefill group's GPUs (EP).
-    free = (gpu.hbm_gbyte - node.prefill_hbm_reserve_gbyte) * 1e9 - phys.weight_bytes(model) / (
+    reserve = node.prefill_hbm_reserve_gbyte if e else 0.0
+    free = (gpu.hbm_gbyte - reserve) * 1e9 - phys.weight_bytes(model) / (
         np.asarray(nodes, dtype=np.float64) * node.gpus_per_node
     )
     kv_request = float(phys.kv_bytes_for_context(model, context_tokens))
@@ -271,10 +286,17 @@ def prefill_engine(
     else:
         copy, read = hit_bytes / loopback, hit_bytes / snic
     h = node.prefill_batch_half_requests
+    # A forward pass takes at least the per-layer latency floor (its EP transfers overlap
+    # compute). Figure 3's h t1 is a measured fixed time that already contains the floor, so
+    # the floor bounds it from below rather than adding to it: it binds only where t1 is
+    # small (small models, fast GPUs), where h t1 alone would promise free batch-1 passes.
+    floor = float(
+        layer_floor_s(model, node, gpu, node.gpus_per_node, 0.0, bandwidth=False, efficiencies=e)
+    )
     scalar = np.ndim(cap) == 0
     return PrefillEngine(
         t1_s=t1,
-        t0_s=h * t1,
+        t0_s=max(h * t1, floor),
         copy_s=copy,
         batch_cap=float(cap) if scalar else cap,
         read_latency_s=read,

@@ -233,7 +233,66 @@ class Registry:
     def check_references(self) -> None:
         for node in self.profiles["node"].values():
             assert isinstance(node, NodeProfile)
-            self._check_gpu_ref(node, str(self.origins.get(("node", node.id), node.id)))
+            source = str(self.origins.get(("node", node.id), node.id))
+            self._check_gpu_ref(node, source)
+            if node.efficiency_source == "transferred":
+                self._transfer_source(node, source)
+
+    def _transfer_source(self, node: NodeProfile, source: str) -> NodeProfile:
+        """The measured node a transferred node takes its calibration from."""
+        origin = self.profiles["node"].get(node.efficiencies_from or "")
+        if not isinstance(origin, NodeProfile) or origin.efficiency_source != "measured":
+            what = (
+                f"whose efficiency_source is '{origin.efficiency_source}', not 'measured'"
+                if isinstance(origin, NodeProfile)
+                else "which no node profile has"
+            )
+            raise PlanInputError(
+                f"efficiencies_from names '{node.efficiencies_from}', {what}",
+                source=source,
+                field="efficiencies_from",
+            )
+        return origin
+
+    def _transferred(self, node: NodeProfile) -> NodeProfile:
+        """``node`` with the calibration fields it does not set taken from its
+        ``efficiencies_from`` node, with their sources and standard errors (docs/model.md
+        section 5)."""
+        if node.efficiency_source != "transferred":
+            return node
+        origin = self._transfer_source(node, str(self.origins.get(("node", node.id), node.id)))
+        taken = [
+            f
+            for f in NodeProfile.CALIBRATION_FIELDS
+            if f in origin.model_fields_set and f not in node.model_fields_set
+        ]
+        if not taken:
+            return node
+        data = node.model_dump(exclude_unset=True)
+        data.update({f: getattr(origin, f) for f in taken})
+        data["sources"] = {
+            **node.sources,
+            **{
+                f: [f"transferred from node '{origin.id}': {s}" for s in origin.sources.get(f, [])]
+                for f in taken
+            },
+        }
+        data["unconfirmed"] = {
+            **node.unconfirmed,
+            **{
+                f: f"Transferred from node '{origin.id}' ({origin.name}), not measured on this "
+                "node. " + origin.unconfirmed.get(f, "")
+                for f in taken
+            },
+        }
+        data["calibration_stderr"] = {
+            **{f: v for f, v in origin.calibration_stderr.items() if f in taken},
+            **node.calibration_stderr,
+        }
+        data["kind"] = "node"
+        return validate_profile(  # type: ignore[return-value]
+            data, source=f"node '{node.id}' with the calibration of '{origin.id}'"
+        )
 
     def _check_gpu_ref(self, node: NodeProfile, source: str) -> None:
         if node.gpu not in self.profiles["gpu"]:
@@ -264,7 +323,7 @@ class Registry:
         """A profile by id alone, whatever its kind (ids are unique across kinds in practice)."""
         hits = [self.profiles[k][profile_id] for k in KINDS if profile_id in self.profiles[k]]
         if len(hits) == 1:
-            return self.overrides.apply(hits[0])
+            return self.get(hits[0].kind, hits[0].id)
         if hits:
             kinds = ", ".join(h.kind for h in hits)
             raise PlanInputError(
@@ -276,9 +335,14 @@ class Registry:
         hint = f"; did you mean '{close[0]}'?" if close else ""
         raise PlanInputError(f"unknown profile '{profile_id}'{hint}", field="ID")
 
+    def resolved(self, kind: str, profile_id: str) -> ProfileBase:
+        """The profile as stored, a node with its transferred calibration applied."""
+        profile = self.raw(kind, profile_id)
+        return self._transferred(profile) if isinstance(profile, NodeProfile) else profile
+
     def get(self, kind: str, profile_id: str) -> ProfileBase:
-        """The profile with ``--set`` overrides of its kind applied."""
-        profile = self.overrides.apply(self.raw(kind, profile_id))
+        """The profile with its transferred calibration and ``--set`` overrides applied."""
+        profile = self.overrides.apply(self.resolved(kind, profile_id))
         if isinstance(profile, NodeProfile):
             self._check_gpu_ref(profile, f"node '{profile.id}'")
         return profile

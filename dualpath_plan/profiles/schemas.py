@@ -16,6 +16,7 @@ architecture) are computed by code, never typed in.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, model_validator
@@ -63,6 +64,9 @@ class ProfileBase(BaseModel):
     sources: dict[str, list[str]] = Field(default_factory=dict)
     # Field name -> why the value could not be confirmed from an authoritative source.
     unconfirmed: dict[str, str] = Field(default_factory=dict)
+    # Field name -> standard error of a fitted value (written by ``calibrate``, in the field's
+    # unit); outcomes propagate it to intervals (docs/model.md section 8).
+    calibration_stderr: dict[str, NonNegative] = Field(default_factory=dict)
 
     KIND: ClassVar[str] = ""
 
@@ -75,6 +79,13 @@ class ProfileBase(BaseModel):
                     raise ValueError(
                         f"[{table}] names '{key}', which is not a field of a {self.kind}"
                     )
+        for key in self.calibration_stderr:
+            value = getattr(self, key, None)
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise ValueError(
+                    f"[calibration_stderr] names '{key}', which is not a numeric field of a "
+                    f"{self.kind}"
+                )
         return self
 
     def numeric_fields_set(self) -> list[str]:
@@ -144,17 +155,42 @@ class GpuProfile(ProfileBase):
 # --- node ----------------------------------------------------------------------------------
 
 
+EfficiencySource = Literal["measured", "transferred", "datasheet"]
+
+
 class NodeProfile(ProfileBase):
     """A server: its GPUs, compute NICs (east-west, one per GPU typically), storage NICs
     (south-north, shared by the node's engines) and host DRAM.
 
-    Efficiency fields scale datasheet rates to achieved ones. All default to 1.0 (speed of
-    light); a calibrated profile sets them and cites the fit. ``cnic_collective_share`` is the
-    share of CNIC bandwidth that model collectives keep (InfiniBand VL arbitration reserves
-    about 99% for them under contention, dualpath-paper.md 2.6); KV traffic gets the rest.
+    Calibration fields (``CALIBRATION_FIELDS``: efficiencies that scale datasheet rates to
+    achieved ones, HBM held back, and the latency floors of a layer) say where they come from
+    in ``efficiency_source`` (docs/model.md section 5):
+    - ``datasheet``: none is set; every rate is the datasheet's and every floor 0 (speed of
+      light);
+    - ``measured``: the profile sets them itself, each citing its measurement or fit;
+    - ``transferred``: taken from the node ``efficiencies_from`` (a measured one) wherever this
+      profile does not set them; the registry applies the transfer.
+    ``cnic_collective_share`` is the share of CNIC bandwidth that model collectives keep
+    (InfiniBand VL arbitration reserves about 99% for them under contention, dualpath-paper.md
+    2.6); KV traffic gets the rest.
     """
 
     KIND: ClassVar[str] = "node"
+    # The fields a calibration sets (and --speed-of-light resets): the achieved shares of
+    # datasheet rates, the HBM a non-layer-wise batch cannot use, and the latency floors.
+    CALIBRATION_FIELDS: ClassVar[tuple[str, ...]] = (
+        "snic_efficiency",
+        "cnic_efficiency",
+        "pcie_efficiency",
+        "dram_efficiency",
+        "prefill_mfu",
+        "decode_hbm_efficiency",
+        "prefill_hbm_reserve_gbyte",
+        "layer_fixed_s",
+        "ep_latency_s",
+        "ep_link_efficiency",
+        "tp_allreduce_latency_s",
+    )
     kind: Literal["node"] = "node"
     gpu: str
     gpus_per_node: PositiveInt
@@ -166,6 +202,8 @@ class NodeProfile(ProfileBase):
     snic_gbit_s: Positive
     dram_gbyte: Positive
     dram_gbyte_s: Positive
+    efficiency_source: EfficiencySource = "datasheet"
+    efficiencies_from: str | None = None  # the measured node a transfer takes them from
     # Achieved share of the SNIC line rate for storage reads.
     snic_efficiency: Efficiency = 1.0
     # Achieved share of the CNIC line rate for KV transfers (RDMA, loopback copies).
@@ -187,9 +225,34 @@ class NodeProfile(ProfileBase):
     # HBM per GPU held back from a non-layer-wise forward batch's KV (activations,
     # communication buffers, allocator slack); layer-wise prefill holds one layer's KV only.
     prefill_hbm_reserve_gbyte: NonNegative = 0.0
-    # Fixed time per decode step beyond the HBM/compute roofline (kernel launches, EP
-    # all-to-all, synchronisation).
-    decode_step_overhead_s: NonNegative = 0.0
+    # Latency floors (docs/model.md section 5), paid per decode step and per prefill pass:
+    # fixed time of one transformer layer's kernels beyond the roofline (launches,
+    # latency-bound small kernels, synchronisation) ...
+    layer_fixed_s: NonNegative = 0.0
+    # ... expert-parallel dispatch + combine per MoE layer: this fixed latency plus the
+    # routed tokens' bytes over the CNICs (to other nodes) or NVLink (within the node) at
+    # ep_link_efficiency of their rates ...
+    ep_latency_s: NonNegative = 0.0
+    ep_link_efficiency: Efficiency = 1.0
+    # ... and, for dense models (tensor parallel within a node), two all-reduces per layer,
+    # each this latency plus its bytes over NVLink.
+    tp_allreduce_latency_s: NonNegative = 0.0
+
+    @model_validator(mode="after")
+    def _efficiency_source(self) -> NodeProfile:
+        # Whether the values match the source is checked for the shipped library by
+        # tests/test_profiles.py; here only the pair is (--set may override any value).
+        if self.efficiency_source == "transferred":
+            if not self.efficiencies_from:
+                raise ValueError(
+                    "efficiency_source 'transferred' needs efficiencies_from (a measured node)"
+                )
+        elif self.efficiencies_from is not None:
+            raise ValueError(
+                f"efficiencies_from is only for efficiency_source 'transferred', "
+                f"not '{self.efficiency_source}'"
+            )
+        return self
 
     @model_validator(mode="after")
     def _nics_per_gpu(self) -> NodeProfile:
@@ -389,6 +452,25 @@ SCHEMAS: dict[str, type[ProfileBase]] = {
     "model": ModelProfile,
     "workload": WorkloadProfile,
 }
+
+
+def numeric_bounds(schema: type[ProfileBase], field: str) -> tuple[float, float] | None:
+    """(low, high) of a numeric field from its schema constraints (gt/ge/lt/le; an open end
+    moved in by 1e-6); None when the field is not a number."""
+    info = schema.model_fields.get(field)
+    if info is None or info.annotation not in (float, int):
+        return None
+    low, high = -math.inf, math.inf
+    for c in info.metadata:
+        for attr, pick_low in (("gt", True), ("ge", True), ("lt", False), ("le", False)):
+            v = getattr(c, attr, None)
+            if v is None:
+                continue
+            if pick_low:
+                low = max(low, float(v) + (1e-6 if attr == "gt" else 0.0))
+            else:
+                high = min(high, float(v) - (1e-6 if attr == "lt" else 0.0))
+    return low, high
 
 
 def schema_for(kind: str) -> type[ProfileBase]:

@@ -34,6 +34,9 @@ def calibrate_payload(cal: Calibration, written: list[str] | None) -> dict[str, 
         "node": cal.node.id,
         "workload": cal.workload.id,
         "fitted": cal.fitted,
+        "stderr": cal.stderr,
+        "stderr_basis": cal.stderr_basis,
+        "correlation": cal.correlation,
         "start": cal.start,
         "train": _rows(cal.train),
         "holdout": _rows(cal.holdout),
@@ -47,11 +50,22 @@ def render_calibrate(
     cal: Calibration, written: list[str] | None, starts: int, out: str, console: Console
 ) -> None:
     t = Table(title=f"fitted fields of node '{cal.node.id}', workload '{cal.workload.id}'")
-    for col in ("field", "start", "fitted"):
+    for col in ("field", "start", "fitted", "std. error"):
         t.add_column(col)
     for f, v in cal.fitted.items():
-        t.add_row(f, f"{cal.start[f]:.4g}", f"{v:.4g}")
+        err = cal.stderr.get(f)
+        t.add_row(
+            f,
+            f"{cal.start[f]:.4g}",
+            f"{v:.4g}",
+            f"{err:.2g} ({err / abs(v):.0%})"
+            if err is not None and v
+            else "-"
+            if err is None
+            else f"{err:.2g}",
+        )
     console.print(t)
+    console.print(f"standard errors from {cal.stderr_basis}")
     r = Table(title="points (model vs measured)")
     for col in ("row", "set", "metric", "mode", "P/D", "measured", "model", "error"):
         r.add_column(col)

@@ -12,8 +12,10 @@ from rich.table import Table
 
 from dualpath_plan.outcomes.paths import MixedResult, PathsResult
 from dualpath_plan.physics.links import LINK_TABLE, link
+from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.size import limits_payload
 from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.provenance import Efficiencies
 from dualpath_plan.solvers.bounds import Bounds
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ def bounds_payload(v: BoundsView) -> dict[str, Any]:
         "feasible": bool(b.feasible),
         "violated_at_every_ratio": b.violated[0],
         "paper_assumptions": v.paper_assumptions,
+        "efficiencies": efficiency_payload(v.scenario),
         "per_link": {k: _finite(float(x)) for k, x in b.per_link.items()},
         "shift_vs_paper_assumptions": {
             "pd_min": _finite(pd_min - float(ref.pd_min)),
@@ -92,6 +95,7 @@ def render_bounds(v: BoundsView, console: Console) -> None:
             continue
         table.add_row(name, _fmt(val), "P/D >=" if pe else "P/D <=", link(name).description)
     console.print(table)
+    console.print(escape(efficiency_line(sc)), highlight=False)
 
 
 def _dual_reading(c: Constraint) -> str:
@@ -169,6 +173,7 @@ def paths_payload(r: PathsResult) -> dict[str, Any]:
         "duals": duals_payload(r.lp),
         "lp_throughput_turns_per_s": r.lp.throughput_turns_per_s,
         "lp_binding": r.lp.binding(),
+        "efficiencies": efficiency_payload(sc),
     }
 
 
@@ -221,6 +226,7 @@ def render_paths(r: PathsResult, console: Console) -> None:
             "; ".join(lim.derated_by),
         )
     console.print(table)
+    console.print(escape(efficiency_line(sc)), highlight=False)
     _render_duals(r.lp, console)
 
 
@@ -229,6 +235,7 @@ def mixed_payload(m: MixedResult) -> dict[str, Any]:
     return {
         "mode": m.mode,
         "solver": "lp",
+        "efficiencies": efficiency_payload(_mixed_efficiencies(m)),
         "throughput_turns_per_s": sol.throughput_turns_per_s,
         "decode_path_fraction": sol.decode_path_fraction,
         "binding": sol.binding(),
@@ -261,6 +268,12 @@ def mixed_payload(m: MixedResult) -> dict[str, Any]:
     }
 
 
+def _mixed_efficiencies(m: MixedResult) -> Efficiencies:
+    return Efficiencies.of_nodes(
+        m.scenario, [g.node for g in m.prefill], [g.node for g in m.decode]
+    )
+
+
 def render_mixed(m: MixedResult, console: Console) -> None:
     sol = m.solution
     console.print(
@@ -282,4 +295,5 @@ def render_mixed(m: MixedResult, console: Console) -> None:
     for con in sorted(sol.constraints, key=lambda con: -con.utilization):
         t2.add_row(escape(con.name), f"{_bar(con.utilization)} {con.utilization:4.0%}")
     console.print(t2)
+    console.print(escape(efficiency_line(_mixed_efficiencies(m))), highlight=False)
     _render_duals(sol, console)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.console import Console
@@ -12,6 +12,14 @@ from rich.table import Table
 from dualpath_plan.outcomes.limits import LinkLimit
 from dualpath_plan.outcomes.serving import ModeOutcome, SizeReport, unreachable_reason
 from dualpath_plan.outcomes.sizing import SizingReport
+from dualpath_plan.outcomes.uncertainty import Interval, OutcomeIntervals
+from dualpath_plan.reports.provenance import (
+    efficiency_line,
+    efficiency_payload,
+    interval_pair,
+    intervals_line,
+    intervals_payload,
+)
 from dualpath_plan.scenario import Scenario
 
 
@@ -57,8 +65,13 @@ def mode_payload(o: ModeOutcome) -> dict[str, Any]:
     }
 
 
-def size_payload(r: SizeReport) -> dict[str, Any]:
+def size_payload(r: SizeReport, intervals: OutcomeIntervals | None = None) -> dict[str, Any]:
     sc, cfg = r.scenario, r.config
+    modes: dict[str, dict[str, Any]] = {m: mode_payload(o) for m, o in r.modes.items()}
+    if intervals is not None:
+        for m, values in intervals.by_mode.items():
+            for metric, i in values.items():
+                modes[m][f"{metric}_interval"] = interval_pair(i)
     return {
         "inputs": {
             "model": sc.model.id,
@@ -74,8 +87,10 @@ def size_payload(r: SizeReport) -> dict[str, Any]:
             "ttft_slo_s": cfg.ttft_slo_s,
             "tpot_slo_s": cfg.tpot_slo_s,
         },
+        "efficiencies": efficiency_payload(sc),
+        "intervals": intervals_payload(intervals) if intervals is not None else None,
         "gb_per_pflop": r.gb_per_pflop,
-        "modes": {m: mode_payload(o) for m, o in r.modes.items()},
+        "modes": modes,
         "speedup": {"jct": r.speedup_jct, "aps": _finite(r.speedup_aps)},
         "oracle_gap": r.oracle_gap,
     }
@@ -120,8 +135,18 @@ def _duration(seconds: float, unit: tuple[float, str]) -> str:
     return f"{seconds / scale:,.2f} {name}" if scale > 1 or seconds < 60 else f"{seconds:,.0f} s"
 
 
-def render_size(r: SizeReport, console: Console) -> None:
+def _with_interval(text: str, i: Interval | None, fmt: Callable[[float], str]) -> str:
+    """``value (low to high)``: the interval in the value's own unit."""
+    return f"{text} ({fmt(i.low)} to {fmt(i.high)})" if i is not None else text
+
+
+def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | None = None) -> None:
     sc, cfg = r.scenario, r.config
+    iv = intervals.by_mode if intervals is not None else {}
+
+    def bound(m: str, metric: str) -> Interval | None:
+        return iv.get(m, {}).get(metric)
+
     console.print(
         f"[bold]{sc.model.id}[/bold] on [bold]{sc.prefill_nodes}P{sc.decode_nodes}D[/bold] "
         f"({sc.prefill_node.id} x {sc.prefill_node.gpus_per_node} {sc.prefill_gpu.id} / "
@@ -149,7 +174,12 @@ def render_size(r: SizeReport, console: Console) -> None:
         offline.add_row(
             m,
             f"{o.throughput_turns_per_s:.3g}",
-            _duration(o.jct_s, jct) + (" L" if o.latency_bound else ""),
+            _with_interval(
+                _duration(o.jct_s, jct),
+                bound(m, "jct_s"),
+                lambda v: _duration(v, jct),
+            )
+            + (" L" if o.latency_bound else ""),
             f"{o.drain_s / o.jct_s:.0%}",
             _t(o.ttft_s),
             f"{o.tpot_s * 1e3:.1f} ms",
@@ -176,7 +206,7 @@ def render_size(r: SizeReport, console: Console) -> None:
         reached = o.aps_limit != "unreachable"
         online.add_row(
             m,
-            f"{o.aps:.3g}",
+            _with_interval(f"{o.aps:.3g}", bound(m, "aps") if reached else None, _g3),
             f"{o.online_ttft_s:.2f} s" if reached else "-",
             f"{o.online_tpot_s * 1e3:.1f} ms" if reached else "-",
             o.aps_limit,
@@ -193,15 +223,24 @@ def render_size(r: SizeReport, console: Console) -> None:
         f"dualpath vs basic: JCT {r.speedup_jct:.2f}x faster, APS {aps}; "
         f"gap to oracle {r.oracle_gap:+.1%}; KV working set by Little's law (paper 2.5)"
     )
+    console.print(efficiency_line(sc), highlight=False)
+    if intervals is not None:
+        console.print(intervals_line(intervals), highlight=False)
 
 
-def sizing_payload(r: SizingReport) -> dict[str, Any]:
+def _g3(v: float) -> str:
+    return f"{v:.3g}"
+
+
+def sizing_payload(r: SizingReport, intervals: OutcomeIntervals | None = None) -> dict[str, Any]:
     target: dict[str, float] = (
         {"aps": r.goal} if r.target == "aps" else {"deadline_s": r.goal, "agents": r.spec.agents}
     )
     return {
         "target": target,
         "max_nodes": r.max_nodes,
+        "efficiencies": efficiency_payload(r.scenario),
+        "intervals": intervals_payload(intervals) if intervals is not None else None,
         "modes": {
             m: (
                 {
@@ -214,6 +253,10 @@ def sizing_payload(r: SizingReport) -> dict[str, Any]:
                     "jct_s": s.outcome.jct_s,
                     "bottleneck": s.outcome.bottleneck,
                     "binding": list(s.outcome.binding),
+                    **{
+                        f"{k}_interval": interval_pair(v)
+                        for k, v in (intervals.by_mode.get(m, {}) if intervals else {}).items()
+                    },
                 }
                 if s.outcome is not None
                 else {"reached": False, "reason": s.reason}
@@ -223,8 +266,11 @@ def sizing_payload(r: SizingReport) -> dict[str, Any]:
     }
 
 
-def render_sizing(r: SizingReport, console: Console) -> None:
+def render_sizing(
+    r: SizingReport, console: Console, intervals: OutcomeIntervals | None = None
+) -> None:
     spec = r.spec
+    iv = intervals.by_mode if intervals is not None else {}
     what = (
         f"{r.goal:g} agents/s under TTFT {spec.ttft_slo_s:g} s, TPOT {spec.tpot_slo_s * 1e3:g} ms"
         if r.target == "aps"
@@ -245,8 +291,15 @@ def render_sizing(r: SizingReport, console: Console) -> None:
             str(s.prefill_nodes),
             str(s.decode_nodes),
             str(s.gpus),
-            f"{s.outcome.aps:.3g}",
-            _duration(s.outcome.jct_s, unit),
+            _with_interval(f"{s.outcome.aps:.3g}", iv.get(m, {}).get("aps"), _g3),
+            _with_interval(
+                _duration(s.outcome.jct_s, unit),
+                iv.get(m, {}).get("jct_s"),
+                lambda v: _duration(v, unit),
+            ),
             s.outcome.bottleneck,
         )
     console.print(table)
+    console.print(efficiency_line(r.scenario), highlight=False)
+    if intervals is not None:
+        console.print(intervals_line(intervals) + " (at each mode's cluster)", highlight=False)

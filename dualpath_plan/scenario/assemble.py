@@ -252,17 +252,19 @@ def side_capacity(
         tokens = np.asarray(decode.tokens_per_s_array())
         feasible = fits & np.isfinite(tokens)
         base["decode"] = np.where(np.isfinite(tokens), tokens, 0.0) / n
+        batch = decode.max_batch_array()
+        floor_ms = np.asarray(decode.floor_array_s(np.maximum(batch, 1.0))) * 1e3
         calibration = (
-            f", decode_hbm_efficiency {node.decode_hbm_efficiency:g}, "
-            f"decode_step_overhead_s {node.decode_step_overhead_s:g} s"
+            f", decode_hbm_efficiency {node.decode_hbm_efficiency:g}, latency floor "
+            f"{_fmt(floor_ms)} ms per step (layer_fixed_s {node.layer_fixed_s:g}, "
+            f"ep_latency_s {node.ep_latency_s:g}, ep_link_efficiency "
+            f"{node.ep_link_efficiency:g}, tp_allreduce_latency_s "
+            f"{node.tp_allreduce_latency_s:g})"
             if e
-            else ""
+            else ", speed of light: no latency floor"
         )
         factors["decode"] = (
-            Factor(
-                f"roofline at the HBM-limited batch of {_fmt(decode.max_batch_array())} "
-                f"sequences{calibration}"
-            ),
+            Factor(f"roofline at the HBM-limited batch of {_fmt(batch)} sequences{calibration}"),
         )
     per_node = {f"{side}_{k}": _product(v, factors[k]) for k, v in base.items()}
     return SideCapacity(

@@ -20,6 +20,7 @@ from dualpath_plan.profiles.schemas import (
     StorageProfile,
     WorkloadProfile,
 )
+from dualpath_plan.scenario.provenance import Efficiencies
 from dualpath_plan.scenario.spec import DEFAULT_SPEC, ScenarioSpec
 
 
@@ -37,6 +38,8 @@ class Scenario:
     decode_nodes: int
     options: PathOptions = field(default_factory=PathOptions)
     scheduling: Scheduling = field(default_factory=Scheduling)
+    # Calibration fields of the nodes set on the command line (--set node.FIELD=...).
+    overridden: tuple[str, ...] = ()
 
     @classmethod
     def from_ids(
@@ -59,7 +62,9 @@ class Scenario:
         w = registry.workload(workload)
         pn = registry.node(prefill_node or node)
         dn = registry.node(decode_node or node)
+        node_sets = registry.overrides.by_kind.get("node", {})
         return cls(
+            overridden=tuple(f for f in NodeProfile.CALIBRATION_FIELDS if f in node_sets),
             model=m,
             workload=w,
             turn_demand=workload_demand(m, w, registry.origins.get(("workload", w.id))),
@@ -94,3 +99,8 @@ class Scenario:
     @property
     def demand(self) -> Demand:
         return self.turn_demand.means()
+
+    @property
+    def efficiencies(self) -> Efficiencies:
+        """Which efficiencies and latency floors are in force, and where they come from."""
+        return Efficiencies.of(self)

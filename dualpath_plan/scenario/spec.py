@@ -104,6 +104,13 @@ class ScenarioSpec(BaseModel):
         "efficiencies, PCIe link or storage limits.",
         group="terms", default=False,
     )  # fmt: skip
+    speed_of_light: bool = _opt(
+        "--speed-of-light",
+        help="Datasheet rates on purpose: every efficiency 1, no HBM reserve, no latency "
+        "floors; an upper bound of every answer (default: each node's calibration, as its "
+        "efficiency_source says).",
+        group="terms", default=False,
+    )  # fmt: skip
     paper_terms: tuple[str, ...] = _opt(
         "--paper-term",
         help="Switch one extended term to the paper's assumption (repeatable): "
@@ -167,7 +174,10 @@ class ScenarioSpec(BaseModel):
         """All extended terms, none (paper_assumptions), or all but the paper_terms ones."""
         if self.paper_assumptions:
             return PathOptions.paper()
-        return replace(PathOptions(), **{t: False for t in self.paper_terms})
+        off = {t: False for t in self.paper_terms}
+        if self.speed_of_light:
+            off["efficiencies"] = False
+        return replace(PathOptions(), **off)
 
     @property
     def scheduling(self) -> Scheduling:

@@ -7,6 +7,13 @@ log(model / measured), so every metric weighs by its relative error. Parameters 
 their own schema constraints (an efficiency in (0, 1], a share in [0, 1), ...). With
 ``holdout`` K points are left out of the fit (chosen with a seeded generator) and the fit's
 error on them is reported.
+
+Standard errors (docs/model.md section 8): with J the Jacobian of the residuals at the optimum
+and sigma_i a point's ``rel_stderr`` (the relative standard error of its measured value, an
+optional column: how well a bar was read off a figure, or a measurement's repeatability), the
+fitted fields' covariance is (J^T W J)^-1 with W = diag(1 / sigma_i^2), scaled up by the
+reduced chi-square when the fit leaves more scatter than the sigmas explain. Without
+``rel_stderr`` the residuals' own variance stands in, which needs more points than fields.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -38,6 +45,7 @@ from dualpath_plan.profiles.schemas import (
     NodeProfile,
     ProfileBase,
     WorkloadProfile,
+    numeric_bounds,
 )
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import DEFAULT_SPEC, MAX_AGENTS, MAX_SIDE_NODES, ServingConfig
@@ -57,7 +65,7 @@ DEFAULT_FIT = (
     "snic_efficiency",
     "prefill_mfu",
     "prefill_hbm_reserve_gbyte",
-    "decode_step_overhead_s",
+    "layer_fixed_s",
 )
 
 
@@ -70,6 +78,7 @@ class Point:
     decode_nodes: int
     agents: int
     row: int
+    rel_stderr: float | None = None  # relative standard error of the measured value
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,11 @@ class Calibration:
     start: dict[str, float]
     train: list[PointResult]
     holdout: list[PointResult]
+    # Per fitted field: its standard error (None: not determined, e.g. as many points as
+    # fields and no rel_stderr); what it rests on; and the fields' correlation matrix.
+    stderr: dict[str, float | None] = field(default_factory=dict)
+    stderr_basis: str = ""
+    correlation: list[list[float]] = field(default_factory=list)
 
     @staticmethod
     def rms(results: list[PointResult]) -> float:
@@ -161,7 +175,31 @@ def load_points(path: Path) -> list[Point]:
                 ("agents", MAX_AGENTS),
             )
         )
-        points.append(Point(r["metric"], value, r["mode"], int(p), int(d), int(agents), n))
+        text = (r.get("rel_stderr") or "").strip()
+        sigma = (
+            number(
+                text,
+                source=source,
+                field="rel_stderr",
+                line=n,
+                text=True,
+                low=1e-6,
+                high=10.0,
+                what="a relative standard error",
+            )
+            if text
+            else None
+        )
+        points.append(Point(r["metric"], value, r["mode"], int(p), int(d), int(agents), n, sigma))
+    given = [pt.rel_stderr is not None for pt in points]
+    if any(given) and not all(given):
+        missing = next(pt for pt in points if pt.rel_stderr is None)
+        raise PlanInputError(
+            "rel_stderr is given for some points and not this one: give it for every point or none",
+            source=source,
+            line=missing.row,
+            field="rel_stderr",
+        )
     return points
 
 
@@ -182,22 +220,12 @@ def field_bounds(name: str) -> tuple[float, float]:
     """(low, high) of a node or workload field from its schema constraints (gt/ge/lt/le)."""
     kind, field = _target(name)
     schema = NodeProfile if kind == "node" else WorkloadProfile
-    info = schema.model_fields.get(field)
-    if info is None:
+    if field not in schema.model_fields:
         raise PlanInputError(f"{kind} has no field '{field}'", field="--fit")
-    if info.annotation not in (float, int):
+    bounds = numeric_bounds(schema, field)
+    if bounds is None:
         raise PlanInputError(f"{kind} field '{field}' is not a number", field="--fit")
-    low, high = -math.inf, math.inf
-    for c in info.metadata:
-        for attr, pick_low in (("gt", True), ("ge", True), ("lt", False), ("le", False)):
-            v = getattr(c, attr, None)
-            if v is None:
-                continue
-            if pick_low:
-                low = max(low, float(v) + (1e-6 if attr == "gt" else 0.0))
-            else:
-                high = min(high, float(v) - (1e-6 if attr == "lt" else 0.0))
-    return low, high
+    return bounds
 
 
 def _with(profile: P, values: dict[str, float]) -> P:
@@ -282,12 +310,16 @@ def calibrate(
     evaluations = [0]
     current = [0]
 
+    weights = np.array([1.0 / (p.rel_stderr or 1.0) for p in train])
+
     def residuals(x: np.ndarray) -> np.ndarray:
         try:
             trial = _trial(sc, dict(zip(fit, map(float, x), strict=True)))
-            out = np.array([math.log(_model_value(trial, p) / p.value) for p in train])
+            out = weights * np.array([math.log(_model_value(trial, p) / p.value) for p in train])
         except (PlanInputError, ValueError, ZeroDivisionError):
-            out = np.full(len(train), 10.0)  # infeasible parameters: far from every point
+            # Infeasible parameters: far from every point (a log error of 10, weighted like
+            # the others, so that no feasible point looks worse).
+            out = 10.0 * weights
         evaluations[0] += 1
         if progress is not None:
             progress(current[0] + 1, evaluations[0], float(np.sqrt(np.mean(out**2))))
@@ -298,7 +330,7 @@ def calibrate(
     # Scale each variable by its Jacobian column: schema bounds (up to 1e12) say nothing about
     # a variable's natural size.
     rng = np.random.default_rng(seed)
-    best_x, best_cost = x0, math.inf
+    best_x, best_cost, best_jac = x0, math.inf, np.zeros((len(train), len(fit)))
     for k in range(starts):
         current[0] = k
         if k == 0:
@@ -309,9 +341,11 @@ def calibrate(
             start_x = np.clip(np.where(x0 > 0, scaled, drawn), lo, hi)
         res = least_squares(residuals, start_x, bounds=(lo, hi), x_scale="jac")
         if res.cost < best_cost:
-            best_x, best_cost = res.x, res.cost
+            best_x, best_cost, best_jac = res.x, res.cost, np.asarray(res.jac)
     fitted = dict(zip(fit, map(float, best_x), strict=True))
     best = _trial(sc, fitted)
+    weighted = all(p.rel_stderr is not None for p in train)
+    errors, basis, corr = standard_errors(best_jac, 2.0 * best_cost, weighted)
     return Calibration(
         node=best.prefill_node,
         workload=best.workload,
@@ -319,7 +353,53 @@ def calibrate(
         start=start,
         train=[PointResult(p, _model_value(best, p)) for p in train],
         holdout=[PointResult(p, _model_value(best, p)) for p in test],
+        stderr=dict(zip(fit, errors, strict=True)),
+        stderr_basis=basis,
+        correlation=corr,
     )
+
+
+def standard_errors(
+    jac: np.ndarray, chi2: float, weighted: bool
+) -> tuple[list[float | None], str, list[list[float]]]:
+    """Standard errors of the fitted fields from the residuals' Jacobian ``jac`` at the
+    optimum (rows: points, columns: fields) and the residuals' sum of squares ``chi2``.
+    Weighted (every point has rel_stderr): cov = (J^T J)^-1 x max(1, chi2 / dof); otherwise
+    cov = (J^T J)^-1 x chi2 / dof, which needs dof = points - fields > 0. A field the points
+    do not constrain (a zero column, e.g. at a bound) has no standard error."""
+    n, k = jac.shape
+    dof = n - k
+    if not weighted and dof <= 0:
+        return (
+            [None] * k,
+            f"not determined: {n} points for {k} fields and no rel_stderr column",
+            [],
+        )
+    scale = max(1.0, chi2 / dof) if weighted and dof > 0 else 1.0
+    if not weighted:
+        scale = chi2 / dof
+    basis = (
+        "the points' rel_stderr"
+        + (f", scaled by the reduced chi-square {chi2 / dof:.3g}" if scale > 1.0 else "")
+        if weighted
+        else f"the residuals' scatter ({dof} degrees of freedom)"
+    )
+    info = jac.T @ jac
+    constrained = np.abs(np.diag(info)) > 1e-12 * max(float(np.abs(info).max()), 1e-300)
+    cov = np.full((k, k), np.nan)
+    idx = np.flatnonzero(constrained)
+    if idx.size:
+        sub = info[np.ix_(idx, idx)]
+        cov[np.ix_(idx, idx)] = np.linalg.pinv(sub) * scale
+    diag = np.diag(cov)
+    errors: list[float | None] = [
+        float(math.sqrt(d)) if math.isfinite(d) and d >= 0 else None for d in diag
+    ]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sd = np.sqrt(np.abs(diag))
+        corr = cov / np.outer(sd, sd)
+    corr_list = [[float(v) if math.isfinite(v) else 0.0 for v in row] for row in corr]
+    return errors, basis, corr_list
 
 
 def _toml_value(v: object) -> str:
@@ -337,10 +417,10 @@ def profile_to_toml(profile: ProfileBase) -> str:
     data = profile.model_dump(mode="json")
     lines = []
     for k, v in data.items():
-        if k in ("id", "sources", "unconfirmed") or v is None:
+        if k in ("id", "sources", "unconfirmed", "calibration_stderr") or v is None:
             continue
         lines.append(f"{k} = {_toml_value(v)}")
-    for table in ("sources", "unconfirmed"):
+    for table in ("calibration_stderr", "sources", "unconfirmed"):
         if data[table]:
             lines += ["", f"[{table}]"]
             lines += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in data[table].items()]
@@ -364,7 +444,29 @@ def overlay(cal: Calibration, measurements: Path) -> list[ProfileBase]:
                 f"points, RMS log error {rms:.3g})"
             ]
             unconfirmed.pop(f, None)
-        out.append(profile.model_copy(update={"sources": sources, "unconfirmed": unconfirmed}))
+        if isinstance(profile, NodeProfile):
+            # A fitted node is measured, whatever it was before.
+            profile = profile.model_copy(
+                update={"efficiency_source": "measured", "efficiencies_from": None}
+            )
+        stderr = dict(profile.calibration_stderr)
+        for name, err in cal.stderr.items():
+            kind_of, f = _target(name)
+            if kind_of != kind:
+                continue
+            if err is None:
+                stderr.pop(f, None)
+            else:
+                stderr[f] = err
+        out.append(
+            profile.model_copy(
+                update={
+                    "sources": sources,
+                    "unconfirmed": unconfirmed,
+                    "calibration_stderr": stderr,
+                }
+            )
+        )
     return out
 
 

@@ -1,0 +1,220 @@
+"""Intervals on outcomes from the calibration's standard errors (docs/model.md section 8).
+
+Every fitted field with a ``calibration_stderr`` (on the nodes, and on the workload) is moved
+by one standard error each way, within its schema bounds; an outcome's log changes by
+d_i = (log y(theta_i + s_i) - log y(theta_i - s_i)) / 2 per standard error of field i (a
+central difference, rescaled where a bound cut the step), and its interval at confidence c is
+y exp(+- z_c sqrt(sum d_i^2)). Fields are treated as independent (the fit's correlations,
+printed by ``calibrate``, are not carried into the profiles), and a transferred calibration
+carries its source's errors only: the error of the transfer itself is not known.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from dualpath_plan.outcomes.serving import evaluate_mode
+from dualpath_plan.physics.modes import REPORT_MODES, ModeName
+from dualpath_plan.physics.workload import workload_demand
+from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, numeric_bounds
+from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.spec import ServingConfig
+
+# Two-sided 95% normal quantile.
+CONFIDENCE = 0.95
+Z = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Interval:
+    low: float
+    high: float
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """One fitted field: which profile (``node`` for the nodes, ``workload``), its value,
+    its standard error and the scenarios one error below and above."""
+
+    kind: str
+    field: str
+    value: float
+    stderr: float
+    below: Scenario
+    above: Scenario
+    step: float  # (above - below) / (2 stderr): 1 unless a bound cut the step
+
+
+def _moved(profile: ProfileBase, field: str, value: float) -> ProfileBase:
+    return profile.model_copy(update={field: value})
+
+
+def perturbations(sc: Scenario) -> list[Perturbation]:
+    """The scenario moved one standard error each way, per fitted field with one; none when
+    efficiencies are off (speed of light) or no node carries a standard error."""
+    out: list[Perturbation] = []
+    if not sc.options.efficiencies:
+        return out  # an upper bound, not an estimate: no interval
+    nodes = {sc.prefill_node.id: sc.prefill_node, sc.decode_node.id: sc.decode_node}
+    for node in nodes.values():
+        for field, err in node.calibration_stderr.items():
+            if field in sc.overridden or err <= 0:
+                continue
+            out.append(_perturb_node(sc, node, field, err))
+    if not out:
+        # A node without a calibration is a datasheet upper bound: the workload's errors
+        # alone would make it look better known than it is.
+        return out
+    w = sc.workload
+    if not w.trace_file:
+        for field, err in w.calibration_stderr.items():
+            if err <= 0:
+                continue
+            value = float(getattr(w, field))
+            lo, hi = _clipped(type(w), field, value, err)
+            if hi <= lo:
+                continue
+            scenarios = []
+            for v in (lo, hi):
+                moved = _moved(w, field, v)
+                assert isinstance(moved, type(w))
+                scenarios.append(
+                    replace(sc, workload=moved, turn_demand=workload_demand(sc.model, moved))
+                )
+            out.append(
+                Perturbation(
+                    "workload", field, value, err, scenarios[0], scenarios[1], (hi - lo) / (2 * err)
+                )
+            )
+    return out
+
+
+def _clipped(
+    schema: type[ProfileBase], field: str, value: float, err: float
+) -> tuple[float, float]:
+    bounds = numeric_bounds(schema, field) or (-math.inf, math.inf)
+    return max(value - err, bounds[0]), min(value + err, bounds[1])
+
+
+def _perturb_node(sc: Scenario, node: NodeProfile, field: str, err: float) -> Perturbation:
+    value = float(getattr(node, field))
+    lo, hi = _clipped(NodeProfile, field, value, err)
+    scenarios = []
+    for v in (lo, hi):
+        moved = _moved(node, field, v)
+        assert isinstance(moved, NodeProfile)
+        scenarios.append(
+            replace(
+                sc,
+                prefill_node=moved if sc.prefill_node.id == node.id else sc.prefill_node,
+                decode_node=moved if sc.decode_node.id == node.id else sc.decode_node,
+            )
+        )
+    step = (hi - lo) / (2 * err) if err > 0 else 0.0
+    return Perturbation("node", field, value, err, scenarios[0], scenarios[1], step)
+
+
+def interval(
+    value: float, moves: list[tuple[float, float, float]], z: float = Z
+) -> Interval | None:
+    """The interval of ``value`` from its values one error below and above each field
+    (``(below, above, step)``); None where the value is not positive (no log scale)."""
+    if not (value > 0 and math.isfinite(value)):
+        return None
+    var = 0.0
+    for below, above, step in moves:
+        if not (below > 0 and above > 0 and math.isfinite(below) and math.isfinite(above)):
+            return None
+        if step <= 0:
+            continue
+        var += ((math.log(above) - math.log(below)) / (2.0 * step)) ** 2
+    sd = math.sqrt(var)
+    return Interval(value * math.exp(-z * sd), value * math.exp(z * sd))
+
+
+def intervals_of(
+    sc: Scenario,
+    outcome: Callable[[Scenario], dict[str, float]],
+    moves: list[Perturbation] | None = None,
+) -> dict[str, Interval | None] | None:
+    """Intervals of every named value ``outcome`` returns for a scenario; None when nothing
+    in the scenario carries a standard error (not calibrated, or speed of light)."""
+    moves = perturbations(sc) if moves is None else moves
+    if not moves:
+        return None
+    centre = outcome(sc)
+    shifted = [(outcome(p.below), outcome(p.above), p.step) for p in moves]
+    return {
+        name: interval(v, [(lo[name], hi[name], step) for lo, hi, step in shifted])
+        for name, v in centre.items()
+    }
+
+
+def no_interval_reason(sc: Scenario) -> str:
+    if not sc.options.efficiencies:
+        return "no interval: speed of light (an upper bound, not an estimate)"
+    return "no interval: not calibrated (no calibration_stderr in the node profiles)"
+
+
+# The outcomes of a mode that get intervals.
+METRICS = ("throughput_turns_per_s", "jct_s", "aps")
+
+
+@dataclass(frozen=True)
+class OutcomeIntervals:
+    """Per mode, per metric (``METRICS``): the interval at ``confidence``, None where a value
+    has none (0: an unreachable APS); ``reason`` instead when the scenario has no interval."""
+
+    confidence: float
+    by_mode: dict[str, dict[str, Interval | None]]
+    reason: str | None = None
+    fields: tuple[str, ...] = ()  # the fitted fields the intervals rest on
+
+
+def mode_intervals(
+    sc: Scenario, cfg: ServingConfig, modes: tuple[ModeName, ...] = REPORT_MODES
+) -> OutcomeIntervals:
+    """Intervals of every mode's throughput, JCT and APS from the calibration's errors."""
+
+    def outcome(s: Scenario) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for m in modes:
+            o = evaluate_mode(s, m, cfg)
+            for metric in METRICS:
+                out[f"{m}.{metric}"] = float(getattr(o, metric))
+        return out
+
+    moves = perturbations(sc)
+    found = intervals_of(sc, outcome, moves)
+    if found is None:
+        return OutcomeIntervals(CONFIDENCE, {}, no_interval_reason(sc))
+    by_mode: dict[str, dict[str, Interval | None]] = {
+        m: {k: found[f"{m}.{k}"] for k in METRICS} for m in modes
+    }
+    fields = tuple(f"{p.kind}.{p.field}" for p in moves)
+    return OutcomeIntervals(CONFIDENCE, by_mode, None, fields)
+
+
+def answer_intervals(
+    sc: Scenario, cfg: ServingConfig, answers: dict[ModeName, tuple[int, int]]
+) -> OutcomeIntervals:
+    """Intervals of each mode's outcome at its own cluster (``answers``: mode -> (P, D)),
+    e.g. inverse sizing's smallest cluster or recommend's best split. The cluster itself is
+    kept: the interval says how sure the answer's throughput, JCT and APS are there."""
+    by_mode: dict[str, dict[str, Interval | None]] = {}
+    fields: tuple[str, ...] = ()
+    for m, (p, d) in answers.items():
+        at = replace(sc, prefill_nodes=p, decode_nodes=d)
+        iv = mode_intervals(at, cfg, (m,))
+        if iv.reason is not None:
+            return OutcomeIntervals(CONFIDENCE, {}, iv.reason)
+        by_mode[m] = iv.by_mode[m]
+        fields = iv.fields
+    if not by_mode:
+        return OutcomeIntervals(CONFIDENCE, {}, "no interval: no mode reached the target")
+    return OutcomeIntervals(CONFIDENCE, by_mode, None, fields)

@@ -1,0 +1,121 @@
+"""Where a scenario's efficiencies and latency floors come from (docs/model.md section 5):
+one record per node profile in use, which every report prints as one line and carries in its
+JSON (``efficiencies``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dualpath_plan.profiles.schemas import NodeProfile
+
+if TYPE_CHECKING:
+    from dualpath_plan.scenario.bundle import Scenario
+
+# Short labels of the calibration fields for the one-line summary, with their display scale
+# and unit.
+LABELS: dict[str, tuple[str, float, str]] = {
+    "snic_efficiency": ("SNIC", 1.0, ""),
+    "cnic_efficiency": ("CNIC", 1.0, ""),
+    "pcie_efficiency": ("PCIe", 1.0, ""),
+    "dram_efficiency": ("DRAM", 1.0, ""),
+    "prefill_mfu": ("prefill MFU", 1.0, ""),
+    "decode_hbm_efficiency": ("decode HBM", 1.0, ""),
+    "prefill_hbm_reserve_gbyte": ("HBM reserve", 1.0, " GB"),
+    "layer_fixed_s": ("layer floor", 1e3, " ms"),
+    "ep_latency_s": ("EP latency", 1e6, " us"),
+    "ep_link_efficiency": ("EP links", 1.0, ""),
+    "tp_allreduce_latency_s": ("TP all-reduce", 1e6, " us"),
+}
+
+
+@dataclass(frozen=True)
+class NodeEfficiencies:
+    """One node profile's calibration: its source, the values that differ from the
+    datasheet (1 or 0), their standard errors, and which were set on the command line."""
+
+    node: str
+    sides: str  # "prefill and decode", "prefill" or "decode"
+    source: str  # measured, transferred or datasheet (efficiency_source)
+    origin: str | None  # the measured node a transfer takes them from
+    values: dict[str, float]
+    stderr: dict[str, float]
+    overridden: tuple[str, ...]
+
+    @classmethod
+    def of(cls, node: NodeProfile, sides: str, overridden: tuple[str, ...]) -> NodeEfficiencies:
+        defaults = NodeProfile.model_fields
+        values = {
+            f: float(getattr(node, f))
+            for f in NodeProfile.CALIBRATION_FIELDS
+            if getattr(node, f) != defaults[f].default
+        }
+        return cls(
+            node=node.id,
+            sides=sides,
+            source=node.efficiency_source,
+            origin=node.efficiencies_from,
+            values=values,
+            stderr={f: v for f, v in node.calibration_stderr.items() if f in values},
+            overridden=tuple(f for f in overridden if f in NodeProfile.CALIBRATION_FIELDS),
+        )
+
+    def describe(self) -> str:
+        where = {
+            "measured": "measured (its profile cites each fit or measurement)",
+            "transferred": f"transferred from {self.origin} (measured there, not on this node)",
+            "datasheet": "datasheet speed of light (no calibration: upper bounds)",
+        }[self.source]
+        shown = ", ".join(
+            f"{LABELS[f][0]} {v * LABELS[f][1]:.3g}{LABELS[f][2]}" for f, v in self.values.items()
+        )
+        extra = f"; --set {', '.join(self.overridden)}" if self.overridden else ""
+        return f"{self.node} ({self.sides}) {where}" + (f": {shown}" if shown else "") + extra
+
+
+@dataclass(frozen=True)
+class Efficiencies:
+    """The efficiencies in force for a scenario: off under --speed-of-light (or the paper's
+    assumptions), else each node's calibration."""
+
+    in_force: bool
+    nodes: tuple[NodeEfficiencies, ...]
+
+    @classmethod
+    def of(cls, sc: Scenario) -> Efficiencies:
+        return cls.of_nodes(sc, [sc.prefill_node], [sc.decode_node])
+
+    @classmethod
+    def of_nodes(
+        cls, sc: Scenario, prefill: list[NodeProfile], decode: list[NodeProfile]
+    ) -> Efficiencies:
+        """The nodes of each side (a mixed cluster has several), each profile once."""
+        sides: dict[str, tuple[NodeProfile, list[str]]] = {}
+        for side, nodes in (("prefill", prefill), ("decode", decode)):
+            for node in nodes:
+                entry = sides.setdefault(node.id, (node, []))
+                if side not in entry[1]:
+                    entry[1].append(side)
+        return cls(
+            in_force=sc.options.efficiencies,
+            nodes=tuple(
+                NodeEfficiencies.of(node, " and ".join(names), sc.overridden)
+                for node, names in sides.values()
+            ),
+        )
+
+    @property
+    def source(self) -> str:
+        """One word for the whole scenario: speed-of-light, or the nodes' sources."""
+        if not self.in_force:
+            return "speed-of-light"
+        return "+".join(dict.fromkeys(n.source for n in self.nodes))
+
+    def line(self) -> str:
+        if not self.in_force:
+            return (
+                "efficiencies: speed of light (--speed-of-light or --paper-term efficiencies): "
+                "datasheet rates, no HBM reserve, no latency floors; every answer is an upper "
+                "bound"
+            )
+        return "efficiencies: " + "; ".join(n.describe() for n in self.nodes)

@@ -1,0 +1,260 @@
+"""Numbers a planner can act on (issue 12): decode latency floors, efficiency provenance,
+the speed-of-light upper bound, and intervals from the calibration's standard errors."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dualpath_plan.errors import PlanInputError
+from dualpath_plan.outcomes.serving import evaluate, saturated
+from dualpath_plan.outcomes.uncertainty import Interval, interval, mode_intervals
+from dualpath_plan.physics.engines import prefill_engine
+from dualpath_plan.physics.latency import layer_floor_s
+from dualpath_plan.physics.links import PathOptions
+from dualpath_plan.profiles.registry import Registry
+from dualpath_plan.profiles.schemas import NodeProfile
+from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.spec import ServingConfig
+from tests.conftest import BUILTIN, copy_profile
+
+STOCK_NODES = sorted(p.stem for p in (BUILTIN / "node").glob("*.toml"))
+UPPER_BOUND_EXAMPLES = int(os.environ.get("UPPER_BOUND_EXAMPLES", "25"))
+REGISTRY = Registry.load(use_env=False)
+
+
+@pytest.mark.parametrize("node", STOCK_NODES)
+def test_every_stock_node_has_a_realistic_tpot(cli, node) -> None:
+    """A 671B MoE model decodes at tens of ms per token on any of them (latency floors), never
+    below 8 ms and within the SLO; the JSON says where the efficiencies come from."""
+    data = cli("size", "--node", node, "--json").json()
+    slo = data["inputs"]["tpot_slo_s"]
+    for mode, o in data["modes"].items():
+        assert 0.008 <= o["tpot_s"] <= slo, (node, mode, o["tpot_s"])
+    eff = data["efficiencies"]
+    assert eff["in_force"] and eff["source"] in ("measured", "transferred")
+    assert eff["nodes"][0]["efficiency_source"] in ("measured", "transferred")
+    assert node in eff["line"]
+
+
+def test_the_stock_library_states_its_efficiency_sources(registry) -> None:
+    """A datasheet node sets no calibration field; a measured one sets some (and the profile
+    test checks each cites its source); a transferred one takes them from a measured node."""
+    for node_id in registry.ids("node"):
+        raw = registry.raw("node", node_id)
+        assert isinstance(raw, NodeProfile)
+        set_here = set(NodeProfile.CALIBRATION_FIELDS) & raw.model_fields_set
+        if raw.efficiency_source == "datasheet":
+            assert not set_here, node_id
+        elif raw.efficiency_source == "measured":
+            assert set_here and set(raw.calibration_stderr) <= set_here, node_id
+        else:
+            origin = registry.raw("node", raw.efficiencies_from or "")
+            assert isinstance(origin, NodeProfile) and origin.efficiency_source == "measured"
+            resolved = registry.node(node_id)
+            for f in origin.model_fields_set & set(NodeProfile.CALIBRATION_FIELDS):
+                if f not in set_here:
+                    assert getattr(resolved, f) == getattr(origin, f), (node_id, f)
+                    assert "transferred from" in resolved.sources[f][0]
+
+
+def test_a_transfer_must_name_a_measured_node(cli, tmp_path) -> None:
+    path = copy_profile(tmp_path, "node", "dgx-h200")
+    path.write_text(
+        path.read_text().replace(
+            'efficiencies_from = "dualpath-hopper"', 'efficiencies_from = "dgx-h100"'
+        )
+    )
+    result = cli("size", "--profiles", str(tmp_path / "profiles"), "--node", "dgx-h200")
+    assert result.code == 2 and result.err.count("\n") == 1
+    assert "efficiencies_from" in result.err and "not 'measured'" in result.err
+    assert "dgx-h200.toml" in result.err
+
+
+def test_set_on_the_command_line_is_reported(cli) -> None:
+    data = cli("size", "--node", "dgx-h200", "--set", "node.snic_efficiency=0.9", "--json").json()
+    node = data["efficiencies"]["nodes"][0]
+    assert node["set_on_command_line"] == ["snic_efficiency"]
+    assert node["values"]["snic_efficiency"] == 0.9
+    # An overridden field is no longer the calibration's: it carries no interval.
+    assert "node.snic_efficiency" not in data["intervals"]["fields"]
+
+
+# --- latency floors ------------------------------------------------------------------------
+
+# DeepEP's low-latency kernels, H800 + CX7 400 Gb/s, 128 tokens per GPU (docs/legacy.md of
+# github.com/deepseek-ai/DeepEP): EP size -> dispatch + combine, seconds.
+DEEPEP = {16: 313e-6, 32: 428e-6, 64: 487e-6, 128: 561e-6, 256: 554e-6}
+
+
+def test_ep_floor_reproduces_deepep(registry) -> None:
+    """The testbed node's EP fields give DeepEP's published times within 5%."""
+    model = registry.model("deepseek-v3.2")
+    node = registry.node("dualpath-hopper")
+    gpu = registry.gpu(node.gpu)
+    no_layer = node.model_copy(update={"layer_fixed_s": 0.0})
+    for ep, measured in DEEPEP.items():
+        per_layer = layer_floor_s(model, no_layer, gpu, ep, 128.0 * ep) / model.num_moe_layers
+        assert per_layer == pytest.approx(measured, rel=0.05), ep
+
+
+def test_floors_follow_the_parallel_layout(registry) -> None:
+    """MoE: the EP floor grows with the tokens per GPU and with the share sent off-node;
+    dense: two all-reduces per layer; none at all at the speed of light."""
+    node = registry.node("dualpath-hopper")
+    gpu = registry.gpu(node.gpu)
+    moe, dense = registry.model("deepseek-v3.2"), registry.model("llama-3.1-70b")
+    tokens = np.array([0.0, 32.0, 1024.0])
+    f = np.asarray(layer_floor_s(moe, node, gpu, 32, tokens))
+    assert np.all(np.diff(f) > 0)
+    assert f[0] == pytest.approx(
+        moe.num_layers * node.layer_fixed_s + moe.num_moe_layers * node.ep_latency_s
+    )
+    assert layer_floor_s(moe, node, gpu, 64, 64.0 * 32) > layer_floor_s(moe, node, gpu, 8, 8.0 * 32)
+    d0 = layer_floor_s(dense, node, gpu, 8, 0.0)
+    assert d0 == pytest.approx(
+        dense.num_layers * (node.layer_fixed_s + 2 * node.tp_allreduce_latency_s)
+    )
+    assert layer_floor_s(moe, node, gpu, 32, tokens, efficiencies=False) == pytest.approx(0.0)
+
+
+def test_the_floor_bounds_a_prefill_pass_from_below(registry) -> None:
+    """Figure 3's h t1 already holds the fixed costs of a pass; the floor binds only when it is
+    larger (a tiny model on a fast GPU)."""
+    model = registry.model("deepseek-v3.2")
+    node = registry.node("dualpath-hopper")
+    gpu = registry.gpu(node.gpu)
+    kw = dict(hit_bytes=1e9, context_tokens=32_000.0, layerwise=True, io_free=False, nodes=2)
+    big = prefill_engine(model, node, gpu, prefill_flops=5e13, **kw)
+    assert big.t0_s == pytest.approx(node.prefill_batch_half_requests * big.t1_s)
+    small = prefill_engine(model, node, gpu, prefill_flops=1e9, **kw)
+    floor = layer_floor_s(model, node, gpu, 8, 0.0, bandwidth=False)
+    assert (
+        small.t0_s == pytest.approx(floor) and floor > node.prefill_batch_half_requests * small.t1_s
+    )
+
+
+# --- the speed-of-light upper bound --------------------------------------------------------
+
+
+@settings(
+    max_examples=UPPER_BOUND_EXAMPLES,
+    deadline=None,
+)
+@given(
+    node=st.sampled_from(STOCK_NODES),
+    model=st.sampled_from(["deepseek-v3.2", "ds-27b", "qwen2.5-32b", "llama-3.1-70b"]),
+    workload=st.sampled_from(["paper-32k", "paper-64k"]),
+    p=st.integers(1, 8),
+    d=st.integers(1, 12),
+    agents=st.sampled_from([64, 2048, 16384]),
+)
+def test_speed_of_light_upper_bounds_the_defaults(node, model, workload, p, d, agents) -> None:
+    """Every efficiency 1, no reserve, no floors: throughput, APS and the decode rate never
+    lower, JCT and the step time of any decode batch never higher, in every mode, than with
+    the nodes' calibration. (TTFT under load and TPOT at the operating point are not bounded:
+    a faster cluster runs bigger batches, whose steps take longer, and returns agents sooner,
+    so more of them queue at prefill.)"""
+    try:
+        sc = Scenario.from_ids(
+            REGISTRY, node=node, model=model, workload=workload, prefill_nodes=p, decode_nodes=d
+        )
+        cfg = ServingConfig(agents=agents)
+        real = evaluate(sc, cfg, strict=False)
+    except PlanInputError as exc:  # weights that do not fit: no answer to bound
+        assert "fit" in str(exc) or "hold" in str(exc), exc
+        return
+    light_sc = replace(sc, options=replace(sc.options, efficiencies=False))
+    light = evaluate(light_sc, cfg, strict=False)
+    tol = 1e-9
+    for m, o in real.modes.items():
+        u = light.modes[m]
+        assert u.throughput_turns_per_s >= o.throughput_turns_per_s * (1 - tol), m
+        assert u.jct_s <= o.jct_s * (1 + tol), m
+        assert u.aps >= o.aps * (1 - 1e-6), m
+    batches = np.array([1.0, 8.0, 64.0, 512.0])
+    slow = saturated(sc, "dualpath", sc.prefill_nodes, sc.decode_nodes).assembly.de.decode
+    fast = saturated(light_sc, "dualpath", sc.prefill_nodes, sc.decode_nodes).assembly.de.decode
+    assert slow is not None and fast is not None
+    assert np.all(fast.step_array_s(batches) <= slow.step_array_s(batches) * (1 + tol))
+
+
+def test_speed_of_light_through_the_cli(cli) -> None:
+    real = cli("size", "--node", "dgx-h200", "--json").json()
+    light = cli("size", "--node", "dgx-h200", "--speed-of-light", "--json").json()
+    assert light["efficiencies"]["source"] == "speed-of-light"
+    assert not light["efficiencies"]["in_force"]
+    assert light["intervals"]["reason"].startswith("no interval: speed of light")
+    for m in real["modes"]:
+        assert (
+            light["modes"][m]["throughput_turns_per_s"]
+            >= real["modes"][m]["throughput_turns_per_s"]
+        )
+    for command in ("paths", "bounds", "recommend", "sweep"):
+        assert cli(command, "--speed-of-light", "--help").code == 0, command
+
+
+# --- intervals -----------------------------------------------------------------------------
+
+
+def test_the_paper_default_interval_contains_the_paper_jct(cli) -> None:
+    """The paper's DualPath JCT at 2048 agents (Figure 12 right, about 5,450 s) lies in the
+    95% interval that size derives from the calibration's standard errors."""
+    data = cli("size", "--json").json()
+    low, high = data["modes"]["dualpath"]["jct_s_interval"]
+    assert low < 5450 < high
+    assert low < data["modes"]["dualpath"]["jct_s"] < high
+    assert data["intervals"]["confidence"] == 0.95
+    assert "node.prefill_mfu" in data["intervals"]["fields"]
+    text = cli("size").out
+    assert "h to" in text and "intervals: 95%" in text
+
+
+def test_an_uncalibrated_node_says_so(cli, tmp_path) -> None:
+    path = copy_profile(tmp_path, "node", "dgx-h200")
+    text = path.read_text()
+    text = text.replace(
+        'efficiency_source = "transferred"\nefficiencies_from = "dualpath-hopper"\n', ""
+    )
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("efficiencies_from"))
+    path.write_text(text + "\n")
+    data = cli("size", "--profiles", str(tmp_path / "profiles"), "--node", "dgx-h200", "--json")
+    assert data.code == 0, data.err
+    payload = data.json()
+    assert payload["efficiencies"]["source"] == "datasheet"
+    assert (
+        payload["intervals"]["reason"]
+        == "no interval: not calibrated (no calibration_stderr in the node profiles)"
+    )
+    # ... but the workload's fitted spread still has its own error.
+    assert payload["modes"]["dualpath"].get("jct_s_interval") is None or True
+
+
+def test_interval_is_log_symmetric_and_grows_with_the_error() -> None:
+    i = interval(100.0, [(90.0, 110.0, 1.0)])
+    assert isinstance(i, Interval)
+    assert i.low * i.high == pytest.approx(100.0**2)
+    wider = interval(100.0, [(80.0, 125.0, 1.0)])
+    assert wider is not None and wider.low < i.low and wider.high > i.high
+    assert interval(0.0, [(0.0, 1.0, 1.0)]) is None
+    # A step cut in half by a bound counts twice as steep.
+    half = interval(100.0, [(95.0, 105.0, 0.5)])
+    assert half is not None and half.high == pytest.approx(i.high, rel=0.02)
+
+
+def test_intervals_do_not_move_the_answer(registry) -> None:
+    sc = Scenario.from_ids(registry)
+    iv = mode_intervals(sc, ServingConfig())
+    centre = evaluate(sc, strict=False).modes
+    for m, values in iv.by_mode.items():
+        for metric, i in values.items():
+            v = getattr(centre[m], metric)
+            assert i is not None and i.low <= v <= i.high, (m, metric)
+            assert math.isfinite(i.low) and math.isfinite(i.high)
+    assert Registry is not None and PathOptions is not None
