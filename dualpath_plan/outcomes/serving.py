@@ -42,8 +42,9 @@ import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
+from dualpath_plan.outcomes.paths import check_feasible
 from dualpath_plan.physics import model as phys
-from dualpath_plan.physics.engines import PrefillEngine, check_weights_fit
+from dualpath_plan.physics.engines import PrefillEngine
 from dualpath_plan.physics.links import LINK_TABLE, LINKS, Num
 from dualpath_plan.physics.modes import MODE_TABLE, REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import TurnCounts
@@ -188,26 +189,15 @@ _NEWTON_MAX_STEPS = 100
 def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOutcome:
     spec = MODE_TABLE[mode]
     P, D = sc.prefill_nodes, sc.decode_nodes
-    if P < 1 or D < 1:
-        raise InfeasibleError(
-            f"a P/D cluster needs at least one node per side, got {P}P{D}D",
-            field="prefill_nodes" if P < 1 else "decode_nodes",
-        )
-    # Weights first: the clearest reason a cluster is too small.
-    check_weights_fit(sc.model, sc.prefill_node, sc.prefill_gpu, P, "prefill")
-    check_weights_fit(sc.model, sc.decode_node, sc.decode_gpu, D, "decode")
+    # Node counts, weights and one decode request first: the clearest reasons a cluster is too
+    # small, the same in every mode.
+    check_feasible(sc)
     sat = saturated(sc, mode, P, D)
     pm = sat.prefill
     cap = float(np.asarray(pm.batch_cap))  # one cluster: a number
     group = sat.assembly.de.decode  # one cluster: the group of its D decode nodes
     assert group is not None
     if not bool(sat.feasible):
-        if group.max_batch < 1:
-            raise InfeasibleError(
-                f"one sequence's KV ({group.kv_bytes_per_sequence / 1e9:.1f} GB) does not fit "
-                "beside the weights in the decode group's HBM",
-                field="decode_nodes",
-            )
         per = float(
             phys.kv_bytes_for_context(sc.model, sc.turn_demand.mean(sc.turn_demand.context_tokens))
         )
