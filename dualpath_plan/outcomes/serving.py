@@ -29,8 +29,9 @@ against the capped rate B / tau(B)); so
     TTFT = R + 1.5 tau(b) + W_B + W_io,
 R the part of the KV read not hidden behind compute, W_io the M/D/1 wait of the binding I/O
 link (one node serves a turn's read), lambda_g the arrival rate at the busiest GPU. TPOT is
-the decode step at the decode batch b_d = lambda_t x generated x TPOT (Little). APS is the
-largest rate with TTFT <= SLO and TPOT <= SLO, found by bisection.
+the decode step at the decode batch b_d = lambda_t x generated x TPOT (Little). The APS is the
+largest rate with TTFT <= SLO and TPOT <= SLO, found by bisection, and at most U x T_max /
+turns: a planner's headroom, the busiest link's utilization capped at U (max_utilization).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class ModeOutcome:
     throughput_turns_per_s: float  # saturated (offline) throughput
     jct_s: float  # offline, N agents
     drain_s: float  # of the JCT, time beyond N x turns / throughput: stragglers, critical path
-    aps: float  # online agents/s under both SLOs (0 when no rate meets them)
+    aps: float  # online agents/s: under both SLOs and the utilization cap (0: no rate meets them)
     ttft_s: float  # offline TTFT at the operating point
     tpot_s: float  # offline TPOT at the operating point
     online_ttft_s: float  # at the APS
@@ -75,7 +76,9 @@ class ModeOutcome:
     decode_batch: float  # sequences decoding offline
     working_set_gbyte: float  # online KV working set at the APS (Little's law, paper 2.5)
     latency_bound: bool  # offline JCT set by the per-agent critical path, not throughput
-    aps_limit: str  # what stops a higher APS: ttft, tpot, throughput, or unreachable
+    aps_limit: str  # what stops a higher APS: ttft, tpot, throughput, utilization, unreachable
+    slo_aps: float  # agents/s under both SLOs alone, without the utilization cap
+    binding_utilization: float  # the busiest link's utilization at the APS: turns/s over T
 
     @property
     def bottleneck(self) -> str:
@@ -275,9 +278,8 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
             lo = mid
         else:
             hi = mid
-    aps = lo
-    t_on, p_on, _ = online(aps)
-    t_hi, p_hi, _ = online(min(aps * 1.0001 + 1e-12, t_max / turns))
+    slo_aps = lo
+    t_hi, p_hi, _ = online(min(slo_aps * 1.0001 + 1e-12, t_max / turns))
     limit = (
         "throughput"
         if not math.isfinite(t_hi)
@@ -285,6 +287,12 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
             "ttft" if t_hi > cfg.ttft_slo_s else "tpot" if p_hi > cfg.tpot_slo_s else "throughput"
         )
     )
+    # Headroom: the busiest link at most max_utilization (its utilization is the turn rate over
+    # the saturated throughput T, every link's load being proportional to the turn rate).
+    aps = slo_aps
+    if slo_aps > cfg.max_utilization * t_max / turns:
+        aps, limit = cfg.max_utilization * t_max / turns, "utilization"
+    t_on, p_on, _ = online(aps)
     if not reachable:
         limit = "unreachable"
         t_on, p_on = low_ttft, low_tpot
@@ -314,6 +322,8 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
         working_set_gbyte=working_set / 1e9,
         latency_bound=cfg.agents / cycle_min < t_max,
         aps_limit=limit,
+        slo_aps=slo_aps,
+        binding_utilization=aps * turns / t_max,
     )
 
 
