@@ -3,13 +3,21 @@ headroom a planner keeps (``--max-utilization``)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.paths import check_feasible
+from dualpath_plan.outcomes.serving import evaluate_mode
+from dualpath_plan.outcomes.sizing import smallest_cluster
+from dualpath_plan.physics.modes import REPORT_MODES
 from dualpath_plan.profiles.registry import Overrides, Registry
 from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.spec import ServingConfig
 from tests.conftest import copy_profile
 
 # --- the context window --------------------------------------------------------------------
@@ -147,3 +155,115 @@ def test_check_feasible_passes_where_one_request_fits(tmp_path) -> None:
         [tight_hbm_profiles(tmp_path)], overrides=Overrides.parse(["workload.context_tokens=1000"])
     )
     check_feasible(Scenario.from_ids(reg, decode_node="hopper-tight", decode_nodes=1))
+
+
+# --- headroom: --max-utilization -------------------------------------------------------------
+
+SCENARIOS = [
+    {"model": "deepseek-v3.2", "prefill_nodes": 2, "decode_nodes": 4},
+    {"model": "deepseek-v3.2", "prefill_nodes": 3, "decode_nodes": 2},
+    {"model": "ds-27b", "prefill_nodes": 1, "decode_nodes": 1},
+    {"model": "ds-27b", "prefill_nodes": 2, "decode_nodes": 3, "workload": "paper-32k"},
+    {"model": "qwen2.5-32b", "prefill_nodes": 1, "decode_nodes": 2, "workload": "paper-48k"},
+]
+utilizations = st.floats(0.01, 1.0, allow_nan=False)
+
+
+@functools.cache
+def _scenario(i: int) -> Scenario:
+    return Scenario.from_ids(Registry.load(use_env=False), **SCENARIOS[i])  # type: ignore[arg-type]
+
+
+def _outcome(i: int, mode: str, u: float, **kw: float):
+    sc = _scenario(i)
+    return evaluate_mode(sc, mode, ServingConfig(max_utilization=u, **kw)), sc  # type: ignore[arg-type]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, len(SCENARIOS) - 1), st.sampled_from(REPORT_MODES), utilizations)
+def test_aps_never_exceeds_u_times_the_saturated_rate(i, mode, u) -> None:
+    o, sc = _outcome(i, mode, u)
+    saturated_aps = o.throughput_turns_per_s / sc.turn_demand.trajectory_turns.mean
+    assert o.aps <= u * saturated_aps * (1 + 1e-12)
+    assert o.binding_utilization <= u * (1 + 1e-12)
+    if o.aps_limit != "unreachable":
+        assert o.aps == pytest.approx(min(o.slo_aps, u * saturated_aps), rel=1e-12)
+        assert o.binding_utilization == pytest.approx(o.aps / saturated_aps, rel=1e-12)
+        assert (o.aps_limit == "utilization") == (o.slo_aps > u * saturated_aps)
+        # At the capped rate both SLOs still hold (INV-12).
+        assert o.online_ttft_s <= 4.0 * (1 + 1e-6) and o.online_tpot_s <= 0.05 * (1 + 1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(0, len(SCENARIOS) - 1), st.sampled_from(REPORT_MODES), utilizations, utilizations
+)
+def test_aps_is_monotone_in_u(i, mode, u1, u2) -> None:
+    lo, hi = sorted((u1, u2))
+    a, _ = _outcome(i, mode, lo)
+    b, _ = _outcome(i, mode, hi)
+    assert a.aps <= b.aps
+    assert a.slo_aps == b.slo_aps  # the SLOs' own answer does not depend on the cap
+    assert (a.throughput_turns_per_s, a.jct_s, a.drain_s) == (
+        b.throughput_turns_per_s,
+        b.jct_s,
+        b.drain_s,
+    )  # offline runs saturated: not capped
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, len(SCENARIOS) - 1), st.sampled_from(REPORT_MODES))
+def test_u_of_one_is_the_rate_under_the_slos_alone(i, mode) -> None:
+    # The previous behaviour: the bisection's rate under both SLOs, never capped (the baseline's
+    # size-default-no-headroom records the same numbers the default scenario had before).
+    o, _ = _outcome(i, mode, 1.0)
+    assert o.aps == o.slo_aps and o.aps_limit != "utilization"
+
+
+def test_the_default_caps_basic_but_not_dualpath_on_the_paper_node(registry) -> None:
+    # dualpath-hopper, DS 660B 2P4D: DualPath is TTFT-limited at 76% of its capacity, so 0.8
+    # leaves it; Basic reaches its TTFT SLO only at 89%, so 0.8 sets its APS.
+    sc = Scenario.from_ids(registry)
+    dp = evaluate_mode(sc, "dualpath", ServingConfig())
+    basic = evaluate_mode(sc, "basic", ServingConfig())
+    assert dp.aps_limit == "ttft" and 0.75 < dp.binding_utilization < 0.77
+    assert basic.aps_limit == "utilization" and basic.binding_utilization == pytest.approx(0.8)
+    assert evaluate_mode(sc, "basic", ServingConfig(max_utilization=1.0)).binding_utilization > 0.88
+
+
+def test_inverse_sizing_uses_the_capped_aps(registry) -> None:
+    sc = Scenario.from_ids(registry, model="ds-27b", prefill_nodes=1, decode_nodes=1)
+    loose = smallest_cluster(sc, "dualpath", ServingConfig(max_utilization=1.0), target_aps=1.0)
+    tight = smallest_cluster(sc, "dualpath", ServingConfig(max_utilization=0.5), target_aps=1.0)
+    assert tight.outcome is not None and loose.outcome is not None
+    assert tight.outcome.aps >= 1.0 and tight.outcome.binding_utilization <= 0.5
+    assert tight.nodes > loose.nodes
+
+
+@pytest.mark.parametrize("value", ["0", "-0.1", "1.01", "nan", "inf", "x"])
+def test_a_bad_max_utilization_is_one_line(cli, value) -> None:
+    err = one_line_error(cli("size", "--max-utilization", value))
+    assert "--max-utilization" in err
+
+
+def test_a_bad_max_utilization_from_python_is_an_input_error() -> None:
+    with pytest.raises(PlanInputError, match="max_utilization"):
+        ServingConfig(max_utilization=0.0)
+
+
+def test_reports_show_the_binding_utilization(cli) -> None:
+    data = cli("size", "--json", "--max-utilization", "0.5").json()
+    assert data["inputs"]["max_utilization"] == 0.5
+    for o in data["modes"].values():
+        assert o["binding_utilization"] <= 0.5 + 1e-12 and o["aps"] <= o["slo_aps"]
+        assert o["aps_limit"] == "utilization"
+    text = cli("size", "--max-utilization", "0.5").out
+    assert "busiest link at most 50%" in text and "util." in text and "utilization" in text
+    sizing = cli("size", "--target-aps", "0.4", "--json", "--max-nodes", "32").json()
+    assert sizing["max_utilization"] == 0.8
+    for m in sizing["modes"].values():
+        assert m["reached"] and m["binding_utilization"] <= 0.8 + 1e-12
+    rec = cli("recommend", "--budget-nodes", "6", "--objective", "aps", "--json").json()
+    for c in rec["candidates"]:
+        for o in c["modes"].values():
+            assert o is None or o["binding_utilization"] <= 0.8 + 1e-12
