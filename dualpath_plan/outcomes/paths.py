@@ -13,7 +13,7 @@ import numpy as np
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
-from dualpath_plan.physics.engines import check_weights_fit
+from dualpath_plan.physics.engines import check_weights_fit, decode_group
 from dualpath_plan.physics.modes import MODE_TABLE, ModeName
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.registry import Registry
@@ -77,14 +77,40 @@ def explain_paths(sc: Scenario, mode: ModeName) -> PathsResult:
 
 
 def check_feasible(sc: Scenario) -> None:
-    """Weights, one prefill request and one decode sequence fit: the errors a user can act on."""
-    for name, n in (("prefill_nodes", sc.prefill_nodes), ("decode_nodes", sc.decode_nodes)):
-        if not n >= 1:
-            raise InfeasibleError(
-                f"a P/D cluster needs at least one node per side, got {n!r}", field=name
-            )
-    check_weights_fit(sc.model, sc.prefill_node, sc.prefill_gpu, sc.prefill_nodes, "prefill")
-    check_weights_fit(sc.model, sc.decode_node, sc.decode_gpu, sc.decode_nodes, "decode")
+    """At least one node per side, the weights fit on both sides and the decode group holds one
+    request: the errors a user can act on, the same in every mode."""
+    P, D = sc.prefill_nodes, sc.decode_nodes
+    if not (P >= 1 and D >= 1):
+        raise InfeasibleError(
+            f"a P/D cluster needs at least one node per side, got {P}P{D}D",
+            field="prefill_nodes" if not P >= 1 else "decode_nodes",
+        )
+    check_weights_fit(sc.model, sc.prefill_node, sc.prefill_gpu, P, "prefill")
+    check_weights_fit(sc.model, sc.decode_node, sc.decode_gpu, D, "decode")
+    check_decode_fits(sc)
+
+
+def check_decode_fits(sc: Scenario) -> None:
+    """The decode group's HBM beside the weights holds one request's KV at the end of its
+    generation (mean context + generated tokens), the decode batch of one; else no mode serves
+    a turn. The group is the assembly's (``decode_group``)."""
+    d = sc.turn_demand
+    prompt, gen = d.mean(d.context_tokens), d.mean(d.generated_tokens)
+    D, node, gpu = sc.decode_nodes, sc.decode_node, sc.decode_gpu
+    group = decode_group(sc.model, node, gpu, float(D), prompt, gen)
+    if group.max_batch >= 1:
+        return
+    hbm = D * node.gpus_per_node * gpu.hbm_gbyte
+    free = float(np.asarray(group.free_hbm_bytes)) / 1e9
+    raise InfeasibleError(
+        f"{D:,} decode node{'s' if D != 1 else ''} ({D:,} x {node.gpus_per_node} x "
+        f"{gpu.hbm_gbyte:g} GB = {hbm:,.0f} GB of HBM) keep{'s' if D == 1 else ''} {free:,.2f} GB "
+        f"beside the "
+        f"{sc.model.id} weights, less than one request's KV at the end of its generation "
+        f"({group.kv_bytes_per_sequence / 1e9:,.2f} GB for {prompt:,.0f} context + {gen:,.0f} "
+        "generated tokens): not one request fits; add decode nodes or choose a GPU with more HBM",
+        field="-D/--decode-nodes",
+    )
 
 
 @dataclass(frozen=True)

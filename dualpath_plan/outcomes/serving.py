@@ -29,8 +29,9 @@ against the capped rate B / tau(B)); so
     TTFT = R + 1.5 tau(b) + W_B + W_io,
 R the part of the KV read not hidden behind compute, W_io the M/D/1 wait of the binding I/O
 link (one node serves a turn's read), lambda_g the arrival rate at the busiest GPU. TPOT is
-the decode step at the decode batch b_d = lambda_t x generated x TPOT (Little). APS is the
-largest rate with TTFT <= SLO and TPOT <= SLO, found by bisection.
+the decode step at the decode batch b_d = lambda_t x generated x TPOT (Little). The APS is the
+largest rate with TTFT <= SLO and TPOT <= SLO, found by bisection, and at most U x T_max /
+turns: a planner's headroom, the busiest link's utilization capped at U (max_utilization).
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
+from dualpath_plan.outcomes.paths import check_feasible
 from dualpath_plan.physics import model as phys
-from dualpath_plan.physics.engines import PrefillEngine, check_weights_fit
+from dualpath_plan.physics.engines import PrefillEngine
 from dualpath_plan.physics.links import LINK_TABLE, LINKS, Num
 from dualpath_plan.physics.modes import MODE_TABLE, REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import TurnCounts
@@ -61,7 +63,7 @@ class ModeOutcome:
     throughput_turns_per_s: float  # saturated (offline) throughput
     jct_s: float  # offline, N agents
     drain_s: float  # of the JCT, time beyond N x turns / throughput: stragglers, critical path
-    aps: float  # online agents/s under both SLOs (0 when no rate meets them)
+    aps: float  # online agents/s: under both SLOs and the utilization cap (0: no rate meets them)
     ttft_s: float  # offline TTFT at the operating point
     tpot_s: float  # offline TPOT at the operating point
     online_ttft_s: float  # at the APS
@@ -74,7 +76,9 @@ class ModeOutcome:
     decode_batch: float  # sequences decoding offline
     working_set_gbyte: float  # online KV working set at the APS (Little's law, paper 2.5)
     latency_bound: bool  # offline JCT set by the per-agent critical path, not throughput
-    aps_limit: str  # what stops a higher APS: ttft, tpot, throughput, or unreachable
+    aps_limit: str  # what stops a higher APS: ttft, tpot, throughput, utilization, unreachable
+    slo_aps: float  # agents/s under both SLOs alone, without the utilization cap
+    binding_utilization: float  # the busiest link's utilization at the APS: turns/s over T
 
     @property
     def bottleneck(self) -> str:
@@ -188,26 +192,15 @@ _NEWTON_MAX_STEPS = 100
 def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOutcome:
     spec = MODE_TABLE[mode]
     P, D = sc.prefill_nodes, sc.decode_nodes
-    if P < 1 or D < 1:
-        raise InfeasibleError(
-            f"a P/D cluster needs at least one node per side, got {P}P{D}D",
-            field="prefill_nodes" if P < 1 else "decode_nodes",
-        )
-    # Weights first: the clearest reason a cluster is too small.
-    check_weights_fit(sc.model, sc.prefill_node, sc.prefill_gpu, P, "prefill")
-    check_weights_fit(sc.model, sc.decode_node, sc.decode_gpu, D, "decode")
+    # Node counts, weights and one decode request first: the clearest reasons a cluster is too
+    # small, the same in every mode.
+    check_feasible(sc)
     sat = saturated(sc, mode, P, D)
     pm = sat.prefill
     cap = float(np.asarray(pm.batch_cap))  # one cluster: a number
     group = sat.assembly.de.decode  # one cluster: the group of its D decode nodes
     assert group is not None
     if not bool(sat.feasible):
-        if group.max_batch < 1:
-            raise InfeasibleError(
-                f"one sequence's KV ({group.kv_bytes_per_sequence / 1e9:.1f} GB) does not fit "
-                "beside the weights in the decode group's HBM",
-                field="decode_nodes",
-            )
         per = float(
             phys.kv_bytes_for_context(sc.model, sc.turn_demand.mean(sc.turn_demand.context_tokens))
         )
@@ -285,9 +278,8 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
             lo = mid
         else:
             hi = mid
-    aps = lo
-    t_on, p_on, _ = online(aps)
-    t_hi, p_hi, _ = online(min(aps * 1.0001 + 1e-12, t_max / turns))
+    slo_aps = lo
+    t_hi, p_hi, _ = online(min(slo_aps * 1.0001 + 1e-12, t_max / turns))
     limit = (
         "throughput"
         if not math.isfinite(t_hi)
@@ -295,6 +287,12 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
             "ttft" if t_hi > cfg.ttft_slo_s else "tpot" if p_hi > cfg.tpot_slo_s else "throughput"
         )
     )
+    # Headroom: the busiest link at most max_utilization (its utilization is the turn rate over
+    # the saturated throughput T, every link's load being proportional to the turn rate).
+    aps = slo_aps
+    if slo_aps > cfg.max_utilization * t_max / turns:
+        aps, limit = cfg.max_utilization * t_max / turns, "utilization"
+    t_on, p_on, _ = online(aps)
     if not reachable:
         limit = "unreachable"
         t_on, p_on = low_ttft, low_tpot
@@ -324,6 +322,8 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
         working_set_gbyte=working_set / 1e9,
         latency_bound=cfg.agents / cycle_min < t_max,
         aps_limit=limit,
+        slo_aps=slo_aps,
+        binding_utilization=aps * turns / t_max,
     )
 
 

@@ -85,6 +85,10 @@ class TurnMix:
     weight: FloatArray
     trajectory_turns: TurnCounts  # observed in a trace, else the profile's uniform spread
     tool_latency_s: float = 0.0
+    # A trace's: the file, each row's line in it, whether rows give their context.
+    source: str = ""
+    lines: tuple[int, ...] = ()
+    context_given: bool = True
 
     def mean(self, values: FloatArray) -> float:
         return float(np.sum(values * self.weight))
@@ -198,6 +202,7 @@ def load_trace(path: Path) -> TurnMix:
         )
     has_context: bool | None = None
     cached, append, generated = [], [], []
+    lines: list[int] = []
     running: dict[str, float] = {}
     per_trajectory: dict[str, int] = {}
     for line, row in rows:
@@ -235,6 +240,7 @@ def load_trace(path: Path) -> TurnMix:
         cached.append(ctx)
         append.append(a)
         generated.append(g)
+        lines.append(line)
         rows_read(source, len(cached))
     count = len(cached)
     rows_read(source, count, done=True)
@@ -246,6 +252,9 @@ def load_trace(path: Path) -> TurnMix:
         generated_tokens=np.array(generated),
         weight=np.full(count, 1.0 / count),
         trajectory_turns=TurnCounts.observed(np.array(list(per_trajectory.values()))),
+        source=source,
+        lines=tuple(lines),
+        context_given=bool(has_context),
     )
 
 
@@ -300,12 +309,53 @@ class TurnDemand:
         return (self.mean(self.hit_bytes) / 1e9) / (self.mean(self.prefill_flops) / 1e15)
 
 
+def _tokens_text(value: float) -> str:
+    return f"{value:,.10g}"
+
+
+def check_context_window(model: ModelProfile, workload: WorkloadProfile, mix: TurnMix) -> None:
+    """Every turn fits in the model's context window: context + appended + generated tokens
+    (the sequence decode ends with) of the profile's mean turn or of each trace row, and the
+    profile's ``max_len_tokens``, at most ``context_window_tokens``. A model profile without a
+    window is not checked."""
+    window = model.context_window_tokens
+    if window is None:
+        return
+    limit = f"{model.id}'s context_window_tokens {window:,}"
+    total = mix.cached_tokens + mix.append_tokens + mix.generated_tokens
+    over = np.flatnonzero(total > window)
+    if over.size and mix.lines:  # a trace: the first row over, and how many are
+        i = int(over[0])
+        context = "context_tokens" if mix.context_given else "context (the turns before)"
+        more = f"; {over.size:,} of {total.size:,} rows are over" if over.size > 1 else ""
+        raise PlanInputError(
+            f"{context} + append_tokens + generated_tokens = {_tokens_text(float(total[i]))} "
+            f"exceeds {limit}{more}",
+            source=mix.source or f"trace of workload '{workload.id}'",
+            line=mix.lines[i],
+        )
+    if over.size:
+        raise PlanInputError(
+            f"context_tokens + append_tokens + generated_tokens = "
+            f"{_tokens_text(float(total[0]))} exceeds {limit}",
+            source=f"workload '{workload.id}'",
+        )
+    if workload.max_len_tokens is not None and workload.max_len_tokens > window:
+        raise PlanInputError(
+            f"{workload.max_len_tokens:,} exceeds {limit}",
+            source=f"workload '{workload.id}'",
+            field="max_len_tokens",
+        )
+
+
 def workload_demand(
     model: ModelProfile, workload: WorkloadProfile, profile_path: Path | None = None
 ) -> TurnDemand:
     """A workload's per-turn demand: from its abstract ratio when it gives one, else from the
-    model's KV bytes and FLOPs over its turns."""
+    model's KV bytes and FLOPs over its turns. A turn beyond the model's context window is an
+    input error (:func:`check_context_window`)."""
     if workload.is_abstract:
+        check_context_window(model, workload, turn_mix(workload))
         assert workload.gb_per_pflop is not None and workload.kv_bytes_per_token is not None
         return abstract_turn_demand(
             gb_per_pflop=workload.gb_per_pflop,
@@ -315,7 +365,9 @@ def workload_demand(
             kv_bytes_per_token=workload.kv_bytes_per_token,
             trajectory_turns=TurnCounts.uniform(workload.turns, workload.turns_spread),
         )
-    return turn_demand(model, turn_mix(workload, profile_path=profile_path))
+    mix = turn_mix(workload, profile_path=profile_path)
+    check_context_window(model, workload, mix)
+    return turn_demand(model, mix)
 
 
 def turn_demand(model: ModelProfile, mix: TurnMix) -> TurnDemand:

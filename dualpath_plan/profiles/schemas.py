@@ -334,6 +334,10 @@ class ModelProfile(ProfileBase):
     weight_dtype: Dtype
     expert_weight_dtype: Dtype | None = None  # None: same as weight_dtype
     compute_dtype: Dtype  # tensor-core rate prefill runs at
+    # Longest sequence (cached context + appended + generated tokens) the model serves: its
+    # config's max_position_embeddings or the model card's context length. A workload or
+    # trace turn beyond it is an input error; None (a user's profile): not checked.
+    context_window_tokens: PositiveInt | None = None
     # Published counts, only to cross-check the derived ones (tests compare them).
     published_total_params_billions: Positive | None = None
     published_active_params_billions: Positive | None = None

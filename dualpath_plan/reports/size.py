@@ -53,6 +53,9 @@ def mode_payload(o: ModeOutcome) -> dict[str, Any]:
         "online_ttft_s": _finite(o.online_ttft_s),
         "online_tpot_s": _finite(o.online_tpot_s),
         "aps_limit": o.aps_limit,
+        # the busiest link's utilization at the APS (its turn rate over the saturated one)
+        "binding_utilization": o.binding_utilization,
+        "slo_aps": o.slo_aps,  # under the SLOs alone, before the utilization cap
         "bottleneck": o.bottleneck,
         "binding": list(o.binding),
         "limits": limits_payload(o.limits),
@@ -86,6 +89,7 @@ def size_payload(r: SizeReport, intervals: OutcomeIntervals | None = None) -> di
             "agents": cfg.agents,
             "ttft_slo_s": cfg.ttft_slo_s,
             "tpot_slo_s": cfg.tpot_slo_s,
+            "max_utilization": cfg.max_utilization,
         },
         "efficiencies": efficiency_payload(sc),
         "intervals": intervals_payload(intervals) if intervals is not None else None,
@@ -198,21 +202,27 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
     )
     online = Table(
         title=f"online: Poisson agent arrivals, SLO TTFT {cfg.ttft_slo_s:g} s and TPOT "
-        f"{cfg.tpot_slo_s * 1e3:g} ms"
+        f"{cfg.tpot_slo_s * 1e3:g} ms, busiest link at most {cfg.max_utilization:.0%}"
     )
-    for col in ("mode", "APS", "TTFT at APS", "TPOT at APS", "APS limit", "KV working set"):
+    cols = ("mode", "APS", "util.", "TTFT at APS", "TPOT at APS", "APS limit", "KV working set")
+    for col in cols:
         online.add_column(col, justify="left" if col == "mode" else "right")
     for m, o in modes.items():
         reached = o.aps_limit != "unreachable"
         online.add_row(
             m,
             _with_interval(f"{o.aps:.3g}", bound(m, "aps") if reached else None, _g3),
+            f"{o.binding_utilization:.0%}" if reached else "-",
             f"{o.online_ttft_s:.2f} s" if reached else "-",
             f"{o.online_tpot_s * 1e3:.1f} ms" if reached else "-",
             o.aps_limit,
             f"{o.working_set_gbyte / 1e3:,.1f} TB" if reached else "-",
         )
     console.print(online)
+    console.print(
+        "util.: the busiest link's utilization at the APS (its turns/s over the saturated "
+        "turns/s); APS limit 'utilization': --max-utilization caps it, not an SLO"
+    )
     for m, o in modes.items():
         if o.aps_limit == "unreachable":
             console.print(
@@ -241,6 +251,7 @@ def sizing_payload(r: SizingReport, intervals: OutcomeIntervals | None = None) -
         "max_nodes": r.max_nodes,
         "efficiencies": efficiency_payload(r.scenario),
         "intervals": intervals_payload(intervals) if intervals is not None else None,
+        "max_utilization": r.spec.max_utilization,
         "modes": {
             m: (
                 {
@@ -250,6 +261,8 @@ def sizing_payload(r: SizingReport, intervals: OutcomeIntervals | None = None) -
                     "nodes": s.nodes,
                     "gpus": s.gpus,
                     "aps": s.outcome.aps,
+                    "aps_limit": s.outcome.aps_limit,
+                    "binding_utilization": s.outcome.binding_utilization,
                     "jct_s": s.outcome.jct_s,
                     "bottleneck": s.outcome.bottleneck,
                     "binding": list(s.outcome.binding),
@@ -271,19 +284,22 @@ def render_sizing(
 ) -> None:
     spec = r.spec
     iv = intervals.by_mode if intervals is not None else {}
+    aps = r.target == "aps"
     what = (
-        f"{r.goal:g} agents/s under TTFT {spec.ttft_slo_s:g} s, TPOT {spec.tpot_slo_s * 1e3:g} ms"
-        if r.target == "aps"
+        f"{r.goal:g} agents/s under TTFT {spec.ttft_slo_s:g} s, TPOT {spec.tpot_slo_s * 1e3:g} "
+        f"ms, busiest link at most {spec.max_utilization:.0%}"
+        if aps
         else f"{spec.agents:,} agents within {r.goal:g} s"
     )
     table = Table(title=f"smallest cluster for {what}")
     jct_col = f"JCT, {spec.agents:,} agents"
-    for col in ("mode", "nodes", "P", "D", "GPUs", "APS", jct_col, "binding (or why not)"):
+    cols = ("mode", "nodes", "P", "D", "GPUs", "APS", *(("util.",) if aps else ()), jct_col)
+    for col in (*cols, "binding (or why not)"):
         table.add_column(col, justify="right" if col[0] not in "mb" else "left")
     unit = _unit([s.outcome.jct_s for s in r.modes.values() if s.outcome is not None])
     for m, s in r.modes.items():
         if s.outcome is None:
-            table.add_row(m, "-", "-", "-", "-", "-", "-", f"[red]{s.reason}[/red]")
+            table.add_row(m, *["-"] * (len(cols) - 1), f"[red]{s.reason}[/red]")
             continue
         table.add_row(
             m,
@@ -292,6 +308,7 @@ def render_sizing(
             str(s.decode_nodes),
             str(s.gpus),
             _with_interval(f"{s.outcome.aps:.3g}", iv.get(m, {}).get("aps"), _g3),
+            *((f"{s.outcome.binding_utilization:.0%}",) if aps else ()),
             _with_interval(
                 _duration(s.outcome.jct_s, unit),
                 iv.get(m, {}).get("jct_s"),
@@ -300,6 +317,11 @@ def render_sizing(
             s.outcome.bottleneck,
         )
     console.print(table)
+    if aps:
+        console.print(
+            "util.: the busiest link's utilization at the APS; the offline JCT runs saturated, "
+            "not capped by --max-utilization"
+        )
     console.print(efficiency_line(r.scenario), highlight=False)
     if intervals is not None:
         console.print(intervals_line(intervals) + " (at each mode's cluster)", highlight=False)

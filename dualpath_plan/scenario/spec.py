@@ -80,6 +80,14 @@ class ScenarioSpec(BaseModel):
         "--tpot-slo", help="TPOT SLO, seconds (paper 7.3).", group="serving", default=0.050,
         gt=0, allow_inf_nan=False,
     )  # fmt: skip
+    max_utilization: float = _opt(
+        "--max-utilization",
+        help="Headroom: the busiest link's utilization at most U, 0 < U <= 1 (default 0.8, a "
+        "fifth kept for bursts), for the online APS and for sizing to --target-aps: APS = "
+        "min(APS under the SLOs, U x the saturated agents/s). The offline JCT runs saturated "
+        "(agents started together) and is not capped; 1 is no headroom.",
+        group="serving", default=0.8, gt=0, le=1, allow_inf_nan=False,
+    )  # fmt: skip
     scheduler: str | None = _opt(
         "--scheduler",
         help="Load-imbalance model for every mode: ideal, round_robin or queue_aware "
@@ -189,7 +197,7 @@ class ScenarioSpec(BaseModel):
 
     @property
     def serving(self) -> ServingConfig:
-        return ServingConfig(self.agents, self.ttft_slo_s, self.tpot_slo_s)
+        return ServingConfig(self.agents, self.ttft_slo_s, self.tpot_slo_s, self.max_utilization)
 
     @property
     def storage_id(self) -> str | None:
@@ -203,12 +211,19 @@ def _default(name: str) -> Any:
 
 @dataclass(frozen=True)
 class ServingConfig:
-    """What the outcome models need beyond the cluster: agents started together (offline) and
-    the SLOs (online); the defaults are the spec's."""
+    """What the outcome models need beyond the cluster: agents started together (offline), the
+    SLOs and the busiest link's utilization cap (online); the defaults are the spec's."""
 
     agents: int = _default("agents")
     ttft_slo_s: float = _default("ttft_slo_s")
     tpot_slo_s: float = _default("tpot_slo_s")
+    max_utilization: float = _default("max_utilization")
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.max_utilization <= 1.0:  # NaN fails too
+            raise PlanInputError(
+                f"expected 0 < U <= 1, got {self.max_utilization!r}", field="max_utilization"
+            )
 
 
 DEFAULT_SPEC = ScenarioSpec()

@@ -256,7 +256,9 @@ def _trial(sc: Scenario, values: dict[str, float]) -> Scenario:
 
 def _model_value(sc: Scenario, p: Point) -> float:
     trial = replace(sc, prefill_nodes=p.prefill_nodes, decode_nodes=p.decode_nodes)
-    out = evaluate_mode(trial, p.mode, ServingConfig(agents=p.agents))  # type: ignore[arg-type]
+    # A measured online point is what the system sustained at its SLOs, with no headroom kept.
+    cfg = ServingConfig(agents=p.agents, max_utilization=1.0)
+    out = evaluate_mode(trial, p.mode, cfg)  # type: ignore[arg-type]
     return float(getattr(out, p.metric))
 
 

@@ -30,6 +30,7 @@ SIZE_METRICS = (
     "jct_s",
     "drain_s",
     "aps",
+    "binding_utilization",
     "ttft_s",
     "tpot_s",
     "decode_path_fraction",
