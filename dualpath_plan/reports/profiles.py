@@ -44,6 +44,7 @@ def show_payload(profile: ProfileBase, derived: list[Derived], origin: str) -> d
         "fields": _fields(profile),
         "sources": profile.sources,
         "unconfirmed": profile.unconfirmed,
+        "calibration_stderr": profile.calibration_stderr,
         "derived": [
             {"name": d.name, "value": d.value, "unit": d.unit, "how": d.how} for d in derived
         ],
