@@ -133,10 +133,11 @@ def test_sweep_profile_axes_and_jsonl(cli, tmp_path) -> None:
 
 
 def test_sweep_lp_solver_agrees(cli) -> None:
-    closed = cli("sweep", "--grid", "P=1:3", "--grid", "D=2:3", "--json").json()
-    lp = cli("sweep", "--grid", "P=1:3", "--grid", "D=2:3", "--solver", "lp", "--json").json()
-    a = {(r["P"], r["D"]): r["throughput_turns_per_s"] for r in closed["best"]}
-    b = {(r["P"], r["D"]): r["throughput_turns_per_s"] for r in lp["best"]}
+    grid = ("--grid", "P=1:3", "--grid", "D=2:3", "--top", "6", "--json")
+    closed = cli("sweep", *grid).json()["modes"]["dualpath"]["best"]
+    lp = cli("sweep", *grid, "--solver", "lp").json()["modes"]["dualpath"]["best"]
+    a = {(r["P"], r["D"]): r["throughput_turns_per_s"] for r in closed}
+    b = {(r["P"], r["D"]): r["throughput_turns_per_s"] for r in lp}
     assert a.keys() == b.keys()
     for k in a:
         assert b[k] == pytest.approx(a[k], rel=1e-6)
