@@ -107,7 +107,11 @@ def sweep_payload(
             mode: {
                 "points": part.points,
                 "feasible": part.feasible,
-                "best": [{k: _clean(v) for k, v in r.items()} for r in part.best],
+                # without --aps, aps and aps_limit are null (not computed)
+                "best": [
+                    {k: _clean(v) for k, v in {"aps": None, "aps_limit": None, **r}.items()}
+                    for r in part.best
+                ],
                 "infeasible_reason": part.infeasible_reason,
             }
             for mode, part in summary.modes.items()
