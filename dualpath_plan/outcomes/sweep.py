@@ -426,11 +426,17 @@ def _reasons(
     says for that cluster (the weights, one request's or one sequence's KV, no turns), once
     per mode and P/D pair."""
     out = np.full(P.shape, None, dtype=object)
-    for k in np.flatnonzero(~feasible):
-        key = (mode, float(P[k]), float(D[k]))
+    bad = np.flatnonzero(~feasible)
+    if bad.size == 0:
+        return out
+    pairs, back = np.unique(np.stack([P[bad], D[bad]], axis=1), axis=0, return_inverse=True)
+    said = []
+    for p, d in pairs:
+        key = (mode, float(p), float(d))
         if key not in cache:
-            cache[key] = _reason(sc, mode, cfg, int(P[k]), int(D[k]))
-        out[k] = cache[key]
+            cache[key] = _reason(sc, mode, cfg, int(p), int(d))
+        said.append(cache[key])
+    out[bad] = np.asarray(said, dtype=object)[np.ravel(back)]
     return out
 
 
