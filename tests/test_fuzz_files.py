@@ -1162,7 +1162,7 @@ def test_sweep_modes_are_counted_once(cli) -> None:
     once = cli("sweep", "--grid", "P=1:3", "--mode", "dualpath", "--json").json()
     twice = cli("sweep", "--grid", "P=1:3", "--mode", "dualpath,dualpath", "--json").json()
     assert twice["points"] == once["points"] == 3
-    assert twice["best"] == once["best"]
+    assert twice["modes"] == once["modes"]
 
 
 def test_max_nodes_has_a_limit(cli) -> None:

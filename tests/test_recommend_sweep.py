@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import csv
 import json
+import math
+import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from dualpath_plan.errors import PlanInputError
+from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.outcomes.online import online_aps, online_queue
 from dualpath_plan.outcomes.recommend import Budget
 from dualpath_plan.outcomes.serving import evaluate_mode, saturated
 from dualpath_plan.outcomes.sweep import parse_axis, parse_values
@@ -83,8 +89,6 @@ def test_sweep_matches_size_point_by_point(registry, cli, tmp_path) -> None:
     assert len(rows) == 4 * 4 * 2
     sc = Scenario.from_ids(registry)
     cfg = ServingConfig()
-    from dataclasses import replace
-
     checked = 0
     for row in rows:
         if row["feasible"] != "True":
@@ -133,10 +137,11 @@ def test_sweep_profile_axes_and_jsonl(cli, tmp_path) -> None:
 
 
 def test_sweep_lp_solver_agrees(cli) -> None:
-    closed = cli("sweep", "--grid", "P=1:3", "--grid", "D=2:3", "--json").json()
-    lp = cli("sweep", "--grid", "P=1:3", "--grid", "D=2:3", "--solver", "lp", "--json").json()
-    a = {(r["P"], r["D"]): r["throughput_turns_per_s"] for r in closed["best"]}
-    b = {(r["P"], r["D"]): r["throughput_turns_per_s"] for r in lp["best"]}
+    grid = ("--grid", "P=1:3", "--grid", "D=2:3", "--top", "6", "--json")
+    closed = cli("sweep", *grid).json()["modes"]["dualpath"]["best"]
+    lp = cli("sweep", *grid, "--solver", "lp").json()["modes"]["dualpath"]["best"]
+    a = {(r["P"], r["D"]): r["throughput_turns_per_s"] for r in closed}
+    b = {(r["P"], r["D"]): r["throughput_turns_per_s"] for r in lp}
     assert a.keys() == b.keys()
     for k in a:
         assert b[k] == pytest.approx(a[k], rel=1e-6)
@@ -183,7 +188,7 @@ def test_recommend_cli(cli, tmp_path) -> None:
         data["recommended"]["dualpath"]["decode_nodes"],
     )
     text = md.read_text()
-    assert "# P/D ratio recommendation" in text and "r.svg" in text and "| P/D |" in text
+    assert "# P/D ratio recommendation" in text and "<svg" in text and "| P/D |" in text
     ET.fromstring(svg.read_text())  # well-formed SVG
     assert "polyline" in svg.read_text()
 
@@ -233,3 +238,329 @@ def test_recommend_bad_input(cli, args, expect) -> None:
     result = cli("recommend", *args)
     assert result.code == 2, result.err
     assert expect in result.err and "Traceback" not in result.err
+
+
+# --- issue 12, item 8: reports a reader can use alone -------------------------------------
+
+
+def _sweep_rows(cli, tmp_path, *args: str) -> tuple[list[dict], dict]:
+    out = tmp_path / "points.csv"
+    result = cli("sweep", *args, "--out", str(out), "--json")
+    assert result.code == 0, result.err
+    return list(csv.DictReader(out.open())), result.json()
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    ps=st.lists(st.integers(1, 12), min_size=1, max_size=6),
+    ds=st.lists(st.integers(1, 12), min_size=1, max_size=6),
+    mode=st.sampled_from(["basic", "even", "dualpath", "oracle"]),
+    ttft=st.sampled_from([0.3, 1.0, 4.0, 20.0]),
+    tpot=st.sampled_from([0.03, 0.05, 0.2]),
+)
+def test_online_aps_over_arrays_equals_one_cluster(registry, ps, ds, mode, ttft, tpot) -> None:
+    # INV-18: the online model over arrays of clusters (what sweep runs) gives each cluster
+    # what evaluate_mode (size, recommend) gives it alone.
+    sc = Scenario.from_ids(registry)
+    cfg = ServingConfig(ttft_slo_s=ttft, tpot_slo_s=tpot)
+    P = np.asarray([float(p) for p in ps for _ in ds])
+    D = np.asarray([float(d) for _ in ps for d in ds])
+    sat = saturated(sc, mode, P, D)
+    on = online_aps(online_queue(sc, sat.assembly, sat.solution), cfg)
+    checked = 0
+    for k in range(P.size):
+        try:
+            o = evaluate_mode(
+                replace(sc, prefill_nodes=int(P[k]), decode_nodes=int(D[k])), mode, cfg
+            )
+        except InfeasibleError:
+            continue
+        assert on.aps[k] == pytest.approx(o.aps, rel=1e-12, abs=1e-15)
+        assert on.limit_names()[k] == o.aps_limit
+        assert on.ttft_s[k] == pytest.approx(o.online_ttft_s, rel=1e-12)
+        checked += 1
+    assert checked or not sat.feasible.any()
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    d=st.integers(3, 64),
+    rates=st.lists(st.floats(0.0, 500.0), min_size=1, max_size=40),
+    search=st.booleans(),
+)
+def test_decode_batch_over_arrays_equals_the_scalar(registry, d, rates, search) -> None:
+    # The decode group's Little's-law batch and step time over an array of turn rates, by
+    # either path (every grid point at once, or the search), equal the scalar methods.
+    import dualpath_plan.outcomes.online as online
+
+    sc = replace(Scenario.from_ids(registry), decode_nodes=d)
+    group = saturated(sc, "dualpath", 2, d).assembly.de.decode
+    gen = sc.turn_demand.mean(sc.turn_demand.generated_tokens)
+    old = online._DIRECT_CELLS
+    online._DIRECT_CELLS = 0 if search else old
+    try:
+        batch = online.decode_little_batch(group, np.asarray(rates), gen)
+    finally:
+        online._DIRECT_CELLS = old
+    step = online.decode_step(group, np.maximum(batch, 1.0))
+    for r, b, t in zip(rates, batch, step, strict=True):
+        assert b == pytest.approx(group.little_batch(r, gen), rel=1e-12, abs=1e-12)
+        assert t == pytest.approx(group.step_s(max(b, 1.0)), rel=1e-12)
+
+
+def test_sweep_aps_is_size_aps(registry, cli, tmp_path) -> None:
+    # INV-18 through the CLI: the sweep's APS and its limit are size's at every point.
+    rows, _ = _sweep_rows(
+        cli,
+        tmp_path,
+        "--grid",
+        "P=1:4",
+        "--grid",
+        "D=1:5",
+        "--grid",
+        "agents=64,2048",
+        "--mode",
+        "all",
+        "--aps",
+        "--ttft-slo",
+        "2",
+    )
+    sc = Scenario.from_ids(registry)
+    cfg = ServingConfig(ttft_slo_s=2.0)
+    checked = set()
+    for row in rows:
+        if row["feasible"] != "True":
+            assert row["aps"] == "" and row["aps_limit"] == ""
+            continue
+        o = evaluate_mode(
+            replace(sc, prefill_nodes=int(row["P"]), decode_nodes=int(row["D"])), row["mode"], cfg
+        )
+        assert float(row["aps"]) == pytest.approx(o.aps, rel=1e-12, abs=1e-15)
+        assert row["aps_limit"] == o.aps_limit
+        checked.add(o.aps_limit)
+    assert "ttft" in checked
+
+
+def test_sweep_objective_aps_ranks_by_aps_per_mode(cli, tmp_path) -> None:
+    rows, summary = _sweep_rows(
+        cli,
+        tmp_path,
+        "--grid",
+        "P=1:5",
+        "--grid",
+        "D=1:5",
+        "--mode",
+        "basic,dualpath,oracle",
+        "--objective",
+        "aps",
+    )
+    assert summary["objective"] == "aps" and summary["aps_computed"]
+    for mode in ("basic", "dualpath", "oracle"):
+        mine = [r for r in rows if r["mode"] == mode and r["feasible"] == "True"]
+        best = max(float(r["aps"]) for r in mine)
+        (top,) = summary["modes"][mode]["best"]  # one best point per mode by default
+        assert top["mode"] == mode and top["aps"] == pytest.approx(best, rel=1e-12)
+        # the first point of the grid among the ties
+        first = min(int(r["point"]) for r in mine if float(r["aps"]) == best)
+        assert top["point"] == first
+
+
+def test_sweep_summary_is_per_mode_not_filled_by_one(cli) -> None:
+    # Oracle (or any mode) used to fill a top-N list; each mode has its own best points now.
+    data = cli(
+        "sweep", "--grid", "P=2:4", "--grid", "D=2:4", "--mode", "all", "--top", "3", "--json"
+    ).json()
+    assert list(data["modes"]) == ["basic", "even", "dualpath", "oracle"]
+    for mode, part in data["modes"].items():
+        assert len(part["best"]) == 3 and {r["mode"] for r in part["best"]} == {mode}
+        values = [r["throughput_per_gpu"] for r in part["best"]]
+        assert values == sorted(values, reverse=True)
+    assert data["aps_computed"] is False
+    assert all(r["aps"] is None for p in data["modes"].values() for r in p["best"])
+
+
+def test_sweep_reason_is_given_exactly_for_infeasible_points(cli, tmp_path) -> None:
+    rows, summary = _sweep_rows(
+        cli, tmp_path, "--grid", "P=1:3", "--grid", "D=1:3", "--mode", "basic,dualpath"
+    )
+    infeasible = [r for r in rows if r["feasible"] != "True"]
+    assert infeasible and len(infeasible) < len(rows)
+    for r in rows:
+        assert (r["reason"] != "") == (r["feasible"] != "True")
+    assert any("do not fit" in r["reason"] for r in infeasible)
+    part = summary["modes"]["dualpath"]
+    assert part["feasible"] < part["points"] and "do not fit" in part["infeasible_reason"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--grid", "P=1:4", "--grid", "D=1:6", "--mode", "all", "--aps"),
+        (
+            "--grid",
+            "P=2:3",
+            "--grid",
+            "agents=64,2048",
+            "--grid",
+            "node.snic_gbit_s=200,400",
+            "--objective",
+            "aps",
+        ),
+    ],
+)
+def test_sweep_headers_fit_100_columns(registry, args) -> None:
+    from rich.console import Console
+
+    from dualpath_plan.outcomes.sweep import run_sweep
+    from dualpath_plan.reports.sweep import render_sweep
+    from dualpath_plan.scenario.spec import ScenarioSpec
+
+    axes = [parse_axis(args[i + 1]) for i, a in enumerate(args) if a == "--grid"]
+    modes = ("basic", "even", "dualpath", "oracle") if "all" in args else ("dualpath",)
+    objective = "aps" if "aps" in args[-1] else "throughput_per_gpu"
+    spec = ScenarioSpec()
+    summary = run_sweep(registry, spec, axes, modes, spec.serving, objective=objective, aps=True)
+    console = Console(width=100, record=True, color_system=None)
+    extra = [a.name for a in axes if not a.is_vector]
+    render_sweep(summary, objective, modes, extra, None, console, True, "", False)
+    text = console.export_text()
+    header = next(line for line in text.splitlines() if line.lstrip().startswith("mode"))
+    assert "…" not in text and len(header.rstrip()) <= 100
+    for name in ("P/D", "turns/s", "per GPU", "JCT s", "APS", "limit", "binding"):
+        assert name in header
+
+
+def _recommend(cli, tmp_path, *args: str) -> tuple[dict, str, str, str]:
+    md, svg = tmp_path / "r.md", tmp_path / "r.svg"
+    result = cli("recommend", *args, "--markdown", str(md), "--plot", str(svg), "--json")
+    assert result.code == 0, result.err
+    return result.json(), md.read_text(), svg.read_text(), result.err
+
+
+def test_recommend_chart_has_title_inputs_markers_and_the_free_range(cli, tmp_path) -> None:
+    data, _, svg, _ = _recommend(cli, tmp_path, "--budget-nodes", "8")
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    texts = [t.text or "" for t in root.iter(f"{ns}text")]
+    assert texts[0].startswith("JCT (s) per P/D split")
+    assert any("deepseek-v3.2" in t and "paper-64k" in t for t in texts)
+    assert any("budget 8 nodes" in t and "2,048 agents" in t for t in texts)
+    markers = [c for c in root.iter(f"{ns}circle") if c.get("class") == "recommended"]
+    lines = {p.get("data-mode") for p in root.iter(f"{ns}polyline")}
+    # even and dualpath coincide: one line and one marker for both
+    assert data["coinciding_modes"] == [["even", "dualpath"]]
+    assert lines == {"basic", "even = dualpath", "oracle"}
+    assert {m.get("data-mode") for m in markers} == lines
+    shaded = [r for r in root.iter(f"{ns}rect") if r.get("class") == "bottleneck-free"]
+    assert shaded and "bottleneck-free P/D" in texts
+    # the shaded range covers the bottleneck-free splits only (2P6D .. 6P2D of 1P7D .. 7P1D)
+    free = [c["bottleneck_free"] for c in data["candidates"]]
+    assert free == [False, True, True, True, True, True, False]
+    (band,) = shaded
+    x0, width = float(band.get("x")), float(band.get("width"))
+    assert width == pytest.approx(5 / 7 * (800 - 78 - 210), abs=0.2)
+    assert x0 == pytest.approx(78 + 1 / 7 * (800 - 78 - 210), abs=0.2)
+
+
+def test_recommend_mode_colours_are_one_per_mode_everywhere(cli, tmp_path) -> None:
+    from dualpath_plan.reports.recommend import COLORS, LINK_COLORS, link_color
+
+    svgs = [
+        _recommend(cli, tmp_path, "--budget-nodes", "8", "--objective", o)[2]
+        for o in ("jct", "aps")
+    ]
+    for svg in svgs:
+        for mode in ("basic", "oracle"):
+            assert f'data-mode="{mode}" points=' in svg
+            assert re.search(
+                f'data-mode="{mode}" points="[^"]*" fill="none" stroke="{COLORS[mode]}"', svg
+            )
+    assert not set(LINK_COLORS) & set(COLORS.values())
+    assert link_color("pe_compute") == link_color("pe_compute + de_decode")
+
+
+@given(st.floats(1e-6, 1e9))
+def test_chart_ticks_are_round(vmax) -> None:
+    from dualpath_plan.reports.recommend import nice_ticks
+
+    ticks = nice_ticks(vmax)
+    step = ticks[1] - ticks[0]
+    mantissa = step / 10 ** math.floor(math.log10(step) + 1e-9)
+    assert round(mantissa, 6) in (1.0, 2.0, 5.0, 10.0)
+    assert ticks[0] == 0 and ticks[-1] >= vmax * (1 - 1e-9) and 3 <= len(ticks) <= 11
+    assert ticks[-2] < vmax  # no empty tick above the data
+
+
+def test_recommend_markdown_stands_alone(cli, tmp_path) -> None:
+    _, md, _, _ = _recommend(cli, tmp_path, "--budget-nodes", "8", "--objective", "aps")
+    assert "<svg" in md and "</svg>" in md and "](" not in md  # the chart inline, no link
+    assert "dualpath-plan recommend --budget-nodes 8 --objective aps --markdown" in md
+    from dualpath_plan import __version__
+
+    assert f"dualpath-plan {__version__}" in md
+    assert "8 x h800-sxm, SNIC 1 x 400 Gb/s, CNIC 8 x 400 Gb/s" in md and "DRAM 2,048 GB" in md
+    assert (
+        "efficiencies: dualpath-hopper (prefill and decode) measured" in md and "SNIC 0.512" in md
+    )
+    assert "prefill_mfu" in md and "SLOs TTFT 4 s, TPOT 50 ms" in md
+    assert "even and dualpath coincide" in md and "**even = dualpath**" in md
+    assert "| 1P7D | n/a | n/a | n/a | n/a |  |  | no (infeasible) |" in md
+    assert "nan" not in md.lower() and "inf " not in md
+
+
+def test_efficiency_line_lists_the_calibration_in_force(registry) -> None:
+    from dualpath_plan.reports.provenance import efficiency_line
+    from dualpath_plan.scenario.provenance import LABELS
+
+    sc = Scenario.from_ids(registry)
+    line = efficiency_line(sc)
+    assert "measured" in line and sc.prefill_node.id in line
+    for name in sc.efficiencies.nodes[0].values:
+        assert LABELS[name][0] in line
+    off = replace(sc, options=replace(sc.options, efficiencies=False))
+    assert "speed of light" in efficiency_line(off)
+
+
+@settings(max_examples=8, deadline=None)
+@given(nodes=st.integers(2, 14), objective=st.sampled_from(["jct", "aps"]))
+def test_an_infeasible_split_is_never_bottleneck_free(registry, nodes, objective) -> None:
+    from dualpath_plan.errors import InfeasibleError as Infeasible
+    from dualpath_plan.outcomes.recommend import recommend
+    from dualpath_plan.reports.recommend import recommend_markdown, recommend_payload
+
+    sc = Scenario.from_ids(registry)
+    try:
+        r = recommend(sc, Budget(nodes=nodes), ServingConfig(), objective)
+    except Infeasible:
+        return
+    payload = recommend_payload(r)
+    md = recommend_markdown(r)
+    for c, row in zip(r.candidates, payload["candidates"], strict=True):
+        if not c.feasible:
+            assert not c.bottleneck_free and row["bottleneck_free"] is False
+            assert f"| {c.prefill_nodes}P{c.decode_nodes}D |" in md
+            assert (
+                md.split(f"| {c.prefill_nodes}P{c.decode_nodes}D |")[1]
+                .split("\n")[0]
+                .endswith("no (infeasible) |")
+            )
+
+
+def test_coinciding_modes_are_said_to_coincide(cli, registry) -> None:
+    from dualpath_plan.outcomes.recommend import coinciding_modes, recommend
+
+    sc = Scenario.from_ids(registry)
+    r = recommend(sc, Budget(nodes=8), ServingConfig(), "jct")
+    assert r.coinciding == (("even", "dualpath"),)
+    assert (
+        r.label("dualpath") == r.label("even") == "even = dualpath" and r.label("basic") == "basic"
+    )
+    # one mode nudged by more than 1e-9 at one split no longer coincides
+    c = r.candidates[3]
+    o = c.modes["even"]
+    assert o is not None
+    nudged = [*r.candidates]
+    nudged[3] = replace(c, modes={**c.modes, "even": replace(o, jct_s=o.jct_s * (1 + 1e-8))})
+    assert coinciding_modes(nudged, ("basic", "even", "dualpath", "oracle")) == ()
+    out = cli("recommend", "--budget-nodes", "8").out
+    assert "even and dualpath coincide" in out and "even = dualpath: run 4P4D" in out

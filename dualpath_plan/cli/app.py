@@ -100,6 +100,7 @@ def _show_rows(source: str, rows: int, done: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input is one line on stderr and exit 2, never a traceback."""
     args = sys.argv[1:] if argv is None else argv
+    GlobalState.argv = list(args)
     _register_commands(_invoked(args))
     # Floating-point warnings would print on stderr; non-finite results are caught where they
     # are printed (cli.common.print_json), so the warnings add nothing for a user.

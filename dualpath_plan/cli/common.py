@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -42,6 +43,12 @@ class GlobalState:
 
     profiles: list[Path] = []  # noqa: RUF012
     overrides: list[str] = []  # noqa: RUF012
+    argv: list[str] = []  # noqa: RUF012  # the arguments main() was given (after the program)
+
+
+def command_line() -> str:
+    """The command line this run was given, quoted for a shell (reports print it)."""
+    return shlex.join(["dualpath-plan", *GlobalState.argv])
 
 
 def load_registry(profiles: list[Path] | None, overrides: list[str] | None) -> Registry:

@@ -11,6 +11,7 @@ from dualpath_plan.cli.common import (
     JsonOpt,
     ProfilesOpt,
     SetOpt,
+    command_line,
     load_registry,
     parse_pairs,
     print_json,
@@ -69,16 +70,21 @@ def recommend_cmd(
     markdown: Annotated[
         Path | None,
         typer.Option(
-            "--markdown", help="Write a self-contained Markdown report.", show_default=False
+            "--markdown",
+            help="Write a Markdown report that stands alone: the chart inline (SVG), the "
+            "nodes' specs, the efficiencies in force, every split, the command line and the "
+            "version.",
+            show_default=False,
         ),
     ] = None,
     plot: Annotated[
         Path | None,
         typer.Option(
             "--plot",
-            help="Write the objective against the split per mode, bottleneck regions shaded: "
-            "FILE.svg (drawn without a plotting library) or FILE.png (needs matplotlib, the 'plot' "
-            "extra).",
+            help="Write the objective against the split, a line per mode (modes that coincide "
+            "share one), each mode's recommended split marked, the bottleneck-free range shaded, "
+            "what binds dualpath under the axis, a title and the inputs: FILE.svg (drawn without "
+            "a plotting library) or FILE.png (needs matplotlib, the 'plot' extra).",
             show_default=False,
         ),
     ] = None,
@@ -112,10 +118,9 @@ def recommend_cmd(
         elif plot is not None:
             outputs.add(plot, recommend_svg(report), field="--plot")
         if markdown is not None:
-            rel = str(plot) if plot is not None else None
-            if plot is not None and plot.parent == markdown.parent:
-                rel = plot.name
-            outputs.add(markdown, recommend_markdown(report, phases, rel), field="--markdown")
+            outputs.add(
+                markdown, recommend_markdown(report, phases, command_line()), field="--markdown"
+            )
     if as_json:
         print_json(recommend_payload(report, phases))
         return

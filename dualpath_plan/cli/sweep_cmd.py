@@ -15,6 +15,7 @@ from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.sweep import (
     DEFAULT_MAX_LP_POINTS,
     DEFAULT_MAX_POINTS,
+    OBJECTIVES,
     check_grid,
     parse_axis,
     run_sweep,
@@ -22,8 +23,6 @@ from dualpath_plan.outcomes.sweep import (
 from dualpath_plan.physics.modes import parse_modes
 from dualpath_plan.reports import sweep as report
 from dualpath_plan.scenario.spec import ScenarioSpec
-
-OBJECTIVES = ("throughput_per_gpu", "throughput_turns_per_s", "jct_s")
 
 
 @scenario_options()
@@ -45,8 +44,8 @@ def sweep(
         str,
         typer.Option(
             "--objective",
-            help="What the best points maximize: "
-            "throughput_per_gpu, throughput_turns_per_s, or "
+            help="What each mode's best points maximize: throughput_per_gpu, "
+            "throughput_turns_per_s, aps (online agents/s under the SLOs; computes APS) or "
             "jct_s (minimized).",
         ),
     ] = "throughput_per_gpu",
@@ -60,7 +59,17 @@ def sweep(
     chunk: Annotated[
         int, typer.Option("--chunk", help="Points evaluated at once (bounds memory).")
     ] = 200_000,
-    top: Annotated[int, typer.Option("--top", help="Best points in the summary.")] = 10,
+    top: Annotated[int, typer.Option("--top", help="Best points per mode in the summary.")] = 1,
+    aps: Annotated[
+        bool,
+        typer.Option(
+            "--aps",
+            help="Also each point's online APS under --ttft-slo/--tpot-slo and the limit that "
+            "set it (columns aps, aps_limit: ttft, tpot, throughput or unreachable), as size "
+            "computes them; once per P/D pair, but a bisection each: a sweep over many pairs "
+            "runs several times slower, so it is off unless asked for (on with --objective aps).",
+        ),
+    ] = False,
     max_points: Annotated[
         int | None,
         typer.Option(
@@ -81,8 +90,9 @@ def sweep(
     set_: SetOpt = None,
 ) -> None:
     """Evaluate a grid of scenarios with the vectorized closed form, in chunks, with a progress
-    bar on stderr; print a summary (the best points, the share of the grid each resource binds)
-    and, with --out, every point."""
+    bar on stderr; print a summary (each mode's best point by the objective, the share of the
+    grid each set of links binds, why infeasible points are) and, with --out, every point
+    (an infeasible point's reason in the column 'reason')."""
     axes = [parse_axis(g) for g in grid]
     modes = parse_modes(mode)
     if objective not in OBJECTIVES:
@@ -123,14 +133,20 @@ def sweep(
                 progress=lambda n: bar.advance(task, n * len(modes)),
                 solver=solver,
                 max_points=max_points,
+                aps=aps,
             )
     finally:
         if writer:
             writer.close()
+    aps = aps or objective == "aps"
     if as_json:
-        print_json(report.sweep_payload(summary, objective, out))
+        print_json(report.sweep_payload(summary, objective, out, aps))
     else:
-        report.render_sweep(summary, objective, modes, extra, out, stdout)
+        agents_axis = any(a.name == "agents" for a in axes)
+        inputs = (
+            "" if agents_axis else f"offline JCT of {cfg.agents:,} agents started together; "
+        ) + f"online SLOs TTFT {cfg.ttft_slo_s:g} s, TPOT {cfg.tpot_slo_s * 1e3:g} ms"
+        report.render_sweep(summary, objective, modes, extra, out, stdout, aps, inputs, agents_axis)
 
 
 def register(app: typer.Typer) -> None:

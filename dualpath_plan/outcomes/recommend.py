@@ -53,6 +53,18 @@ class Budget:
             if v is not None and not (math.isfinite(v) and v > 0):
                 raise PlanInputError(f"expected a finite number > 0, got {v!r}", field=name)
 
+    def describe(self, gpus_p: int, gpus_d: int) -> str:
+        """The budget in words: "10 nodes", "80 GPUs", or a cost and the per-node costs."""
+        if self.nodes is not None:
+            return f"{self.nodes:,} nodes"
+        if self.gpus is not None:
+            per = f"{gpus_p}" if gpus_p == gpus_d else f"{gpus_p} prefill, {gpus_d} decode"
+            return f"{self.gpus:,} GPUs ({per} per node)"
+        return (
+            f"cost {self.cost:g} (a prefill node {self.prefill_node_cost:g}, a decode node "
+            f"{self.decode_node_cost:g})"
+        )
+
     @property
     def option(self) -> str:
         """The option the budget was given with (errors about it name it)."""
@@ -90,8 +102,14 @@ class Candidate:
     prefill_nodes: int
     decode_nodes: int
     gpus: int
-    bottleneck_free: bool  # P/D inside the bottleneck-free range of eq. (9)
+    # P/D inside the bottleneck-free range of eq. (9) and feasible in some mode: a split where
+    # the weights do not fit, or that no mode reaches, is never called bottleneck-free.
+    bottleneck_free: bool
     modes: dict[OutcomeMode, ModeOutcome | None]  # None: infeasible in that mode
+
+    @property
+    def feasible(self) -> bool:
+        return any(o is not None for o in self.modes.values())
 
     @property
     def ratio(self) -> float:
@@ -122,6 +140,57 @@ class RecommendReport:
     recommended: dict[OutcomeMode, Recommendation]
     pd_min: float
     pd_max: float
+    budget: Budget
+    config: ServingConfig
+    # Modes that give the same outcome at every candidate (within COINCIDE_REL), in mode
+    # order, each group of two or more: one line in a chart, "even = dualpath" in its label.
+    coinciding: tuple[tuple[OutcomeMode, ...], ...] = ()
+
+    def label(self, mode: OutcomeMode) -> str:
+        """A mode's name, or the names of the modes it coincides with ("even = dualpath")."""
+        for group in self.coinciding:
+            if mode in group:
+                return " = ".join(group)
+        return mode
+
+    def drawn(self) -> list[OutcomeMode]:
+        """The modes to draw: the first of each coinciding group stands for the group."""
+        modes = list(self.candidates[0].modes)
+        later = {m for g in self.coinciding for m in g[1:]}
+        return [m for m in modes if m not in later]
+
+
+# Two modes coincide when throughput, JCT and APS agree within this (relative) at every
+# candidate and they are infeasible at the same ones.
+COINCIDE_REL = 1e-9
+
+
+def _same(a: ModeOutcome | None, b: ModeOutcome | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return all(
+        math.isclose(x, y, rel_tol=COINCIDE_REL, abs_tol=0.0) or x == y
+        for x, y in (
+            (a.throughput_turns_per_s, b.throughput_turns_per_s),
+            (a.jct_s, b.jct_s),
+            (a.aps, b.aps),
+        )
+    )
+
+
+def coinciding_modes(
+    cands: list[Candidate], modes: tuple[OutcomeMode, ...]
+) -> tuple[tuple[OutcomeMode, ...], ...]:
+    """Groups of two or more modes with the same outcome at every candidate, in mode order."""
+    groups: list[list[OutcomeMode]] = []
+    for m in modes:
+        for g in groups:
+            if all(_same(c.modes[g[0]], c.modes[m]) for c in cands):
+                g.append(m)
+                break
+        else:
+            groups.append([m])
+    return tuple(tuple(g) for g in groups if len(g) > 1)
 
 
 def _evaluate(
@@ -142,7 +211,9 @@ def _evaluate(
             except InfeasibleError:
                 results[m] = None
         gpus = p * sc.prefill_node.gpus_per_node + d * sc.decode_node.gpus_per_node
-        out.append(Candidate(p, d, gpus, bool(pd_min <= p / d <= pd_max), results))
+        feasible = any(o is not None for o in results.values())
+        free = feasible and bool(pd_min <= p / d <= pd_max)
+        out.append(Candidate(p, d, gpus, free, results))
     return out
 
 
@@ -204,7 +275,17 @@ def recommend(
             "on either side); raise the budget",
             field=budget.option,
         )
-    return RecommendReport(sc, objective, cands, recommended, pd_min, pd_max)
+    return RecommendReport(
+        sc,
+        objective,
+        cands,
+        recommended,
+        pd_min,
+        pd_max,
+        budget,
+        cfg,
+        coinciding_modes(cands, modes),
+    )
 
 
 @dataclass(frozen=True)

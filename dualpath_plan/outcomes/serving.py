@@ -29,9 +29,11 @@ against the capped rate B / tau(B)); so
     TTFT = R + 1.5 tau(b) + W_B + W_io,
 R the part of the KV read not hidden behind compute, W_io the M/D/1 wait of the binding I/O
 link (one node serves a turn's read), lambda_g the arrival rate at the busiest GPU. TPOT is
-the decode step at the decode batch b_d = lambda_t x generated x TPOT (Little). The APS is the
+the decode step at the decode batch b_d = lambda_t x generated x TPOT (Little). APS is the
 largest rate with TTFT <= SLO and TPOT <= SLO, found by bisection, and at most U x T_max /
 turns: a planner's headroom, the busiest link's utilization capped at U (max_utilization).
+The online model lives in outcomes/online.py, vectorized, so that ``sweep`` runs the same one
+over arrays of clusters.
 """
 
 from __future__ import annotations
@@ -43,11 +45,12 @@ import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
+from dualpath_plan.outcomes.online import online_aps, online_queue
 from dualpath_plan.outcomes.paths import check_feasible
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import PrefillEngine
-from dualpath_plan.physics.links import LINK_TABLE, LINKS, Num
-from dualpath_plan.physics.modes import MODE_TABLE, REPORT_MODES, ModeName
+from dualpath_plan.physics.links import LINKS, Num
+from dualpath_plan.physics.modes import REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import TurnCounts
 from dualpath_plan.scenario.assemble import Assembly, assemble
 from dualpath_plan.scenario.bundle import Scenario
@@ -190,7 +193,6 @@ _NEWTON_MAX_STEPS = 100
 
 
 def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOutcome:
-    spec = MODE_TABLE[mode]
     P, D = sc.prefill_nodes, sc.decode_nodes
     # Node counts, weights and one decode request first: the clearest reasons a cluster is too
     # small, the same in every mode.
@@ -209,8 +211,6 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
             f"of the weights and the {sc.prefill_node.prefill_hbm_reserve_gbyte:g} GB reserve",
             field="prefill_nodes",
         )
-    scheduler = sc.scheduling.scheduler(spec.scheduler)
-    imbalance = float(scheduler.imbalance(P * sc.prefill_node.gpus_per_node))  # busiest GPU
     sol = sat.solution
     t_max = float(sol.throughput_turns_per_s)
     binding = tuple(sol.binding())
@@ -235,67 +235,12 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
     ttft = max(cycle - gen * tpot - tool, ttft_min)
     jct = float(offline_jct_s(cfg.agents, t_max, cycle_min, counts))
     util = np.asarray(sol.utilization)
-    # I/O side of the online queue: the most utilized I/O link sets W_io.
-    io = [i for i, k in enumerate(LINK_TABLE) if k.io]
-    io_util = float(util[io].max()) if not spec.io_free else 0.0
-    io_link = LINK_TABLE[io[int(np.argmax(util[io]))]]
-    t_io = t_max / io_util if io_util > 0 else math.inf
-    io_nodes = P if io_link.side == "pe" else (D if io_link.side == "de" else 1)
+    # Online: the one queueing model (outcomes/online.py), on this one cluster.
+    on = online_aps(online_queue(sc, sat.assembly, sol), cfg)
+    aps, slo_aps = float(on.aps[0]), float(on.slo_aps[0])
+    t_on, p_on = float(on.ttft_s[0]), float(on.tpot_s[0])
+    limit = on.limit_names()[0]
     gpus = P * sc.prefill_node.gpus_per_node
-
-    def online(aps: float) -> tuple[float, float, float]:
-        lam = aps * turns
-        lam_g = lam / gpus * imbalance
-        if lam >= t_max or lam_g * pm.u_s >= 1.0:
-            return math.inf, math.inf, 0.0
-        batch = lam_g * pm.t0_s / (1.0 - lam_g * pm.u_s)
-        if batch > cap:
-            return math.inf, math.inf, 0.0
-        # Near the batch cap B, requests also wait for later batches: Kingman's heavy-traffic
-        # wait for batches of B Poisson arrivals (c_a^2 = 1/B) served in a fixed tau(B)
-        # (c_s^2 = 0), rho against the capped rate B / tau(B). Negligible when B is large
-        # (layer-wise prefill), it keeps TTFT finite only below the capped capacity.
-        rho_cap = lam_g * pm.forward_s(cap) / cap
-        if rho_cap >= 1.0:
-            return math.inf, math.inf, 0.0
-        wait_batches = rho_cap / (1.0 - rho_cap) * pm.forward_s(cap) / (2.0 * cap)
-        wait_io = 0.0
-        if math.isfinite(t_io):
-            rho = lam / t_io
-            mu = t_io / io_nodes
-            wait_io = rho / (2.0 * mu * (1.0 - rho))
-        ttft_on = pm.read_latency_s + 1.5 * pm.forward_s(batch) + wait_batches + wait_io
-        b_d = group.little_batch(lam, gen)
-        return ttft_on, group.step_s(max(b_d, 1.0)), b_d
-
-    low_ttft, low_tpot, _ = online(1e-9 / turns)
-    reachable = low_ttft <= cfg.ttft_slo_s and low_tpot <= cfg.tpot_slo_s
-    lo, hi = 0.0, t_max / turns if reachable else 0.0
-    for _ in range(60 if reachable else 0):
-        mid = (lo + hi) / 2
-        t_on, p_on, _ = online(mid)
-        if t_on <= cfg.ttft_slo_s and p_on <= cfg.tpot_slo_s:
-            lo = mid
-        else:
-            hi = mid
-    slo_aps = lo
-    t_hi, p_hi, _ = online(min(slo_aps * 1.0001 + 1e-12, t_max / turns))
-    limit = (
-        "throughput"
-        if not math.isfinite(t_hi)
-        else (
-            "ttft" if t_hi > cfg.ttft_slo_s else "tpot" if p_hi > cfg.tpot_slo_s else "throughput"
-        )
-    )
-    # Headroom: the busiest link at most max_utilization (its utilization is the turn rate over
-    # the saturated throughput T, every link's load being proportional to the turn rate).
-    aps = slo_aps
-    if slo_aps > cfg.max_utilization * t_max / turns:
-        aps, limit = cfg.max_utilization * t_max / turns, "utilization"
-    t_on, p_on, _ = online(aps)
-    if not reachable:
-        limit = "unreachable"
-        t_on, p_on = low_ttft, low_tpot
     agent_time = turns * (t_on + gen * p_on + tool)
     total = sc.workload.total_tokens or (d.mean(d.context_tokens) + gen)
     working_set = (

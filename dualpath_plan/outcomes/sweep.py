@@ -17,10 +17,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from dualpath_plan.errors import PlanInputError
+from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.outcomes.online import APS_LIMITS, online_aps, online_queue
 from dualpath_plan.outcomes.serving import (
     OutcomeMode,
+    Saturated,
     ServingConfig,
+    evaluate_mode,
     offline_drain_s,
     offline_jct_s,
     saturated,
@@ -154,26 +157,55 @@ def parse_axis(text: str) -> Axis:
     return Axis(name, parse_values(name, spec))
 
 
+# What the best points maximize (jct_s: minimize): a column of every point.
+OBJECTIVES = ("throughput_per_gpu", "throughput_turns_per_s", "jct_s", "aps")
+
+
 @dataclass
-class SweepSummary:
-    """Points, feasible points, how often each set of binding links binds, and the best points
-    by the objective; ties are broken by the point's place in the grid (its ``point`` number),
-    so the summary does not depend on the chunk size."""
+class ModeSummary:
+    """One mode's part of a sweep: its points, the feasible ones, its best points by the
+    objective (ties broken by the point's place in the grid, its ``point`` number, so the
+    summary does not depend on the chunk size) and, where some point is infeasible, why the
+    first one is."""
 
     points: int = 0
     feasible: int = 0
-    binding_counts: dict[str, int] = field(default_factory=dict)
     best: list[dict[str, float | str]] = field(default_factory=list)
-    top: int = 10
+    infeasible_reason: str | None = None
+    infeasible_point: int = -1
 
-    def add(self, rows: dict[str, np.ndarray], objective: str) -> None:
+
+@dataclass
+class SweepSummary:
+    """Points, feasible points, how often each set of binding links binds, and per mode its
+    best points by the objective."""
+
+    objective: str = "throughput_per_gpu"
+    points: int = 0
+    feasible: int = 0
+    binding_counts: dict[str, int] = field(default_factory=dict)
+    modes: dict[str, ModeSummary] = field(default_factory=dict)
+    top: int = 1
+
+    def add(self, rows: dict[str, np.ndarray]) -> None:
+        objective = self.objective
+        mode = str(rows["mode"])
+        part = self.modes.setdefault(mode, ModeSummary())
         ok = rows["feasible"].astype(bool)
         self.points += ok.size
         self.feasible += int(ok.sum())
+        part.points += ok.size
+        part.feasible += int(ok.sum())
         masks, counts = np.unique(rows["binding_mask"][ok], return_counts=True)
         for mask, count in zip(masks, counts, strict=True):
             label = " + ".join(mask_names(int(mask)))
             self.binding_counts[label] = self.binding_counts.get(label, 0) + int(count)
+        if not ok.all():
+            first = int(np.flatnonzero(~ok)[0])  # points rise within a chunk
+            point = int(rows["point"][first])
+            if part.infeasible_point < 0 or point < part.infeasible_point:
+                part.infeasible_point = point
+                part.infeasible_reason = str(rows["reason"][first])
         if not ok.any():
             return
         sign = 1.0 if objective == "jct_s" else -1.0  # lower rank is better
@@ -183,10 +215,16 @@ class SweepSummary:
         for i in np.flatnonzero((rank <= threshold) & ok):
             row = _row(rows, int(i))
             row.pop("feasible")
-            self.best.append(row)  # type: ignore[arg-type]
-        self.best = sorted(self.best, key=lambda r: (sign * float(r[objective]), int(r["point"])))[
+            row.pop("reason", None)
+            part.best.append(row)  # type: ignore[arg-type]
+        part.best = sorted(part.best, key=lambda r: (sign * float(r[objective]), int(r["point"])))[
             : self.top
         ]
+
+    @property
+    def best(self) -> list[dict[str, float | str]]:
+        """Every mode's best points, mode by mode."""
+        return [r for part in self.modes.values() for r in part.best]
 
 
 def _scalar(v: object) -> float | str:
@@ -237,12 +275,20 @@ def run_sweep(
     chunk: int = 200_000,
     on_chunk: Callable[[dict[str, np.ndarray]], None] | None = None,
     progress: Callable[[int], None] | None = None,
-    top: int = 10,
+    top: int = 1,
     solver: str = "closed",
     max_points: int | None = None,
+    aps: bool = False,
 ) -> SweepSummary:
     """Evaluate every grid point; ``on_chunk`` receives each chunk's columns (to write them),
-    ``progress`` the number of points done. Returns the summary."""
+    ``progress`` the number of points done. Returns the summary, per mode. ``aps``: also each
+    point's online APS under the SLOs and what limits it (the model ``size`` uses; always with
+    the APS objective), computed once per P/D pair: it does not depend on the agents."""
+    if objective not in OBJECTIVES:
+        raise PlanInputError(
+            f"expected one of {', '.join(OBJECTIVES)}, got {objective!r}", field="--objective"
+        )
+    aps = aps or objective == "aps"
     check_grid(axes, len(modes), max_points, solver)
     if chunk < 1:
         raise PlanInputError(f"expected a chunk of at least 1 point, got {chunk}", field="--chunk")
@@ -253,21 +299,26 @@ def run_sweep(
     a_vals = vector.get("agents", np.asarray([float(cfg.agents)]))
     shape = (len(p_vals), len(d_vals), len(a_vals))
     block = math.prod(shape)
-    summary = SweepSummary(top=top)
+    summary = SweepSummary(objective=objective, top=top)
     for c, combo in enumerate(itertools.product(*[a.values for a in profile_axes])):
         assignments = [f"{a.name}={_fmt(v)}" for a, v in zip(profile_axes, combo, strict=True)]
         reg = replace(registry, overrides=registry.overrides.merged(Overrides.parse(assignments)))
         sc = Scenario.from_spec(reg, spec)
+        reasons: dict[tuple[str, float, float], str] = {}  # this scenario's, per mode and P/D
         for start in range(0, block, chunk):
             idx = np.arange(start, min(start + chunk, block))
             ip, idd, ia = np.unravel_index(idx, shape)
             P, D, agents = p_vals[ip], d_vals[idd], a_vals[ia]
+            pair = idx // len(a_vals)  # the P/D pair of each point (agents vary fastest)
             for k, mode in enumerate(modes):
-                rows = _evaluate_chunk(sc, mode, cfg, P, D, agents, solver)
+                rows = _evaluate_chunk(
+                    sc, mode, cfg, P, D, agents, solver, pair=pair if aps else None
+                )
+                rows["reason"] = _reasons(sc, mode, cfg, P, D, rows["feasible"], reasons)
                 rows["point"] = (c * len(modes) + k) * block + idx
                 for a, v in zip(profile_axes, combo, strict=True):
                     rows[a.name] = np.full(idx.size, v)
-                summary.add(rows, objective)
+                summary.add(rows)
                 if on_chunk is not None:
                     on_chunk(rows)
             if progress is not None:
@@ -287,9 +338,12 @@ def _evaluate_chunk(
     D: np.ndarray,
     agents: np.ndarray,
     solver: str = "closed",
+    pair: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Every point of a chunk: the closed form over the whole array, or (``solver="lp"``) one
-    LP per point on the same assembly; the JCT and drain from that solver's throughput."""
+    LP per point on the same assembly; the JCT and drain from that solver's throughput. With
+    ``pair`` (each point's P/D pair, non-decreasing), also the online APS and its limit, once
+    per pair, from the closed form's optimum (as ``size``; the LP's equals it to 1e-6)."""
     sat = saturated(sc, mode, P, D)
     sol = sat.solution
     t = np.asarray(sol.throughput_turns_per_s, dtype=np.float64)
@@ -314,7 +368,7 @@ def _evaluate_chunk(
         counts = sc.turn_demand.trajectory_turns
         jct = np.where(feasible, offline_jct_s(agents, t, cycle_min, counts), np.nan)
         drain = offline_drain_s(jct, agents, t, counts)
-    return {
+    rows = {
         "mode": np.asarray(mode),
         "P": P.astype(np.int64),
         "D": D.astype(np.int64),
@@ -328,15 +382,81 @@ def _evaluate_chunk(
         "binding_mask": mask,
         "feasible": feasible,
     }
+    if pair is not None:
+        on_aps, limit = _online(sc, cfg, sat, P, D, pair)
+        rows["aps"] = np.where(feasible, on_aps, np.nan)
+        rows["aps_limit"] = np.where(feasible, limit, -1)
+    return rows
+
+
+def _online(
+    sc: Scenario,
+    cfg: ServingConfig,
+    sat: Saturated,
+    P: np.ndarray,
+    D: np.ndarray,
+    pair: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The online APS and its limit code (``APS_LIMITS``) of every point, computed once per
+    P/D pair (``pair`` non-decreasing along the chunk) and spread over its agents."""
+    first = np.flatnonzero(np.diff(pair, prepend=pair[0] - 1))
+    if first.size < P.size:
+        sat = saturated(sc, sat.assembly.mode.name, P[first], D[first])
+    feasible = sat.feasible & np.isfinite(sat.solution.throughput_turns_per_s)
+    feasible &= np.asarray(sat.solution.throughput_turns_per_s) > 0
+    on = online_aps(online_queue(sc, sat.assembly, sat.solution), cfg)
+    aps = np.where(feasible, on.aps, np.nan)
+    limit = np.where(feasible, on.limit, -1)
+    if first.size == P.size:
+        return aps, limit
+    back = np.cumsum(np.diff(pair, prepend=pair[0] - 1) != 0) - 1
+    return aps[back], limit[back]
+
+
+def _reasons(
+    sc: Scenario,
+    mode: OutcomeMode,
+    cfg: ServingConfig,
+    P: np.ndarray,
+    D: np.ndarray,
+    feasible: np.ndarray,
+    cache: dict[tuple[str, float, float], str],
+) -> np.ndarray:
+    """Why each infeasible point is infeasible (None for the feasible ones): what ``size``
+    says for that cluster (the weights, one request's or one sequence's KV, no turns), once
+    per mode and P/D pair."""
+    out = np.full(P.shape, None, dtype=object)
+    bad = np.flatnonzero(~feasible)
+    if bad.size == 0:
+        return out
+    pairs, back = np.unique(np.stack([P[bad], D[bad]], axis=1), axis=0, return_inverse=True)
+    said = []
+    for p, d in pairs:
+        key = (mode, float(p), float(d))
+        if key not in cache:
+            cache[key] = _reason(sc, mode, cfg, int(p), int(d))
+        said.append(cache[key])
+    out[bad] = np.asarray(said, dtype=object)[np.ravel(back)]
+    return out
+
+
+def _reason(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, p: int, d: int) -> str:
+    try:
+        evaluate_mode(replace(sc, prefill_nodes=p, decode_nodes=d), mode, cfg)
+    except InfeasibleError as exc:
+        return exc.detail
+    return "infeasible"  # not reached: the sweep's feasibility is evaluate_mode's
 
 
 def _row(rows: dict[str, np.ndarray], k: int) -> dict[str, object]:
-    """Point k of a chunk: scalars as they are, the binding links by name (None if
-    infeasible)."""
+    """Point k of a chunk: scalars as they are, the binding links and the APS limit by name
+    (None if infeasible)."""
     out: dict[str, object] = {}
     for c, v in rows.items():
         if c == "binding_mask":
             out["bottleneck"] = " + ".join(mask_names(int(v[k]))) if rows["feasible"][k] else None
+        elif c == "aps_limit":
+            out[c] = APS_LIMITS[int(v[k])] if v[k] >= 0 else None
         else:
             out[c] = _scalar(v[()] if np.ndim(v) == 0 else v[k])
     return out

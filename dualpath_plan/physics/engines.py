@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -138,6 +138,29 @@ class DecodeGroup:
     def floor_array_s(self, batch: np.ndarray) -> np.ndarray:
         """The latency floor of a step alone (no roofline), for an array of batches."""
         return np.asarray(self.floor_s + batch * self.floor_per_sequence_s)
+
+    def entry(self, i: int) -> DecodeGroup:
+        """Entry i of a group built over an array of node counts, as the group of that count
+        alone (the same numbers: each field is computed elementwise). Every field that may
+        be an array over groups is picked here."""
+
+        def pick(v: Num) -> float:
+            a = np.asarray(v, dtype=np.float64)
+            return float(a) if a.ndim == 0 else float(a.reshape(-1)[i])
+
+        return replace(
+            self,
+            hbm_byte_s=pick(self.hbm_byte_s),
+            peak_flop_s=pick(self.peak_flop_s),
+            floor_s=pick(self.floor_s),
+            floor_per_sequence_s=pick(self.floor_per_sequence_s),
+            free_hbm_bytes=pick(self.free_hbm_bytes),
+        )
+
+    @property
+    def step_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """Batches and their step times, tabulated (one group)."""
+        return self._grid
 
     @functools.cached_property
     def _grid(self) -> tuple[np.ndarray, np.ndarray]:

@@ -1,11 +1,13 @@
-"""What every report says about its inputs' provenance: the efficiencies in force and where
-they come from (one line, and ``efficiencies`` in JSON), and the intervals' basis."""
+"""What every report says about its inputs' provenance, the same way in every report: the
+nodes' datasheet specs, the efficiencies in force and where they come from (one line, and
+``efficiencies`` in JSON), and the intervals' basis."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from dualpath_plan.outcomes.uncertainty import Interval, OutcomeIntervals
+from dualpath_plan.profiles.schemas import NodeProfile
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.provenance import Efficiencies
 
@@ -54,3 +56,20 @@ def intervals_line(iv: OutcomeIntervals) -> str:
         f"intervals: {iv.confidence:.0%} from the calibration's standard errors of "
         f"{', '.join(iv.fields)} (taken as independent)"
     )
+
+
+def node_line(node: NodeProfile, gpu_id: str) -> str:
+    """A node's datasheet specs in a line: GPUs, storage and compute NICs, DRAM."""
+    return (
+        f"{node.id}: {node.gpus_per_node} x {gpu_id}, SNIC {node.snic_count} x "
+        f"{node.snic_gbit_s:g} Gb/s, CNIC {node.cnic_count} x {node.cnic_gbit_s:g} Gb/s "
+        f"(PCIe Gen{node.cnic_pcie_gen} x{node.cnic_pcie_lanes}), DRAM {node.dram_gbyte:,.0f} GB "
+        f"at {node.dram_gbyte_s:g} GB/s"
+    )
+
+
+def node_lines(sc: Scenario) -> list[str]:
+    """The prefill and decode nodes' specs, one line when they are the same node."""
+    pe = node_line(sc.prefill_node, sc.prefill_gpu.id)
+    de = node_line(sc.decode_node, sc.decode_gpu.id)
+    return [f"nodes: {pe}"] if pe == de else [f"prefill node: {pe}", f"decode node: {de}"]

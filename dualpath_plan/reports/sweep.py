@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -31,7 +32,10 @@ OUT_COLUMNS = (
     "drain_s",
     "decode_path_fraction",
     "bottleneck",
+    "aps",
+    "aps_limit",
     "feasible",
+    "reason",
 )
 
 
@@ -90,21 +94,63 @@ def _share(summary: SweepSummary) -> dict[str, float]:
     return {k: v / summary.feasible for k, v in ranked}
 
 
-def sweep_payload(summary: SweepSummary, objective: str, out: Path | None) -> dict[str, Any]:
+def sweep_payload(
+    summary: SweepSummary, objective: str, out: Path | None, aps: bool = False
+) -> dict[str, Any]:
     return {
         "points": summary.points,
         "feasible": summary.feasible,
         "bottleneck_share": _share(summary),
         "objective": objective,
-        "best": [{k: _clean(v) for k, v in r.items()} for r in summary.best],
+        "aps_computed": aps,
+        "modes": {
+            mode: {
+                "points": part.points,
+                "feasible": part.feasible,
+                # without --aps, aps and aps_limit are null (not computed)
+                "best": [
+                    {k: _clean(v) for k, v in {"aps": None, "aps_limit": None, **r}.items()}
+                    for r in part.best
+                ],
+                "infeasible_reason": part.infeasible_reason,
+            }
+            for mode, part in summary.modes.items()
+        },
         "out": str(out) if out else None,
     }
 
 
-def _cell(v: object) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return "" if v is None else str(v)
+# The summary table's columns: (row key, header, format); short headers, so that the table
+# fits a 100-column terminal (the file written by --out has every column by its full name).
+_TABLE = (
+    ("agents", "agents", "{:,d}"),
+    ("gpus", "GPUs", "{:d}"),
+    ("throughput_turns_per_s", "turns/s", "{:.4g}"),
+    ("throughput_per_gpu", "per GPU", "{:.3g}"),
+    ("jct_s", "JCT s", "{:,.0f}"),
+    ("aps", "APS", "{:.3g}"),
+    ("aps_limit", "limit", "{}"),
+    ("decode_path_fraction", "DE share", "{:.0%}"),
+    ("bottleneck", "binding", "{}"),
+)
+_LABEL = {
+    "throughput_per_gpu": "turns/s per GPU",
+    "throughput_turns_per_s": "turns/s",
+    "jct_s": "JCT",
+    "aps": "APS",
+}
+
+
+def _cell(v: object, fmt: str) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return ""
+    return fmt.format(v)
+
+
+def _header(name: str, extra: list[str]) -> str:
+    """A profile-field axis by its field name alone where no other axis shares it."""
+    field = name.partition(".")[2]
+    return field if sum(e.partition(".")[2] == field for e in extra) == 1 else name
 
 
 def render_sweep(
@@ -114,20 +160,74 @@ def render_sweep(
     extra: list[str],
     out: Path | None,
     console: Console,
+    aps: bool = False,
+    inputs: str = "",
+    agents_axis: bool = False,
 ) -> None:
+    """The summary: the grid, what binds how often, each mode's best points, why points are
+    infeasible. ``inputs``: the scenario in a line; ``agents_axis``: agents vary (a column)."""
     console.print(
         f"[bold]{summary.points:,} points[/bold] ({summary.feasible:,} feasible), "
         f"modes {', '.join(modes)}"
     )
+    if inputs:
+        console.print(inputs)
     share = _share(summary)
     if share:
         console.print("binding links: " + ", ".join(f"{k} {v:.0%}" for k, v in share.items()))
-    table = Table(title=f"best {len(summary.best)} by {objective}")
-    cols = [*extra, *(c for c in OUT_COLUMNS if c not in ("feasible", "point"))]
-    for c in cols:
-        table.add_column(c)
-    for r in summary.best:
-        table.add_row(*[_cell(r.get(c)) for c in cols])
-    console.print(table)
+    best = "best point" if summary.top == 1 else f"best {summary.top} points"
+    sense = "lowest" if objective == "jct_s" else "highest"
+    table = Table(
+        title=f"{best} per mode ({sense} {_LABEL[objective]})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        collapse_padding=True,
+        pad_edge=False,
+    )
+    cols = [(c, _header(c, extra), "{:.4g}") for c in extra]
+    cols += [
+        t
+        for t in _TABLE
+        if (aps or t[0] not in ("aps", "aps_limit")) and (agents_axis or t[0] != "agents")
+    ]
+    table.add_column("mode", no_wrap=True)
+    table.add_column("P/D", no_wrap=True)
+    for key, header, _ in cols:
+        table.add_column(
+            header,
+            justify="left" if key in ("aps_limit", "bottleneck") else "right",
+            min_width=len(header),
+            no_wrap=key != "bottleneck",
+            overflow="fold",
+        )
+    for mode in modes:
+        part = summary.modes.get(mode)
+        for r in part.best if part is not None else []:
+            split = f"{r['P']}P{r['D']}D"
+            table.add_row(mode, split, *[_cell(r.get(key), fmt) for key, _, fmt in cols])
+    if summary.feasible:
+        console.print(table)
+    said: dict[tuple[int, int, str | None], list[str]] = {}  # modes that say the same
+    for m in modes:
+        part = summary.modes.get(m)
+        if part is not None and part.feasible < part.points:
+            said_key = (part.points, part.feasible, part.infeasible_reason)
+            said.setdefault(said_key, []).append(m)
+    for (points, feasible, reason), names in said.items():
+        each = " each" if len(names) > 1 else ""
+        if not feasible:
+            console.print(f"{', '.join(names)}: no feasible point{each}: {reason}")
+        else:
+            console.print(
+                f"{', '.join(names)}: {points - feasible:,} of {points:,} points "
+                f"infeasible{each}, the first: {reason}"
+            )
+    if aps:
+        console.print(
+            "APS: online agents/s within both SLOs; limit: what stops a higher one (ttft, tpot, "
+            "throughput, or unreachable: even one agent misses an SLO)"
+        )
+    else:
+        console.print("APS not computed (--aps or --objective aps adds it)")
     if out:
         console.print(f"every point written to {out}")

@@ -12,7 +12,7 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -70,7 +70,8 @@ class RatioInput(_Extra):
 class TrendInput(_Extra):
     base: str
     gpu: str
-    dtype: str = "best"
+    # A dtype the GPU profiles know, or the lowest precision each GPU has.
+    dtype: Literal["bf16", "fp8", "fp4", "best"] = "best"
 
 
 class RecommendInput(_Extra):

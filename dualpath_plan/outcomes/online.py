@@ -1,0 +1,244 @@
+"""Online serving (Poisson agent arrivals under TTFT/TPOT SLOs), vectorized over clusters.
+
+The one online model (docs/model.md section 6): ``evaluate_mode`` (``size``, ``recommend``)
+runs it on one cluster, ``sweep`` on arrays of them, so a sweep's APS is ``size``'s APS at the
+same point. Turns arrive at lambda_t = APS x turns. Prefill is a gated batch-service queue: a
+request waits for the running batch (mean residual tau/2) and then its own, the steady batch
+is b = lambda_g t0 / (1 - lambda_g u); near the batch cap B it also waits for later batches
+(Kingman: W_B = rho/(1-rho) tau(B)/(2B), rho against the capped rate B / tau(B)); so
+
+    TTFT = R + 1.5 tau(b) + W_B + W_io,
+
+R the part of the KV read not hidden behind compute, W_io the M/D/1 wait of the binding I/O
+link (one node serves a turn's read), lambda_g the arrival rate at the busiest GPU. TPOT is the
+decode step at the decode batch b_d = lambda_t x generated x TPOT (Little). APS is the largest
+rate with TTFT <= SLO and TPOT <= SLO, found by bisection (the same 60 halvings at every
+point, so an array of clusters gives what each one gives alone).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from dualpath_plan.physics.engines import DecodeGroup, PrefillEngine
+from dualpath_plan.physics.links import LINK_TABLE
+from dualpath_plan.scenario.assemble import Assembly
+from dualpath_plan.scenario.bundle import Scenario
+from dualpath_plan.scenario.spec import ServingConfig
+from dualpath_plan.solvers.closed_form import Solution
+
+# What stops a higher APS, by code (``OnlineAps.limit``): the first three are what binds just
+# above the APS; "unreachable" means no arrival rate meets the SLOs (even one agent misses).
+APS_LIMITS: tuple[str, ...] = ("throughput", "ttft", "tpot", "unreachable", "utilization")
+_BISECTION_STEPS = 60
+# Clusters x grid points up to which the decode batch is found by testing every grid point
+# (one cluster: a few thousand), beyond which by a search.
+_DIRECT_CELLS = 1 << 16
+_IO = np.asarray([i for i, k in enumerate(LINK_TABLE) if k.io])
+_IO_SIDE = np.asarray([{"pe": 0, "de": 1}.get(LINK_TABLE[i].side, 2) for i in _IO])
+
+
+def decode_little_batch(
+    group: DecodeGroup, turns_per_s: np.ndarray, generated: float
+) -> np.ndarray:
+    """``DecodeGroup.little_batch`` over an array of turn rates, for one decode group: the batch
+    b with b = rate x generated x TPOT(b), at most the HBM-limited batch (the same step table
+    and the same linear crossing)."""
+    b, t = group.step_table
+    v = np.asarray(turns_per_s, dtype=np.float64) * generated
+    n = b.size
+    if v.size * n <= _DIRECT_CELLS:  # the scalar's test at every grid point, at once
+        ok = v[..., None] * t <= b
+        k = np.where(ok.any(axis=-1), np.argmax(ok, axis=-1), n)
+    else:
+        # The first grid point with v t_k <= b_k: b / t(b) (tokens/s) rises with the batch,
+        # so a search on its running maximum finds it; the exact test settles rounding at the
+        # edge.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rising = np.maximum.accumulate(b / t)
+        k = np.searchsorted(rising, v, side="left")
+        for _ in range(2):
+            below = np.maximum(k - 1, 0)
+            k = np.where((k > 0) & (v * t[below] <= b[below]), k - 1, k)
+            here = np.minimum(k, n - 1)
+            k = np.where((k < n) & ~(v * t[here] <= b[here]), k + 1, k)
+    hi = np.minimum(np.maximum(k, 1), n - 1)
+    lo = hi - 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f0 = v * t[lo] - b[lo]
+        f1 = v * t[hi] - b[hi]
+        crossing = b[lo] + (b[hi] - b[lo]) * f0 / (f0 - f1)
+    first = np.maximum(v * t[0], 0.0)
+    return np.where(k >= n, b[-1], np.where(k == 0, first, crossing))
+
+
+def decode_step(group: DecodeGroup, batch: np.ndarray) -> np.ndarray:
+    """``DecodeGroup.step_s`` over an array of batches: the tabulated step time, interpolated,
+    within the table; the roofline outside it."""
+    b, t = group.step_table
+    batch = np.asarray(batch, dtype=np.float64)
+    inside = (batch >= 1.0) & (batch <= b[-1])
+    out = np.interp(batch, b, t)
+    if not inside.all():
+        out = np.where(inside, out, group.step_array_s(batch))
+    return out
+
+
+@dataclass(frozen=True)
+class OnlineQueue:
+    """The online model's inputs for an array of clusters of one mode (1-D, one entry per
+    cluster): the saturated throughput, the busiest prefill GPU, the prefill batch cap, the
+    binding I/O link, and each cluster's decode group."""
+
+    turns: float  # mean turns per agent
+    generated: float  # mean generated tokens per turn
+    t_max: np.ndarray  # saturated turns/s
+    gpus: np.ndarray  # prefill GPUs
+    imbalance: np.ndarray  # the busiest prefill GPU's load over the mean
+    prefill: PrefillEngine  # t0, u and the read latency (batch cap: ``batch_cap``)
+    batch_cap: np.ndarray
+    t_io: np.ndarray  # turns/s at which the busiest I/O link saturates (inf: none)
+    io_nodes: np.ndarray  # nodes that share that link's load
+    groups: tuple[DecodeGroup, ...]  # one decode group per distinct decode node count
+    order: np.ndarray  # the clusters sorted by their decode group
+    starts: np.ndarray  # where each group's clusters start in that order (and the end)
+
+    def at(self, aps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """TTFT and TPOT at an arrival rate of ``aps`` agents/s per cluster (inf where the
+        queue is unstable)."""
+        pm = self.prefill
+        lam = np.asarray(aps, dtype=np.float64) * self.turns
+        lam_g = lam / self.gpus * self.imbalance
+        cap = self.batch_cap
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            unstable = (lam >= self.t_max) | (lam_g * pm.u_s >= 1.0)
+            batch = lam_g * pm.t0_s / (1.0 - lam_g * pm.u_s)
+            unstable |= batch > cap
+            # Near the batch cap B, requests also wait for later batches: Kingman's
+            # heavy-traffic wait for batches of B Poisson arrivals (c_a^2 = 1/B) served in a
+            # fixed tau(B) (c_s^2 = 0), rho against the capped rate B / tau(B). Negligible when
+            # B is large (layer-wise prefill), it keeps TTFT finite only below the capped
+            # capacity.
+            forward_cap = pm.t0_s + cap * pm.u_s
+            rho_cap = lam_g * forward_cap / cap
+            unstable |= rho_cap >= 1.0
+            wait_batches = rho_cap / (1.0 - rho_cap) * forward_cap / (2.0 * cap)
+            rho = lam / self.t_io
+            mu = self.t_io / self.io_nodes
+            wait_io = np.where(np.isfinite(self.t_io), rho / (2.0 * mu * (1.0 - rho)), 0.0)
+            ttft = pm.read_latency_s + 1.5 * (pm.t0_s + batch * pm.u_s) + wait_batches + wait_io
+        if len(self.groups) == 1:
+            b_d = decode_little_batch(self.groups[0], lam, self.generated)
+            tpot = decode_step(self.groups[0], np.maximum(b_d, 1.0))
+        else:  # per decode group, over its clusters
+            by_group = lam[self.order]
+            sorted_tpot = np.empty_like(by_group)
+            for g, group in enumerate(self.groups):
+                s = slice(self.starts[g], self.starts[g + 1])
+                if s.start < s.stop:
+                    b_d = decode_little_batch(group, by_group[s], self.generated)
+                    sorted_tpot[s] = decode_step(group, np.maximum(b_d, 1.0))
+            tpot = np.empty_like(lam)
+            tpot[self.order] = sorted_tpot
+        return np.where(unstable, math.inf, ttft), np.where(unstable, math.inf, tpot)
+
+
+@dataclass(frozen=True)
+class OnlineAps:
+    """Per cluster: the APS, what stops a higher one (a code of ``APS_LIMITS``), and the TTFT and
+    TPOT there (for an unreachable SLO: what one agent sees)."""
+
+    aps: np.ndarray
+    limit: np.ndarray
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    slo_aps: np.ndarray  # the SLOs' own APS, before the max_utilization headroom
+
+    def limit_names(self) -> list[str]:
+        return [APS_LIMITS[int(k)] for k in np.atleast_1d(self.limit)]
+
+
+def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
+    """The online queue of every cluster of an assembly of ``sc`` and its solution (1-D over
+    clusters; a single cluster is an array of one)."""
+    P = np.atleast_1d(np.asarray(asm.pe.nodes, dtype=np.float64))
+    D = np.atleast_1d(np.asarray(asm.de.nodes, dtype=np.float64))
+    n = max(P.size, D.size)
+    P, D = np.broadcast_to(P, (n,)), np.broadcast_to(D, (n,))
+    pm = asm.pe.prefill
+    decode = asm.de.decode
+    assert pm is not None and decode is not None
+    gpus = P * sc.prefill_node.gpus_per_node
+    imbalance = sc.scheduling.scheduler(asm.mode.scheduler).imbalance(gpus)  # busiest GPU
+    t_max = np.broadcast_to(np.asarray(sol.throughput_turns_per_s, dtype=np.float64), (n,))
+    util = np.asarray(sol.utilization).reshape(-1, len(LINK_TABLE))
+    util = np.broadcast_to(util, (n, len(LINK_TABLE)))[:, _IO]
+    io_util = np.zeros(n) if asm.mode.io_free else util.max(axis=1)
+    side = _IO_SIDE[np.argmax(util, axis=1)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_io = np.where(io_util > 0, t_max / np.where(io_util > 0, io_util, 1.0), math.inf)
+    io_nodes = np.where(side == 0, P, np.where(side == 1, D, 1.0))
+    if asm.de.index is None:
+        groups: tuple[DecodeGroup, ...] = (decode.entry(0),)
+        group = np.zeros(n, dtype=np.int64)
+    else:
+        count = np.asarray(decode.free_hbm_bytes).size
+        groups = tuple(decode.entry(i) for i in range(count))
+        group = np.broadcast_to(np.asarray(asm.de.index, dtype=np.int64), (n,))
+    order = np.argsort(group, kind="stable")
+    d = sc.turn_demand
+    return OnlineQueue(
+        turns=d.trajectory_turns.mean,
+        generated=d.mean(d.generated_tokens),
+        t_max=t_max,
+        gpus=gpus,
+        imbalance=np.broadcast_to(np.asarray(imbalance, dtype=np.float64), (n,)),
+        prefill=pm,
+        batch_cap=np.broadcast_to(np.asarray(asm.pe.take(pm.batch_cap), dtype=np.float64), (n,)),
+        t_io=t_io,
+        io_nodes=io_nodes,
+        groups=groups,
+        order=order,
+        starts=np.searchsorted(group[order], np.arange(len(groups) + 1)),
+    )
+
+
+def online_aps(q: OnlineQueue, cfg: ServingConfig) -> OnlineAps:
+    """The largest arrival rate with TTFT <= SLO and TPOT <= SLO per cluster, by bisection
+    between 0 and the saturated rate, and what stops a higher one."""
+    turns = q.turns
+    low_ttft, low_tpot = q.at(np.full(q.t_max.shape, 1e-9 / turns))
+    reachable = (low_ttft <= cfg.ttft_slo_s) & (low_tpot <= cfg.tpot_slo_s)
+    lo = np.zeros(q.t_max.shape)
+    hi = np.where(reachable, q.t_max / turns, 0.0)
+    for _ in range(_BISECTION_STEPS):
+        mid = (lo + hi) / 2
+        t_on, p_on = q.at(mid)
+        ok = (t_on <= cfg.ttft_slo_s) & (p_on <= cfg.tpot_slo_s)
+        lo = np.where(ok, mid, lo)
+        hi = np.where(ok, hi, mid)
+    slo_aps = lo
+    t_hi, p_hi = q.at(np.minimum(slo_aps * 1.0001 + 1e-12, q.t_max / turns))
+    limit = np.where(
+        ~np.isfinite(t_hi),
+        0,
+        np.where(t_hi > cfg.ttft_slo_s, 1, np.where(p_hi > cfg.tpot_slo_s, 2, 0)),
+    )
+    # Headroom: the busiest link at most max_utilization (its utilization is the turn rate over
+    # the saturated throughput, every link's load being proportional to the turn rate).
+    cap = cfg.max_utilization * q.t_max / turns
+    capped = slo_aps > cap
+    aps = np.where(capped, cap, slo_aps)
+    limit = np.where(capped, 4, limit)
+    limit = np.where(reachable, limit, 3)
+    t_on, p_on = q.at(aps)
+    return OnlineAps(
+        aps=aps,
+        limit=limit,
+        ttft_s=np.where(reachable, t_on, low_ttft),
+        tpot_s=np.where(reachable, p_on, low_tpot),
+        slo_aps=slo_aps,
+    )
