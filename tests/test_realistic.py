@@ -258,3 +258,48 @@ def test_intervals_do_not_move_the_answer(registry) -> None:
             assert i is not None and i.low <= v <= i.high, (m, metric)
             assert math.isfinite(i.low) and math.isfinite(i.high)
     assert Registry is not None and PathOptions is not None
+
+
+def test_every_scenario_report_says_which_efficiencies_are_in_force(cli) -> None:
+    """One line in the terminal, ``efficiencies`` in JSON: size, paths, bounds, recommend,
+    sweep (and which of them a sweep's grid varies), and the LP form of paths."""
+    commands = [
+        ("size",),
+        ("size", "--target-aps", "0.5"),
+        ("paths",),
+        ("bounds",),
+        ("recommend", "--budget-nodes", "6"),
+        ("sweep", "--grid", "P=1:2", "--grid", "D=2:3"),
+        ("paths", "--prefill-group", "dualpath-hopper:2", "--decode-group", "dgx-b200:3"),
+    ]
+    for args in commands:
+        text = cli(*args)
+        assert text.code == 0, (args, text.err)
+        assert "efficiencies: dualpath-hopper" in text.out, args
+        data = cli(*args, "--json").json()
+        assert data["efficiencies"]["in_force"] is True, args
+        assert data["efficiencies"]["nodes"][0]["efficiency_source"] == "measured", args
+    varied = cli("sweep", "--grid", "P=2", "--grid", "D=4", "--grid", "node.prefill_mfu=0.1,0.2")
+    assert "varied by --grid: node.prefill_mfu" in varied.out
+
+
+def test_recommend_gives_the_interval_of_each_recommended_split(cli) -> None:
+    data = cli("recommend", "--budget-nodes", "8", "--json").json()
+    for mode, rec in data["recommended"].items():
+        low, high = rec["jct_s_interval"]
+        split = next(
+            c
+            for c in data["candidates"]
+            if (c["prefill_nodes"], c["decode_nodes"])
+            == (rec["prefill_nodes"], rec["decode_nodes"])
+        )
+        assert low < split["modes"][mode]["jct_s"] < high, mode
+    assert data["intervals"]["confidence"] == 0.95
+
+
+def test_validate_says_which_efficiencies_its_cluster_cases_use(cli) -> None:
+    data = cli("validate", "--json").json()
+    sources = [e["source"] for e in data["efficiencies"]]
+    # the calibrated testbed, and the paper's assumptions (bounds cases) at the speed of light
+    assert sources == ["measured", "speed-of-light"]
+    assert "efficiencies in the cluster cases: dualpath-hopper" in cli("validate").out

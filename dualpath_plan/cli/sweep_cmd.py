@@ -22,6 +22,7 @@ from dualpath_plan.outcomes.sweep import (
 )
 from dualpath_plan.physics.modes import parse_modes
 from dualpath_plan.reports import sweep as report
+from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
 
 
@@ -139,14 +140,16 @@ def sweep(
         if writer:
             writer.close()
     aps = aps or objective == "aps"
+    efficiencies = Scenario.from_spec(registry, spec).efficiencies
     if as_json:
-        print_json(report.sweep_payload(summary, objective, out, aps))
+        print_json(report.sweep_payload(summary, objective, out, aps, efficiencies, extra))
     else:
         agents_axis = any(a.name == "agents" for a in axes)
         inputs = (
             "" if agents_axis else f"offline JCT of {cfg.agents:,} agents started together; "
         ) + f"online SLOs TTFT {cfg.ttft_slo_s:g} s, TPOT {cfg.tpot_slo_s * 1e3:g} ms"
         report.render_sweep(summary, objective, modes, extra, out, stdout, aps, inputs, agents_axis)
+        stdout.print(report.efficiency_text(efficiencies, extra), highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,7 +9,7 @@ import typer
 
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
 from dualpath_plan.reports import validate as report
-from dualpath_plan.validation import load_cases, run_validation
+from dualpath_plan.validation import case_efficiencies, load_cases, run_validation
 
 
 def validate(
@@ -29,13 +29,16 @@ def validate(
     """Run every validation case (one published claim of the DualPath paper each): claim,
     paper value, model value, error, pass/fail. Exit 1 if any fails; a known gap is reported,
     never counted as a pass, and fails the run if it starts passing."""
-    results = run_validation(load_registry(profiles, set_), load_cases(cases))
+    registry = load_registry(profiles, set_)
+    loaded = load_cases(cases)
+    results = run_validation(registry, loaded)
+    efficiencies = case_efficiencies(registry, loaded)
     if as_json:
-        print_json(report.validate_payload(results))
+        print_json(report.validate_payload(results, efficiencies))
     elif markdown:
-        print(report.validate_markdown(results))
+        print(report.validate_markdown(results, efficiencies))
     else:
-        report.render_validate(results, stdout)
+        report.render_validate(results, stdout, efficiencies)
     if any(not r.ok for r in results):
         raise typer.Exit(1)
 

@@ -17,6 +17,7 @@ from typing import Literal
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.outcomes.paths import bottleneck_free_range
 from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, evaluate_mode
+from dualpath_plan.outcomes.uncertainty import OutcomeIntervals, answer_intervals
 from dualpath_plan.physics.links import link
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.scenario.bundle import Scenario
@@ -145,6 +146,8 @@ class RecommendReport:
     # Modes that give the same outcome at every candidate (within COINCIDE_REL), in mode
     # order, each group of two or more: one line in a chart, "even = dualpath" in its label.
     coinciding: tuple[tuple[OutcomeMode, ...], ...] = ()
+    # Each mode's outcome at its recommended split, with the calibration's 95% interval.
+    intervals: OutcomeIntervals | None = None
 
     def label(self, mode: OutcomeMode) -> str:
         """A mode's name, or the names of the modes it coincides with ("even = dualpath")."""
@@ -285,6 +288,14 @@ def recommend(
         budget,
         cfg,
         coinciding_modes(cands, modes),
+        answer_intervals(
+            sc,
+            cfg,
+            {
+                m: (rec.candidate.prefill_nodes, rec.candidate.decode_nodes)
+                for m, rec in recommended.items()
+            },
+        ),
     )
 
 

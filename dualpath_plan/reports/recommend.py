@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dualpath_plan import __version__
@@ -25,7 +26,14 @@ from dualpath_plan.files import atomic_write
 from dualpath_plan.outcomes.recommend import Candidate, PhasePlan, RecommendReport, score
 from dualpath_plan.outcomes.serving import ModeOutcome
 from dualpath_plan.physics.links import LINK_INDEX
-from dualpath_plan.reports.provenance import efficiency_line, node_lines
+from dualpath_plan.reports.provenance import (
+    efficiency_line,
+    efficiency_payload,
+    interval_pair,
+    intervals_line,
+    intervals_payload,
+    node_lines,
+)
 from dualpath_plan.reports.size import mode_payload
 
 METRIC = {
@@ -163,9 +171,15 @@ def recommend_payload(r: RecommendReport, phases: PhasePlan | None = None) -> di
                 "decode_nodes": rec.candidate.decode_nodes,
                 "gpus": rec.candidate.gpus,
                 "why": rec.why,
+                **{
+                    f"{k}_interval": interval_pair(v)
+                    for k, v in (r.intervals.by_mode.get(m, {}) if r.intervals else {}).items()
+                },
             }
             for m, rec in r.recommended.items()
         },
+        "efficiencies": efficiency_payload(r.scenario),
+        "intervals": intervals_payload(r.intervals) if r.intervals is not None else None,
     }
     if phases is not None:
         out["phases"] = {
@@ -261,10 +275,40 @@ def render_recommend(r: RecommendReport, console: Console, phases: PhasePlan | N
         console.print(
             f"[bold]{' = '.join(_mode_name(x) for x in r.label(m).split(' = '))}[/bold]: run "
             f"{rec.candidate.prefill_nodes}P{rec.candidate.decode_nodes}D "
-            f"({rec.candidate.gpus} GPUs). {rec.why}"
+            f"({rec.candidate.gpus} GPUs){_answer_interval(r, m)}. {rec.why}"
+        )
+    console.print(escape(efficiency_line(r.scenario)), highlight=False)
+    if r.intervals is not None:
+        console.print(
+            escape(intervals_line(r.intervals)) + " (at each mode's recommended split)",
+            highlight=False,
         )
     if phases is not None:
         _render_phases(phases, console)
+
+
+def _answer_interval(r: RecommendReport, mode: str) -> str:
+    """', JCT 1.52 h (1.38 h to 1.66 h), APS ...' at a mode's recommended split."""
+    iv = r.intervals.by_mode.get(mode, {}) if r.intervals is not None else {}
+    rec = r.recommended.get(mode)  # type: ignore[call-overload]
+    o = rec.candidate.modes.get(mode) if rec is not None else None
+    if o is None or not iv:
+        return ""
+    parts = []
+    jct, aps = iv.get("jct_s"), iv.get("aps")
+    if jct is not None:
+        hours = max(o.jct_s, jct.high) >= 3600  # one unit for the value and its interval
+        parts.append(
+            f"JCT {_seconds(o.jct_s, hours)} ({_seconds(jct.low, hours)} to "
+            f"{_seconds(jct.high, hours)})"
+        )
+    if aps is not None:
+        parts.append(f"APS {o.aps:.3g} ({aps.low:.3g} to {aps.high:.3g})")
+    return ": " + ", ".join(parts) if parts else ""
+
+
+def _seconds(v: float, hours: bool) -> str:
+    return f"{v / 3600:.2f} h" if hours else f"{v:,.0f} s"
 
 
 def _render_phases(p: PhasePlan, console: Console) -> None:
@@ -316,11 +360,16 @@ def recommend_markdown(
             continue
         o = rec.candidate.modes[m]
         assert o is not None
+        interval = _answer_interval(r, m).removeprefix(": ")
+        outcome = interval or f"JCT {o.jct_s:,.0f} s, APS {o.aps:.3g}"
         lines.append(
             f"- **{r.label(m)}**: {rec.candidate.prefill_nodes}P{rec.candidate.decode_nodes}D "
             f"({rec.candidate.gpus} GPUs): {o.throughput_turns_per_s:.3g} turns/s, "
-            f"JCT {o.jct_s:,.0f} s, APS {o.aps:.3g}. {rec.why}."
+            + outcome
+            + f". {rec.why}."
         )
+    if r.intervals is not None:
+        lines += ["", f"{intervals_line(r.intervals)} (at each mode's recommended split)"]
     lines += ["", "## Chart", "", recommend_svg(r).strip(), ""]
     lines += [f"## {label} per split", ""]
     modes = list(r.candidates[0].modes)

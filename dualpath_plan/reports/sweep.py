@@ -18,6 +18,9 @@ from rich.table import Table
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import AtomicWriter
 from dualpath_plan.outcomes.sweep import SweepSummary, iter_rows
+from dualpath_plan.profiles.schemas import NodeProfile
+from dualpath_plan.reports.provenance import efficiency_payload
+from dualpath_plan.scenario.provenance import Efficiencies
 
 OUT_COLUMNS = (
     "point",
@@ -94,10 +97,35 @@ def _share(summary: SweepSummary) -> dict[str, float]:
     return {k: v / summary.feasible for k, v in ranked}
 
 
+def _varied(extra: list[str]) -> list[str]:
+    """The grid's axes over a node's calibration fields: efficiencies that vary by point."""
+    return [
+        name
+        for name in extra
+        if name.startswith("node.") and name.partition(".")[2] in NodeProfile.CALIBRATION_FIELDS
+    ]
+
+
+def efficiency_text(e: Efficiencies, extra: list[str]) -> str:
+    """The efficiencies in force, and which of them the grid varies."""
+    varied = _varied(extra)
+    return e.line() + (f"; varied by --grid: {', '.join(varied)}" if varied else "")
+
+
 def sweep_payload(
-    summary: SweepSummary, objective: str, out: Path | None, aps: bool = False
+    summary: SweepSummary,
+    objective: str,
+    out: Path | None,
+    aps: bool = False,
+    efficiencies: Efficiencies | None = None,
+    extra: list[str] | None = None,
 ) -> dict[str, Any]:
     return {
+        "efficiencies": (
+            {**efficiency_payload(efficiencies), "varied_by_grid": _varied(extra or [])}
+            if efficiencies is not None
+            else None
+        ),
         "points": summary.points,
         "feasible": summary.feasible,
         "bottleneck_share": _share(summary),

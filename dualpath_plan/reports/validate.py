@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dualpath_plan.reports.provenance import efficiency_payload
+from dualpath_plan.scenario.provenance import Efficiencies
 from dualpath_plan.validation import Accuracy, CaseResult
 
 
@@ -31,8 +33,12 @@ def _accuracy(results: list[CaseResult]) -> str:
     )
 
 
-def validate_payload(results: list[CaseResult]) -> dict[str, Any]:
+def validate_payload(
+    results: list[CaseResult], efficiencies: list[Efficiencies] | None = None
+) -> dict[str, Any]:
     return {
+        # The efficiencies in force in the cases that evaluate a cluster, each set once.
+        "efficiencies": [efficiency_payload(e) for e in efficiencies or []],
         "cases": [
             {
                 "id": r.case.id,
@@ -62,9 +68,12 @@ def validate_payload(results: list[CaseResult]) -> dict[str, Any]:
     }
 
 
-def validate_markdown(results: list[CaseResult]) -> str:
+def validate_markdown(
+    results: list[CaseResult], efficiencies: list[Efficiencies] | None = None
+) -> str:
     lines = [
         _accuracy(results),
+        *[f"\n{_in_cases(e)}" for e in efficiencies or []],
         "",
         "| case | class | claim | source | paper | model | error | tolerance | status |",
         "|---|---|---|---|---:|---:|---:|---:|---|",
@@ -79,8 +88,17 @@ def validate_markdown(results: list[CaseResult]) -> str:
     return "\n".join([*lines, "", _summary(results)])
 
 
-def render_validate(results: list[CaseResult], console: Console) -> None:
+def _in_cases(e: Efficiencies) -> str:
+    """The efficiencies line, said of the cases that evaluate a cluster."""
+    return e.line().replace("efficiencies:", "efficiencies in the cluster cases:", 1)
+
+
+def render_validate(
+    results: list[CaseResult], console: Console, efficiencies: list[Efficiencies] | None = None
+) -> None:
     console.print(_accuracy(results))
+    for e in efficiencies or []:
+        console.print(escape(_in_cases(e)), highlight=False)
     table = Table(title="validation against arXiv 2602.21548")
     for col in ("case", "class", "claim", "paper", "model", "error", "tol", "status"):
         table.add_column(

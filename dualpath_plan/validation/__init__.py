@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, Valid
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import MAX_CASE_BYTES, load_toml
 from dualpath_plan.profiles.registry import Registry
+from dualpath_plan.scenario.provenance import Efficiencies
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
 
@@ -136,6 +137,21 @@ class Accuracy:
         mid = len(errors) // 2
         median = errors[mid] if len(errors) % 2 else (errors[mid - 1] + errors[mid]) / 2
         return cls(len(errors), median, errors[-1])
+
+
+def case_efficiencies(registry: Registry, cases: list[Case]) -> list[Efficiencies]:
+    """The efficiencies in force in the cases that evaluate a cluster, each distinct set once
+    (which node, calibrated or at the speed of light)."""
+    from dualpath_plan.scenario import Scenario
+    from dualpath_plan.validation.metrics import parse_inputs
+
+    seen: dict[str, Efficiencies] = {}
+    for case in cases:
+        kind, spec, _ = parse_inputs(case.kind, case.inputs, source=case.source_file)
+        if kind.cluster:
+            e = Scenario.from_spec(registry, spec).efficiencies
+            seen.setdefault(e.line(), e)
+    return list(seen.values())
 
 
 def run_validation(registry: Registry, cases: list[Case]) -> list[CaseResult]:

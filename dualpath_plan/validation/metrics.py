@@ -89,6 +89,7 @@ class MetricKind:
     extra: type[_Extra]
     compute: Callable[[Registry, ScenarioSpec, Any], dict[str, Value]]
     doc: str
+    cluster: bool = False  # evaluates a cluster of nodes (their efficiencies apply)
 
 
 def _modes(names: tuple[str, ...]) -> tuple[ModeName, ...]:
@@ -209,14 +210,15 @@ def _storage_ceiling(registry: Registry, spec: ScenarioSpec, extra: NoInput) -> 
     return {"ratio": t["optimal"] / t["pe_only"]}
 
 
+# cluster=True: the kind evaluates a cluster of nodes, so their efficiencies apply.
 KINDS: dict[str, MetricKind] = {
     k.name: k
     for k in (
-        MetricKind("size", ModesInput, _size, "every mode's outcomes and the speedups"),
-        MetricKind("paths", ModesInput, _paths, "closed form and LP throughput, split, binding"),
-        MetricKind("bounds", NoInput, _bounds, "the bottleneck-free P/D range"),
-        MetricKind("recommend", RecommendInput, _recommend, "the recommended split per mode"),
-        MetricKind("ordering", OrderingInput, _ordering, "JCTs in the given order of modes"),
+        MetricKind("size", ModesInput, _size, "every mode's outcomes and the speedups", True),
+        MetricKind("paths", ModesInput, _paths, "closed form and LP throughput, split", True),
+        MetricKind("bounds", NoInput, _bounds, "the bottleneck-free P/D range", True),
+        MetricKind("recommend", RecommendInput, _recommend, "the split per mode", True),
+        MetricKind("ordering", OrderingInput, _ordering, "JCTs in an order of modes", True),
         MetricKind("ratio", RatioInput, _ratio, "cache-compute ratio at given contexts"),
         MetricKind("workload_ratio", NoInput, _workload_ratio, "a workload's mean ratio"),
         MetricKind("trend", TrendInput, _trend, "a GPU's factors against a base GPU"),
