@@ -33,7 +33,10 @@ from dualpath_plan.solvers.closed_form import Solution
 # What stops a higher APS, by code (``OnlineAps.limit``): the first three are what binds just
 # above the APS; "unreachable" means no arrival rate meets the SLOs (even one agent misses).
 APS_LIMITS: tuple[str, ...] = ("throughput", "ttft", "tpot", "unreachable", "utilization")
+# The APS bisection halves [0, T / turns] until every cluster's rate is known to 1e-12 of
+# itself, at most 60 times (a rate far below T / turns, or 0, takes them all).
 _BISECTION_STEPS = 60
+_BISECTION_REL = 1e-12
 # Clusters x grid points up to which the decode batch is found by testing every grid point
 # (one cluster: a few thousand), beyond which by a search.
 _DIRECT_CELLS = 1 << 16
@@ -220,6 +223,9 @@ def online_aps(q: OnlineQueue, cfg: ServingConfig) -> OnlineAps:
         ok = (t_on <= cfg.ttft_slo_s) & (p_on <= cfg.tpot_slo_s)
         lo = np.where(ok, mid, lo)
         hi = np.where(ok, hi, mid)
+        # Every cluster's rate known to _BISECTION_REL of itself: the rest would not show.
+        if np.all(hi - lo <= _BISECTION_REL * lo):
+            break
     slo_aps = lo
     t_hi, p_hi = q.at(np.minimum(slo_aps * 1.0001 + 1e-12, q.t_max / turns))
     limit = np.where(

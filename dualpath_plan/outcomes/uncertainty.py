@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.serving import evaluate_mode
 from dualpath_plan.physics.modes import REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import workload_demand
@@ -184,7 +185,13 @@ def mode_intervals(
     def outcome(s: Scenario) -> dict[str, float]:
         out: dict[str, float] = {}
         for m in modes:
-            o = evaluate_mode(s, m, cfg)
+            try:
+                o = evaluate_mode(s, m, cfg)
+            except PlanInputError:
+                # One error away the cluster no longer runs (e.g. a larger HBM reserve leaves
+                # no room for a request): no interval for this mode, rather than a guess.
+                out |= {f"{m}.{metric}": math.nan for metric in METRICS}
+                continue
             for metric in METRICS:
                 out[f"{m}.{metric}"] = float(getattr(o, metric))
         return out

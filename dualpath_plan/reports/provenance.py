@@ -52,9 +52,15 @@ def intervals_payload(iv: OutcomeIntervals) -> dict[str, Any]:
 def intervals_line(iv: OutcomeIntervals) -> str:
     if iv.reason is not None:
         return iv.reason
+    missing = [m for m, values in iv.by_mode.items() if values.get("jct_s") is None]
     return (
         f"intervals: {iv.confidence:.0%} from the calibration's standard errors of "
         f"{', '.join(iv.fields)} (taken as independent)"
+        + (
+            f"; none for {', '.join(missing)}: one standard error away it no longer runs"
+            if missing
+            else ""
+        )
     )
 
 
