@@ -101,11 +101,16 @@ def check_decode_fits(sc: Scenario) -> None:
     if group.max_batch >= 1:
         return
     hbm = D * node.gpus_per_node * gpu.hbm_gbyte
-    free = float(np.asarray(group.free_hbm_bytes)) / 1e9
+    r = float(np.asarray(group.replicas))
+    free = float(np.asarray(group.free_hbm_bytes)) / 1e9 / r
+    keeps = (
+        f"keep{'s' if D == 1 else ''} {free:,.2f} GB beside the"
+        if r == 1
+        else f"run {r:g} model replicas (one per node), each keeping {free:,.2f} GB beside its"
+    )
     raise InfeasibleError(
         f"{D:,} decode node{'s' if D != 1 else ''} ({D:,} x {node.gpus_per_node} x "
-        f"{gpu.hbm_gbyte:g} GB = {hbm:,.0f} GB of HBM) keep{'s' if D == 1 else ''} {free:,.2f} GB "
-        f"beside the "
+        f"{gpu.hbm_gbyte:g} GB = {hbm:,.0f} GB of HBM) {keeps} "
         f"{sc.model.id} weights, less than one request's KV at the end of its generation "
         f"({group.kv_bytes_per_sequence / 1e9:,.2f} GB for {prompt:,.0f} context + {gen:,.0f} "
         "generated tokens): not one request fits; add decode nodes or choose a GPU with more HBM",

@@ -5,7 +5,6 @@ cluster are assembled from these in one place, ``scenario/assemble.py``."""
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -13,7 +12,7 @@ import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.physics import model as phys
-from dualpath_plan.physics.latency import layer_floor_s
+from dualpath_plan.physics.latency import layer_floor_s, replicas
 from dualpath_plan.physics.links import Num
 from dualpath_plan.profiles.schemas import GpuProfile, ModelProfile, NodeProfile
 from dualpath_plan.units import gbit_s_to_byte_s
@@ -105,18 +104,22 @@ class DecodeGroup:
     # fixed costs and EP/TP communication, physics/latency.py).
     floor_s: Num
     floor_per_sequence_s: Num
-    free_hbm_bytes: Num  # HBM left for KV after the weights (< 0: they do not fit)
+    free_hbm_bytes: Num  # HBM left for KV after every replica's weights (< 0: no fit)
     context_tokens: float  # mean context a generated token attends to
     kv_bytes_per_sequence: float  # KV of one sequence at the end of its generation
+    # Model replicas the group runs (physics/latency.py, replicas): each holds its weights and
+    # a share of the batch, and steps on its own share of the bandwidth and compute.
+    replicas: Num = 1.0
 
     @property
     def max_batch(self) -> int:
-        return max(math.floor(float(self.free_hbm_bytes) / self.kv_bytes_per_sequence), 0)
+        return int(np.asarray(self.max_batch_array()).reshape(-1)[0])
 
     def max_batch_array(self) -> np.ndarray:
-        return np.maximum(
-            np.floor(np.asarray(self.free_hbm_bytes) / self.kv_bytes_per_sequence), 0.0
-        )
+        """Sequences that fit: each replica holds a whole number of them."""
+        r = np.asarray(self.replicas, dtype=np.float64)
+        per_replica = np.floor(np.asarray(self.free_hbm_bytes) / r / self.kv_bytes_per_sequence)
+        return np.maximum(per_replica, 0.0) * r
 
     def tokens_per_s_array(self) -> np.ndarray:
         """Tokens/s at the HBM-limited batch, per group (NaN where not one sequence fits)."""
@@ -128,9 +131,11 @@ class DecodeGroup:
     def step_array_s(self, batch: np.ndarray) -> np.ndarray:
         """max(HBM bytes / bandwidth, FLOPs / peak) + the latency floor, for an array of
         batches."""
-        cost = phys.decode_step(self.model, batch, self.context_tokens)
+        # Each replica steps its share of the batch on its share of the group.
+        r = np.asarray(self.replicas, dtype=np.float64)
+        cost = phys.decode_step(self.model, np.asarray(batch) / r, self.context_tokens)
         return (
-            np.maximum(cost.hbm_bytes / self.hbm_byte_s, cost.flops / self.peak_flop_s)
+            np.maximum(cost.hbm_bytes * r / self.hbm_byte_s, cost.flops * r / self.peak_flop_s)
             + self.floor_s
             + batch * self.floor_per_sequence_s
         )
@@ -155,6 +160,7 @@ class DecodeGroup:
             floor_s=pick(self.floor_s),
             floor_per_sequence_s=pick(self.floor_per_sequence_s),
             free_hbm_bytes=pick(self.free_hbm_bytes),
+            replicas=pick(self.replicas),
         )
 
     @property
@@ -207,8 +213,9 @@ def decode_group(
     """The decode group of ``nodes`` nodes (a number or an array); ``free_hbm_bytes`` < 0
     marks groups where the weights do not fit (callers that need an error call
     :func:`check_weights_fit` first)."""
+    r = replicas(model, node, gpu, nodes)
     free: Num = np.asarray(nodes, dtype=np.float64) * node.gpus_per_node * gpu.hbm_gbyte * 1e9 - (
-        phys.weight_bytes(model)
+        np.asarray(r) * phys.weight_bytes(model)
     )
     if np.ndim(free) == 0:
         free = float(free)
@@ -229,6 +236,7 @@ def decode_group(
         floor_s=float(floor0) if scalar else np.asarray(floor0),
         floor_per_sequence_s=float(slope) if scalar else slope,
         free_hbm_bytes=free,
+        replicas=r,
         context_tokens=ctx,
         kv_bytes_per_sequence=float(
             phys.kv_bytes_for_context(model, context_tokens + generated_tokens)
@@ -288,9 +296,13 @@ def prefill_engine(
     t1 = prefill_flops / peak
     # HBM per GPU left for KV: weights shard over the prefill group's GPUs (EP).
     reserve = node.prefill_hbm_reserve_gbyte if e else 0.0
-    free = (gpu.hbm_gbyte - reserve) * 1e9 - phys.weight_bytes(model) / (
-        np.asarray(nodes, dtype=np.float64) * node.gpus_per_node
+    # Each GPU holds its share of its replica's weights (EP: all the side's GPUs share one).
+    gpus_per_replica = (
+        np.asarray(nodes, dtype=np.float64)
+        * node.gpus_per_node
+        / np.asarray(replicas(model, node, gpu, nodes))
     )
+    free = (gpu.hbm_gbyte - reserve) * 1e9 - phys.weight_bytes(model) / gpus_per_replica
     kv_request = float(phys.kv_bytes_for_context(model, context_tokens))
     per_request = kv_request / model.num_layers if layerwise else kv_request
     # The batch cap as an average (fractional) number of requests: batches of alternating

@@ -1,11 +1,12 @@
 """Latency floors: what a decode step or a prefill forward pass pays per layer beyond the
 roofline (docs/model.md section 5).
 
-The parallel layout follows the model: a MoE model runs expert parallelism over all GPUs of a
-side with data-parallel attention (DeepSeek's serving layout, the paper's testbed), so each MoE
-layer pays a dispatch and a combine and no layer pays an all-reduce; a dense model runs tensor
-parallelism within a node, two all-reduces per layer. Every layer pays ``layer_fixed_s``
-(kernel launches, latency-bound small kernels, synchronisation).
+The parallel layout follows the model (``replicas``): a MoE model runs expert parallelism over
+all GPUs of a side with data-parallel attention (DeepSeek's serving layout, the paper's
+testbed), one replica whose MoE layers each pay a dispatch and a combine and no layer an
+all-reduce; a dense model runs tensor parallelism within a node, a replica per node (one
+across the side if its weights do not fit in a node), two all-reduces per layer. Every layer
+pays ``layer_fixed_s`` (kernel launches, latency-bound small kernels, synchronisation).
 
 - EP dispatch + combine of one MoE layer (DeepEP's low-latency kernels): ``ep_latency_s`` plus
   the routed tokens' bytes, each token sent to its top-k experts (dispatch at the compute
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.links import Num
 from dualpath_plan.profiles.schemas import GpuProfile, ModelProfile, NodeProfile
 from dualpath_plan.units import gbit_s_to_byte_s
@@ -37,6 +39,18 @@ TP_ALLREDUCES_PER_LAYER = 2
 
 def uses_expert_parallelism(model: ModelProfile) -> bool:
     return model.num_moe_layers > 0
+
+
+def replicas(model: ModelProfile, node: NodeProfile, gpu: GpuProfile, nodes: Num) -> Num:
+    """Model replicas on a side of ``nodes`` nodes: one across every GPU of the side for a MoE
+    model (expert parallelism); for a dense model one per node (tensor parallelism within the
+    node) when its weights fit in a node's HBM, else one across the side."""
+    n = np.asarray(nodes, dtype=np.float64)
+    per_node = not uses_expert_parallelism(model) and phys.weight_bytes(model) < (
+        node.gpus_per_node * gpu.hbm_gbyte * 1e9
+    )
+    out = np.maximum(n, 1.0) if per_node else np.ones_like(n)
+    return float(out) if out.ndim == 0 else out
 
 
 def _dispatch_bytes(model: ModelProfile) -> float:
@@ -83,7 +97,10 @@ def layer_floor_s(
         moving = np.maximum(payload * off_node / cnic, on_node_s) if bandwidth else 0.0
         out: Num = fixed + model.num_moe_layers * (node.ep_latency_s + moving)
     else:
-        replica_tokens = t / np.maximum(g / n, 1.0)
+        # Tokens per replica: one replica per node when the weights fit in one (replicas()),
+        # else the whole side is one replica.
+        per_node = phys.weight_bytes(model) < node.gpus_per_node * gpu.hbm_gbyte * 1e9
+        replica_tokens = t / np.maximum(g / n, 1.0) if per_node else t
         nbytes = replica_tokens * model.hidden_size * ACTIVATION_BYTES
         ring = 2.0 * (n - 1.0) / n * nbytes / nvlink if n > 1 else 0.0
         allreduce = (node.tp_allreduce_latency_s + (ring if bandwidth else 0.0)) if n > 1 else 0.0
