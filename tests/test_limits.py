@@ -112,9 +112,10 @@ def test_a_model_without_a_window_is_not_checked(registry: Registry) -> None:
 # --- a decode batch of one -----------------------------------------------------------------
 
 
-def tight_hbm_profiles(tmp_path: Path, hbm_gbyte: float = 84.5) -> Path:
+def tight_hbm_profiles(tmp_path: Path, hbm_gbyte: float = 100.2) -> Path:
     """A Hopper node whose 8 GPUs have ``hbm_gbyte`` each: one decode node holds the
-    DeepSeek-V3.2 weights (672 GB) with a few GB to spare."""
+    DeepSeek-V3.2 weights (99.7 GB per GPU: 18.0 GB every GPU holds under data-parallel
+    attention, and an eighth of the 654 GB of routed experts) with a few GB to spare."""
     gpu = copy_profile(tmp_path, "gpu", "h800-sxm")
     gpu.rename(gpu.with_name("h800-tight.toml"))
     gpu = gpu.with_name("h800-tight.toml")
@@ -135,7 +136,7 @@ def test_a_decode_group_that_holds_no_request_is_one_line(cli, tmp_path, command
     args = ("--profiles", str(profiles), "--decode-node", "hopper-tight", "-D", "1", *LONG)
     err = one_line_error(cli(command, *args))
     assert "field '-D/--decode-nodes'" in err
-    assert "1 decode node (1 x 8 x 84.5 GB = 676 GB of HBM) keeps 4.12 GB" in err
+    assert "1 decode node (1 x 8 x 100.2 GB = 802 GB of HBM) keeps 3.95 GB" in err
     assert "6.03 GB for 150,429 context + 176 generated tokens" in err
 
 

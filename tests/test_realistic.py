@@ -303,3 +303,41 @@ def test_validate_says_which_efficiencies_its_cluster_cases_use(cli) -> None:
     # the calibrated testbed, and the paper's assumptions (bounds cases) at the speed of light
     assert sources == ["measured", "speed-of-light"]
     assert "efficiencies in the cluster cases: dualpath-hopper" in cli("validate").out
+
+
+@pytest.mark.parametrize(
+    "model", ["deepseek-v3.2", "ds-27b", "gpt-oss-120b", "qwen3-235b-a22b", "llama-3.1-70b"]
+)
+@pytest.mark.parametrize("decode_nodes", [1, 4, 16])
+def test_a_decode_step_reads_at_least_what_one_gpu_must(registry, model, decode_nodes) -> None:
+    """The layout's weight-read floor, at the speed of light: under expert parallelism with
+    data-parallel attention every GPU reads the replicated weights each step; under tensor
+    parallelism a node reads its replica's weights. Adding nodes never beats it."""
+    from dualpath_plan.physics import model as phys
+    from dualpath_plan.physics.engines import decode_group, weights_fit
+    from dualpath_plan.physics.latency import replicated_weight_bytes, uses_expert_parallelism
+
+    m = registry.model(model)
+    node = registry.node("dgx-h200")
+    gpu = registry.gpu(node.gpu)
+    if not bool(weights_fit(m, node, gpu, decode_nodes)):
+        return
+    group = decode_group(m, node, gpu, decode_nodes, 32_000.0, 200.0, efficiencies=False)
+    gpu_bw = gpu.hbm_tbyte_s * 1e12
+    # What a step reads of the weights besides the routed experts (the embedding is a lookup).
+    one = phys.decode_step(m, 1.0, 32_000.0)
+    unrouted = float(one.weight_bytes - one.routed_weight_bytes)
+    if uses_expert_parallelism(m):
+        floor = unrouted / gpu_bw
+    else:
+        floor = unrouted / (node.gpus_per_node * gpu_bw)
+    steps = group.step_array_s(np.array([1.0, 16.0, 256.0]))
+    assert np.all(steps >= floor * (1 - 1e-12)), (steps, floor)
+    # Weights per GPU: the replicated part and a share of the rest.
+    held = float(np.asarray(group.gpus) * gpu.hbm_gbyte * 1e9 - np.asarray(group.free_hbm_bytes))
+    expected = (
+        decode_nodes * node.gpus_per_node * replicated_weight_bytes(m) + phys.routed_expert_bytes(m)
+        if uses_expert_parallelism(m)
+        else decode_nodes * phys.weight_bytes(m)
+    )
+    assert held == pytest.approx(expected, rel=1e-9)

@@ -186,7 +186,7 @@ PERTURBED = [
     "--set",
     "node.prefill_mfu=0.2",
     "--set",
-    "node.prefill_hbm_reserve_gbyte=29",
+    "node.prefill_hbm_reserve_gbyte=12",
     "--set",
     "node.layer_fixed_s=0.0003",
 ]

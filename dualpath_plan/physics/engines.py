@@ -12,7 +12,12 @@ import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.physics import model as phys
-from dualpath_plan.physics.latency import layer_floor_s, replicas
+from dualpath_plan.physics.latency import (
+    layer_floor_s,
+    replicas,
+    replicated_weight_bytes,
+    weight_bytes_per_gpu,
+)
 from dualpath_plan.physics.links import Num
 from dualpath_plan.profiles.schemas import GpuProfile, ModelProfile, NodeProfile
 from dualpath_plan.units import gbit_s_to_byte_s
@@ -76,21 +81,41 @@ class Scheduling:
         return Scheduler(policy, self.requests_per_engine, self.load_cv)
 
 
+def gpu_weight_bytes(model: ModelProfile, node: NodeProfile, gpu: GpuProfile, nodes: Num) -> Num:
+    """Weight bytes on each GPU of a side of ``nodes`` nodes, by its parallel layout
+    (physics/latency.py: replicas, the replicated and the sharded part)."""
+    g = np.asarray(nodes, dtype=np.float64) * node.gpus_per_node
+    return weight_bytes_per_gpu(model, g / np.asarray(replicas(model, node, gpu, nodes)))
+
+
+def weights_fit(model: ModelProfile, node: NodeProfile, gpu: GpuProfile, nodes: Num) -> np.ndarray:
+    """Whether each GPU's share of the weights fits in its HBM."""
+    return np.asarray(gpu_weight_bytes(model, node, gpu, nodes)) < gpu.hbm_gbyte * 1e9
+
+
 def check_weights_fit(
     model: ModelProfile, node: NodeProfile, gpu: GpuProfile, nodes: float, side: str
 ) -> float:
-    """HBM left for KV on a group of ``nodes`` nodes after the weights (sharded over the group's
-    GPUs, as EP does); raises when the weights do not fit."""
+    """HBM left for KV on a group of ``nodes`` nodes after the weights (each GPU holding its
+    layout's share: physics/latency.py); raises when they do not fit."""
     hbm = nodes * node.gpus_per_node * gpu.hbm_gbyte * 1e9
-    weights = phys.weight_bytes(model)
-    if weights >= hbm:
+    per_gpu = float(gpu_weight_bytes(model, node, gpu, nodes))
+    if per_gpu >= gpu.hbm_gbyte * 1e9:
+        weights = phys.weight_bytes(model)
+        rep = replicated_weight_bytes(model)
+        held = (
+            f"{per_gpu / 1e9:,.1f} GB per GPU: {rep / 1e9:,.1f} GB held by every GPU "
+            "(data-parallel attention) and its share of the routed experts"
+            if rep
+            else f"{per_gpu / 1e9:,.1f} GB per GPU"
+        )
         raise InfeasibleError(
-            f"{model.id} weights ({weights / 1e9:,.0f} GB) do not fit in the {side} group's HBM "
-            f"({nodes:g} x {node.gpus_per_node} x {gpu.hbm_gbyte:g} GB = {hbm / 1e9:,.0f} GB); "
-            f"add {side} nodes or choose a GPU with more HBM",
+            f"{model.id} weights ({weights / 1e9:,.0f} GB; {held}) do not fit in the {side} "
+            f"group's HBM ({nodes:g} x {node.gpus_per_node} x {gpu.hbm_gbyte:g} GB = "
+            f"{hbm / 1e9:,.0f} GB); add {side} nodes or choose a GPU with more HBM",
             field=f"{side}_nodes",
         )
-    return hbm - weights
+    return hbm - per_gpu * nodes * node.gpus_per_node
 
 
 @dataclass(frozen=True)
@@ -110,6 +135,8 @@ class DecodeGroup:
     # Model replicas the group runs (physics/latency.py, replicas): each holds its weights and
     # a share of the batch, and steps on its own share of the bandwidth and compute.
     replicas: Num = 1.0
+    gpus: Num = 1.0  # GPUs of the group
+    replicated_bytes: float = 0.0  # weights every GPU holds and reads each step (EP + DP attn)
 
     @property
     def max_batch(self) -> int:
@@ -131,11 +158,15 @@ class DecodeGroup:
     def step_array_s(self, batch: np.ndarray) -> np.ndarray:
         """max(HBM bytes / bandwidth, FLOPs / peak) + the latency floor, for an array of
         batches."""
-        # Each replica steps its share of the batch on its share of the group.
+        # Each replica steps its share of the batch on its share of the group; within it, every
+        # GPU reads the replicated weights in full and its share of the rest (the touched
+        # experts, its sequences' KV).
         r = np.asarray(self.replicas, dtype=np.float64)
         cost = phys.decode_step(self.model, np.asarray(batch) / r, self.context_tokens)
+        rep = np.minimum(self.replicated_bytes, cost.weight_bytes - cost.routed_weight_bytes)
+        hbm_s = (rep * np.asarray(self.gpus) + (cost.hbm_bytes - rep) * r) / self.hbm_byte_s
         return (
-            np.maximum(cost.hbm_bytes * r / self.hbm_byte_s, cost.flops * r / self.peak_flop_s)
+            np.maximum(hbm_s, cost.flops * r / self.peak_flop_s)
             + self.floor_s
             + batch * self.floor_per_sequence_s
         )
@@ -161,6 +192,7 @@ class DecodeGroup:
             floor_per_sequence_s=pick(self.floor_per_sequence_s),
             free_hbm_bytes=pick(self.free_hbm_bytes),
             replicas=pick(self.replicas),
+            gpus=pick(self.gpus),
         )
 
     @property
@@ -214,8 +246,9 @@ def decode_group(
     marks groups where the weights do not fit (callers that need an error call
     :func:`check_weights_fit` first)."""
     r = replicas(model, node, gpu, nodes)
-    free: Num = np.asarray(nodes, dtype=np.float64) * node.gpus_per_node * gpu.hbm_gbyte * 1e9 - (
-        np.asarray(r) * phys.weight_bytes(model)
+    gpus_all = np.asarray(nodes, dtype=np.float64) * node.gpus_per_node
+    free: Num = gpus_all * (
+        gpu.hbm_gbyte * 1e9 - np.asarray(gpu_weight_bytes(model, node, gpu, nodes))
     )
     if np.ndim(free) == 0:
         free = float(free)
@@ -237,6 +270,8 @@ def decode_group(
         floor_per_sequence_s=float(slope) if scalar else slope,
         free_hbm_bytes=free,
         replicas=r,
+        gpus=float(gpus) if scalar else gpus,
+        replicated_bytes=replicated_weight_bytes(model),
         context_tokens=ctx,
         kv_bytes_per_sequence=float(
             phys.kv_bytes_for_context(model, context_tokens + generated_tokens)
@@ -296,13 +331,8 @@ def prefill_engine(
     t1 = prefill_flops / peak
     # HBM per GPU left for KV: weights shard over the prefill group's GPUs (EP).
     reserve = node.prefill_hbm_reserve_gbyte if e else 0.0
-    # Each GPU holds its share of its replica's weights (EP: all the side's GPUs share one).
-    gpus_per_replica = (
-        np.asarray(nodes, dtype=np.float64)
-        * node.gpus_per_node
-        / np.asarray(replicas(model, node, gpu, nodes))
-    )
-    free = (gpu.hbm_gbyte - reserve) * 1e9 - phys.weight_bytes(model) / gpus_per_replica
+    # Each GPU holds its layout's share of the weights (physics/latency.py).
+    free = (gpu.hbm_gbyte - reserve) * 1e9 - np.asarray(gpu_weight_bytes(model, node, gpu, nodes))
     kv_request = float(phys.kv_bytes_for_context(model, context_tokens))
     per_request = kv_request / model.num_layers if layerwise else kv_request
     # The batch cap as an average (fractional) number of requests: batches of alternating

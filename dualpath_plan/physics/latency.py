@@ -1,12 +1,15 @@
 """Latency floors: what a decode step or a prefill forward pass pays per layer beyond the
-roofline (docs/model.md section 5).
+roofline, and the parallel layout they and the weights' placement follow (docs/model.md
+section 6).
 
 The parallel layout follows the model (``replicas``): a MoE model runs expert parallelism over
 all GPUs of a side with data-parallel attention (DeepSeek's serving layout, the paper's
-testbed), one replica whose MoE layers each pay a dispatch and a combine and no layer an
-all-reduce; a dense model runs tensor parallelism within a node, a replica per node (one
-across the side if its weights do not fit in a node), two all-reduces per layer. Every layer
-pays ``layer_fixed_s`` (kernel launches, latency-bound small kernels, synchronisation).
+testbed), one replica whose routed experts are sharded over its GPUs while every GPU holds
+(and each decode step reads) the rest of the weights (``replicated_weight_bytes``), and whose
+MoE layers each pay a dispatch and a combine and no layer an all-reduce; a dense model runs
+tensor parallelism within a node, a replica per node (one across the side if its weights do
+not fit in a node), two all-reduces per layer. Every layer pays ``layer_fixed_s`` (kernel
+launches, latency-bound small kernels, synchronisation).
 
 - EP dispatch + combine of one MoE layer (DeepEP's low-latency kernels): ``ep_latency_s`` plus
   the routed tokens' bytes, each token sent to its top-k experts (dispatch at the compute
@@ -39,6 +42,22 @@ TP_ALLREDUCES_PER_LAYER = 2
 
 def uses_expert_parallelism(model: ModelProfile) -> bool:
     return model.num_moe_layers > 0
+
+
+def replicated_weight_bytes(model: ModelProfile) -> float:
+    """Weight bytes every GPU of a replica holds (and a decode step reads on each): with
+    expert parallelism and data-parallel attention, all but the routed experts (attention,
+    dense layers, shared experts, router, embeddings); with tensor parallelism, none."""
+    if not uses_expert_parallelism(model):
+        return 0.0
+    return phys.weight_bytes(model) - phys.routed_expert_bytes(model)
+
+
+def weight_bytes_per_gpu(model: ModelProfile, gpus_per_replica: Num) -> Num:
+    """HBM a GPU gives to weights: the replicated part and its share of the rest."""
+    rep = replicated_weight_bytes(model)
+    out = rep + (phys.weight_bytes(model) - rep) / np.asarray(gpus_per_replica, dtype=np.float64)
+    return float(out) if np.ndim(out) == 0 else out
 
 
 def replicas(model: ModelProfile, node: NodeProfile, gpu: GpuProfile, nodes: Num) -> Num:

@@ -209,6 +209,13 @@ def weight_bytes(m: ModelProfile) -> float:
     return (p.total - experts) * dense_b + experts * expert_b
 
 
+def routed_expert_bytes(m: ModelProfile) -> float:
+    """Bytes of the routed experts (expert_weight_dtype): what expert parallelism shards."""
+    return (
+        param_counts(m).routed_experts_total * WEIGHT_BYTES[m.expert_weight_dtype or m.weight_dtype]
+    )
+
+
 # --- attention spans -----------------------------------------------------------------------
 
 
@@ -294,6 +301,7 @@ class DecodeStepCost:
     weight_bytes: FloatArray  # HBM bytes of weights read in the step
     kv_bytes: FloatArray  # HBM bytes of KV read in the step (all sequences)
     flops: FloatArray  # FLOPs of the step (all sequences)
+    routed_weight_bytes: FloatArray  # of weight_bytes: the routed experts the batch touches
 
     @property
     def hbm_bytes(self) -> FloatArray:
@@ -341,10 +349,12 @@ def decode_step(m: ModelProfile, batch: ArrayLike, context: ArrayLike) -> Decode
     weight = non_expert * dense_b + (p.shared_experts + touched) * expert_b
     kv = b * decode_kv_bytes_per_token(m, c)
     per_seq = 2.0 * p.active + attention_flops(m, c, 1.0)
+    shape = np.broadcast(b, c).shape
     return DecodeStepCost(
-        weight_bytes=np.broadcast_to(weight, np.broadcast(b, c).shape).copy(),
+        weight_bytes=np.broadcast_to(weight, shape).copy(),
         kv_bytes=kv,
         flops=b * per_seq,
+        routed_weight_bytes=np.broadcast_to(touched * expert_b, shape).copy(),
     )
 
 

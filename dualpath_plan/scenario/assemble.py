@@ -32,13 +32,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import (
     DecodeGroup,
     PrefillEngine,
     Scheduler,
     decode_group,
     prefill_engine,
+    weights_fit,
 )
 from dualpath_plan.physics.links import (
     IO_LINKS,
@@ -197,8 +197,7 @@ def side_capacity(
         "gpu_pcie_h2d": (*eff("pcie_efficiency"), imb_gpu),
         "gpu_pcie_d2h": (*eff("pcie_efficiency"), imb_gpu),
     }
-    weights = phys.weight_bytes(sc.model)
-    fits = n * node.gpus_per_node * gpu.hbm_gbyte * 1e9 > weights
+    fits = weights_fit(sc.model, node, gpu, n)
     prefill: PrefillEngine | None = None
     decode: DecodeGroup | None = None
     d = turns
