@@ -341,3 +341,39 @@ def test_a_decode_step_reads_at_least_what_one_gpu_must(registry, model, decode_
         else decode_nodes * phys.weight_bytes(m)
     )
     assert held == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expect"),
+    [
+        (('efficiencies_from = "dualpath-hopper"', 'efficiencies_from = "nope"'), "no node"),
+        (
+            ('efficiencies_from = "dualpath-hopper"', 'efficiencies_from = "dgx-h100"'),
+            "not 'measured'",
+        ),
+        (('efficiency_source = "transferred"\n', 'efficiency_source = "datasheet"\n'), "only for"),
+        (
+            ("[sources]", "[calibration_stderr]\ngpus_per_node = 1.0\n\n[sources]"),
+            "not a calibration field",
+        ),
+    ],
+)
+def test_profiles_validate_checks_a_nodes_calibration(cli, tmp_path, edit, expect) -> None:
+    path = copy_profile(tmp_path, "node", "dgx-h200")
+    path.write_text(path.read_text().replace(*edit, 1))
+    result = cli("profiles", "validate", str(path))
+    assert result.code == 2 and expect in result.out + result.err, result.out + result.err
+
+
+def test_a_measured_node_must_measure_something(cli, tmp_path) -> None:
+    path = copy_profile(tmp_path, "node", "dgx-h200")
+    text = path.read_text().replace(
+        'efficiency_source = "transferred"', 'efficiency_source = "measured"'
+    )
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("efficiencies_from"))
+    path.write_text(text + "\n")
+    result = cli("profiles", "validate", str(path))
+    assert (
+        result.code == 2
+        and "every calibration field is at its datasheet" in result.out + result.err
+    )

@@ -61,7 +61,7 @@ def test_bad_grid_specs(spec, expect) -> None:
         (("--grid", "P=1:2", "--mode", "fast"), "--mode"),
         (("--grid", "P=1:2", "--out", "x.txt"), ".csv or .jsonl"),
         (("--grid", "P=1:2", "--solver", "milp"), "--solver"),
-        (("--grid", "node.snic_gbit_s=-5"), "greater than or equal to 0.000000001"),
+        (("--grid", "node.snic_gbit_s=-5"), "-5 is outside the field's range"),
     ],
 )
 def test_sweep_bad_input_exits_2(cli, args, expect) -> None:

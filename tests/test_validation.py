@@ -255,6 +255,15 @@ def test_standard_errors_follow_the_jacobian() -> None:
     assert errors == [None, None] and "not determined" in basis
     errors, _, _ = standard_errors(np.array([[1.0, 0.0], [2.0, 0.0]]), 0.0, weighted=True)
     assert errors[0] == pytest.approx(1 / math.sqrt(5)) and errors[1] is None
+    # Two fields the points cannot tell apart (proportional columns, whatever their units):
+    # neither is determined, and a third, independent one still is.
+    twins = np.array([[1.0, 1e-4, 0.0], [2.0, 2e-4, 0.0], [0.0, 0.0, 3.0], [1.0, 1e-4, 1.0]])
+    errors, basis, _ = standard_errors(twins, chi2=0.5, weighted=True)
+    assert errors[0] is None and errors[1] is None and errors[2] is not None
+    assert "2 fields not determined" in basis
+    # Unweighted, points met exactly leave no scatter to estimate from.
+    errors, basis, _ = standard_errors(np.eye(3)[:, :2], chi2=0.0, weighted=False)
+    assert errors == [None, None] and "met exactly" in basis
     assert corr[0][1] == pytest.approx(0.0)
 
 

@@ -11,7 +11,7 @@ from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.physics.workload import trace_path
 from dualpath_plan.profiles.registry import builtin_profiles_dir, read_profile_file
-from dualpath_plan.profiles.schemas import KINDS, ProfileBase, WorkloadProfile
+from dualpath_plan.profiles.schemas import KINDS, NodeProfile, ProfileBase, WorkloadProfile
 from dualpath_plan.reports import profiles as report
 from dualpath_plan.reports.derived import derived_quantities
 
@@ -98,7 +98,8 @@ def validate_profiles(
     profiles: ProfilesOpt = None,
 ) -> None:
     """Check profile files against their schema (exit 0 valid, 2 invalid). References to other
-    profiles (a node's gpu) are resolved against the library and the files given."""
+    profiles (a node's gpu, the measured node its efficiencies are transferred from) are
+    resolved against the library and the files given."""
     registry = load_registry(profiles, None)
     files: list[Path] = []
     for path in paths:
@@ -121,8 +122,8 @@ def validate_profiles(
     for path, profile in loaded:
         error = None
         try:
-            if profile.kind == "node":
-                registry._check_gpu_ref(profile, str(path))  # type: ignore[arg-type]
+            if isinstance(profile, NodeProfile):
+                registry.check_node(profile, str(path))
             if isinstance(profile, WorkloadProfile) and profile.trace_file:
                 trace_path(profile, path)  # inside the profile's directory, and there
         except PlanInputError as exc:

@@ -147,7 +147,10 @@ def sweep(
         agents_axis = any(a.name == "agents" for a in axes)
         inputs = (
             "" if agents_axis else f"offline JCT of {cfg.agents:,} agents started together; "
-        ) + f"online SLOs TTFT {cfg.ttft_slo_s:g} s, TPOT {cfg.tpot_slo_s * 1e3:g} ms"
+        ) + (
+            f"online SLOs TTFT {cfg.ttft_slo_s:g} s, TPOT {cfg.tpot_slo_s * 1e3:g} ms, busiest "
+            f"link at most {cfg.max_utilization:.0%}"
+        )
         report.render_sweep(summary, objective, modes, extra, out, stdout, aps, inputs, agents_axis)
         stdout.print(report.efficiency_text(efficiencies, extra), highlight=False)
 

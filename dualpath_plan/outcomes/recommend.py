@@ -11,7 +11,7 @@ ratio over all phases.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
@@ -107,6 +107,13 @@ class Candidate:
     # the weights do not fit, or that no mode reaches, is never called bottleneck-free.
     bottleneck_free: bool
     modes: dict[OutcomeMode, ModeOutcome | None]  # None: infeasible in that mode
+    # Why a mode is infeasible at this split (the error size would give), per mode.
+    reasons: dict[OutcomeMode, str] = field(default_factory=dict)
+
+    @property
+    def reason(self) -> str:
+        """Why the split runs in no mode (the first mode's reason), or ''."""
+        return "" if self.feasible else next(iter(self.reasons.values()), "")
 
     @property
     def feasible(self) -> bool:
@@ -208,15 +215,17 @@ def _evaluate(
     for p, d in splits:
         trial = replace(sc, prefill_nodes=p, decode_nodes=d)
         results: dict[OutcomeMode, ModeOutcome | None] = {}
+        reasons: dict[OutcomeMode, str] = {}
         for m in modes:
             try:
                 results[m] = evaluate_mode(trial, m, cfg)
-            except InfeasibleError:
+            except InfeasibleError as exc:
                 results[m] = None
+                reasons[m] = exc.detail
         gpus = p * sc.prefill_node.gpus_per_node + d * sc.decode_node.gpus_per_node
         feasible = any(o is not None for o in results.values())
         free = feasible and bool(pd_min <= p / d <= pd_max)
-        out.append(Candidate(p, d, gpus, free, results))
+        out.append(Candidate(p, d, gpus, free, results, reasons))
     return out
 
 

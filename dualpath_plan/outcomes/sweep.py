@@ -30,7 +30,7 @@ from dualpath_plan.outcomes.serving import (
 )
 from dualpath_plan.physics.links import LINK_INDEX
 from dualpath_plan.profiles.registry import Overrides, Registry
-from dualpath_plan.profiles.schemas import KINDS, schema_for
+from dualpath_plan.profiles.schemas import KINDS, numeric_bounds, schema_for
 from dualpath_plan.scenario.assemble import assemble
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
@@ -154,7 +154,18 @@ def parse_axis(text: str) -> Axis:
     annotation = str(fields[fname].annotation)
     if not any(t in annotation for t in ("float", "int")):
         raise PlanInputError(f"--grid: {kind}.{fname} is not numeric", field="--grid")
-    return Axis(name, parse_values(name, spec))
+    values = parse_values(name, spec)
+    # The field's own range, said before any work (and naming --grid, not the profile).
+    bounds = numeric_bounds(schema_for(kind), fname)
+    if bounds is not None:
+        low, high = bounds
+        bad = [v for v in values if not low <= v <= high]
+        if bad:
+            raise PlanInputError(
+                f"--grid {name}: {bad[0]:g} is outside the field's range [{low:g}, {high:g}]",
+                field="--grid",
+            )
+    return Axis(name, values)
 
 
 # What the best points maximize (jct_s: minimize): a column of every point.

@@ -233,10 +233,13 @@ class Registry:
     def check_references(self) -> None:
         for node in self.profiles["node"].values():
             assert isinstance(node, NodeProfile)
-            source = str(self.origins.get(("node", node.id), node.id))
-            self._check_gpu_ref(node, source)
-            if node.efficiency_source == "transferred":
-                self._transfer_source(node, source)
+            self.check_node(node, str(self.origins.get(("node", node.id), node.id)))
+
+    def check_node(self, node: NodeProfile, source: str) -> None:
+        """A node's references: its gpu, and the measured node a transfer names."""
+        self._check_gpu_ref(node, source)
+        if node.efficiency_source == "transferred":
+            self._transfer_source(node, source)
 
     def _transfer_source(self, node: NodeProfile, source: str) -> NodeProfile:
         """The measured node a transferred node takes its calibration from."""

@@ -252,6 +252,25 @@ class NodeProfile(ProfileBase):
                 f"efficiencies_from is only for efficiency_source 'transferred', "
                 f"not '{self.efficiency_source}'"
             )
+        for key in self.calibration_stderr:
+            if key not in self.CALIBRATION_FIELDS:
+                raise ValueError(
+                    f"[calibration_stderr] names '{key}', which is not a calibration field "
+                    f"({', '.join(self.CALIBRATION_FIELDS)})"
+                )
+        if self.efficiency_source == "datasheet" and self.calibration_stderr:
+            raise ValueError(
+                "efficiency_source 'datasheet' (speed of light) has no calibration to carry "
+                "[calibration_stderr]; say 'measured' or 'transferred'"
+            )
+        if self.efficiency_source == "measured" and not any(
+            getattr(self, f) != type(self).model_fields[f].default for f in self.CALIBRATION_FIELDS
+        ):
+            raise ValueError(
+                "efficiency_source 'measured' but every calibration field is at its datasheet "
+                f"default ({', '.join(self.CALIBRATION_FIELDS)}); set the measured values or "
+                "say 'datasheet'"
+            )
         return self
 
     @model_validator(mode="after")

@@ -65,7 +65,11 @@ def render_calibrate(
             else f"{err:.2g}",
         )
     console.print(t)
-    console.print(f"standard errors from {cal.stderr_basis}")
+    basis = cal.stderr_basis
+    console.print(
+        (basis if basis.startswith("not determined") else f"standard errors from {basis}")
+        + ("; -: no standard error" if any(e is None for e in cal.stderr.values()) else "")
+    )
     r = Table(title="points (model vs measured)")
     for col in ("row", "set", "metric", "mode", "P/D", "measured", "model", "error"):
         r.add_column(col)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dualpath_plan.outcomes.uncertainty import Interval, OutcomeIntervals
+from dualpath_plan.outcomes.uncertainty import METRICS, Interval, OutcomeIntervals
 from dualpath_plan.profiles.schemas import NodeProfile
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.provenance import Efficiencies
@@ -41,6 +41,13 @@ def interval_pair(i: Interval | None) -> list[float] | None:
     return [i.low, i.high] if i is not None else None
 
 
+def interval_fields(iv: OutcomeIntervals | None, mode: str) -> dict[str, list[float] | None]:
+    """``<metric>_interval`` for every metric of a mode: [low, high], or null where there is
+    none (the JSON always carries the keys; ``intervals.reason`` says why)."""
+    values = iv.by_mode.get(mode, {}) if iv is not None else {}
+    return {f"{k}_interval": interval_pair(values.get(k)) for k in METRICS}
+
+
 def intervals_payload(iv: OutcomeIntervals) -> dict[str, Any]:
     return {
         "confidence": iv.confidence,
@@ -52,12 +59,18 @@ def intervals_payload(iv: OutcomeIntervals) -> dict[str, Any]:
 def intervals_line(iv: OutcomeIntervals) -> str:
     if iv.reason is not None:
         return iv.reason
-    missing = [m for m, values in iv.by_mode.items() if values.get("jct_s") is None]
+    missing = [
+        f"{m} {k.removesuffix('_s').replace('_turns_per', '').replace('_', ' ')}"
+        for m, values in iv.by_mode.items()
+        for k, v in values.items()
+        if v is None
+    ]
     return (
         f"intervals: {iv.confidence:.0%} from the calibration's standard errors of "
         f"{', '.join(iv.fields)} (taken as independent)"
         + (
-            f"; none for {', '.join(missing)}: one standard error away it no longer runs"
+            f"; none for {', '.join(missing)}: 0, or one standard error away the cluster no "
+            "longer runs or serves no agent"
             if missing
             else ""
         )

@@ -25,11 +25,12 @@ from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import atomic_write
 from dualpath_plan.outcomes.recommend import Candidate, PhasePlan, RecommendReport, score
 from dualpath_plan.outcomes.serving import ModeOutcome
+from dualpath_plan.outcomes.uncertainty import Interval
 from dualpath_plan.physics.links import LINK_INDEX
 from dualpath_plan.reports.provenance import (
     efficiency_line,
     efficiency_payload,
-    interval_pair,
+    interval_fields,
     intervals_line,
     intervals_payload,
     node_lines,
@@ -162,6 +163,8 @@ def recommend_payload(r: RecommendReport, phases: PhasePlan | None = None) -> di
                     m: ({**mode_payload(o), "rank": ranks[m][i]} if o is not None else None)
                     for m, o in c.modes.items()
                 },
+                # why each mode that has no outcome here is infeasible
+                "infeasible_reasons": dict(c.reasons),
             }
             for i, c in enumerate(r.candidates)
         ],
@@ -171,10 +174,7 @@ def recommend_payload(r: RecommendReport, phases: PhasePlan | None = None) -> di
                 "decode_nodes": rec.candidate.decode_nodes,
                 "gpus": rec.candidate.gpus,
                 "why": rec.why,
-                **{
-                    f"{k}_interval": interval_pair(v)
-                    for k, v in (r.intervals.by_mode.get(m, {}) if r.intervals else {}).items()
-                },
+                **interval_fields(r.intervals, m),
             }
             for m, rec in r.recommended.items()
         },
@@ -264,10 +264,16 @@ def render_recommend(r: RecommendReport, console: Console, phases: PhasePlan | N
         table.add_row(
             f"{c.prefill_nodes}P{c.decode_nodes}D{' *' if c.bottleneck_free else ''}",
             *[cell(c, m, w) for m, w in cols],
-            dp.bottleneck if dp else "",
+            dp.bottleneck if dp else ("none (below)" if not c.feasible else ""),
             f"{dp.decode_path_fraction:.0%}" if dp else "",
         )
     console.print(table)
+    for c in r.candidates:
+        if not c.feasible:
+            console.print(
+                escape(f"{c.prefill_nodes}P{c.decode_nodes}D runs in no mode: {c.reason}"),
+                highlight=False,
+            )
     for m in r.drawn():
         rec = r.recommended.get(m)
         if rec is None:
@@ -297,7 +303,7 @@ def _answer_interval(r: RecommendReport, mode: str) -> str:
     parts = []
     jct, aps = iv.get("jct_s"), iv.get("aps")
     if jct is not None:
-        hours = max(o.jct_s, jct.high) >= 3600  # one unit for the value and its interval
+        hours = _hours(r)  # one unit for every recommendation's JCT and its interval
         parts.append(
             f"JCT {_seconds(o.jct_s, hours)} ({_seconds(jct.low, hours)} to "
             f"{_seconds(jct.high, hours)})"
@@ -305,6 +311,18 @@ def _answer_interval(r: RecommendReport, mode: str) -> str:
     if aps is not None:
         parts.append(f"APS {o.aps:.3g} ({aps.low:.3g} to {aps.high:.3g})")
     return ": " + ", ".join(parts) if parts else ""
+
+
+def _hours(r: RecommendReport) -> bool:
+    """Whether the recommendations' JCTs (and their intervals) are best said in hours."""
+    tops = [
+        max(o.jct_s, (r.intervals.by_mode.get(m, {}).get("jct_s") or Interval(0, 0)).high)
+        if r.intervals is not None
+        else o.jct_s
+        for m, rec in r.recommended.items()
+        if (o := rec.candidate.modes.get(m)) is not None
+    ]
+    return max(tops, default=0.0) >= 3600
 
 
 def _seconds(v: float, hours: bool) -> str:
@@ -339,14 +357,23 @@ def recommend_markdown(
         f"- workload: `{sc.workload.id}` ({sc.workload.turns:g} turns, "
         f"{sc.workload.context_tokens:,.0f} context, {sc.workload.append_tokens:g} appended, "
         f"{sc.workload.generated_tokens:g} generated tokens per turn)",
-        f"- storage: `{sc.storage.id if sc.storage else 'unlimited'}`",
+        f"- model: `{sc.model.id}` ({sc.model.name})",
+        "- storage: "
+        + (
+            f"`{sc.storage.id}` ({sc.storage.name}: {sc.storage.aggregate_read_gbyte_s:,.0f} GB/s "
+            f"aggregate read, at most {sc.storage.max_client_read_gbyte_s:g} GB/s per client "
+            "node)"
+            if sc.storage
+            else "unlimited (no storage-cluster limit)"
+        ),
         *[f"- {line}" for line in node_lines(sc)],
         f"- {efficiency_line(sc)}",
         "- budget: "
         + r.budget.describe(sc.prefill_node.gpus_per_node, sc.decode_node.gpus_per_node),
         f"- objective: {r.objective} ({inputs_lines(r)[1].rpartition('(')[2].rstrip(')')})",
         f"- offline: {r.config.agents:,} agents started together; online: SLOs TTFT "
-        f"{r.config.ttft_slo_s:g} s, TPOT {r.config.tpot_slo_s * 1e3:g} ms",
+        f"{r.config.ttft_slo_s:g} s, TPOT {r.config.tpot_slo_s * 1e3:g} ms, the busiest link at "
+        f"most {r.config.max_utilization:.0%} (--max-utilization)",
         f"- bottleneck-free P/D range (paper eq. 9, extended): {free_range_text(r)}; a split "
         "where no mode is feasible is never marked bottleneck-free",
     ]
@@ -387,6 +414,12 @@ def recommend_markdown(
             + f" | {dp.bottleneck if dp else ''} | "
             f"{f'{dp.decode_path_fraction:.0%}' if dp else ''} | {free} |"
         )
+    infeasible = [c for c in r.candidates if not c.feasible]
+    if infeasible:
+        lines.append("")
+        lines += [
+            f"- {c.prefill_nodes}P{c.decode_nodes}D runs in no mode: {c.reason}" for c in infeasible
+        ]
     if phases is not None:
         lines += ["", "## Phases", ""]
         for w, wt, rec in phases.phases:

@@ -16,7 +16,7 @@ from dualpath_plan.outcomes.uncertainty import Interval, OutcomeIntervals
 from dualpath_plan.reports.provenance import (
     efficiency_line,
     efficiency_payload,
-    interval_pair,
+    interval_fields,
     intervals_line,
     intervals_payload,
 )
@@ -71,10 +71,8 @@ def mode_payload(o: ModeOutcome) -> dict[str, Any]:
 def size_payload(r: SizeReport, intervals: OutcomeIntervals | None = None) -> dict[str, Any]:
     sc, cfg = r.scenario, r.config
     modes: dict[str, dict[str, Any]] = {m: mode_payload(o) for m, o in r.modes.items()}
-    if intervals is not None:
-        for m, values in intervals.by_mode.items():
-            for metric, i in values.items():
-                modes[m][f"{metric}_interval"] = interval_pair(i)
+    for m in modes:
+        modes[m].update(interval_fields(intervals, m))
     return {
         "inputs": {
             "model": sc.model.id,
@@ -186,7 +184,7 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
             + (" L" if o.latency_bound else ""),
             f"{o.drain_s / o.jct_s:.0%}",
             _t(o.ttft_s),
-            f"{o.tpot_s * 1e3:.1f} ms",
+            _per_token(o.tpot_s),
             o.bottleneck,
             f"{o.decode_path_fraction:.0%}",
         )
@@ -214,7 +212,7 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
             _with_interval(f"{o.aps:.3g}", bound(m, "aps") if reached else None, _g3),
             f"{o.binding_utilization:.0%}" if reached else "-",
             f"{o.online_ttft_s:.2f} s" if reached else "-",
-            f"{o.online_tpot_s * 1e3:.1f} ms" if reached else "-",
+            _per_token(o.online_tpot_s) if reached else "-",
             o.aps_limit,
             f"{o.working_set_gbyte / 1e3:,.1f} TB" if reached else "-",
         )
@@ -236,6 +234,11 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
     console.print(efficiency_line(sc), highlight=False)
     if intervals is not None:
         console.print(intervals_line(intervals), highlight=False)
+
+
+def _per_token(seconds: float) -> str:
+    """A TPOT in ms, or in s from a second up (a misconfigured floor can reach there)."""
+    return f"{seconds:,.2f} s" if seconds >= 1 else f"{seconds * 1e3:.1f} ms"
 
 
 def _g3(v: float) -> str:
@@ -266,10 +269,9 @@ def sizing_payload(r: SizingReport, intervals: OutcomeIntervals | None = None) -
                     "jct_s": s.outcome.jct_s,
                     "bottleneck": s.outcome.bottleneck,
                     "binding": list(s.outcome.binding),
-                    **{
-                        f"{k}_interval": interval_pair(v)
-                        for k, v in (intervals.by_mode.get(m, {}) if intervals else {}).items()
-                    },
+                    **interval_fields(intervals, m),
+                    # Whether the target still holds at the interval's pessimistic end.
+                    "target_met_at_interval_end": _met_at_end(r, intervals, m),
                 }
                 if s.outcome is not None
                 else {"reached": False, "reason": s.reason}
@@ -277,6 +279,17 @@ def sizing_payload(r: SizingReport, intervals: OutcomeIntervals | None = None) -
             for m, s in r.modes.items()
         },
     }
+
+
+def _met_at_end(r: SizingReport, intervals: OutcomeIntervals | None, mode: str) -> bool | None:
+    """The target at the pessimistic end of the answer's interval: APS at its low end, JCT at
+    its high end (None: no interval)."""
+    values = intervals.by_mode.get(mode, {}) if intervals is not None else {}
+    if r.target == "aps":
+        aps = values.get("aps")
+        return None if aps is None else aps.low >= r.goal
+    jct = values.get("jct_s")
+    return None if jct is None else jct.high <= r.goal
 
 
 def render_sizing(
@@ -321,6 +334,17 @@ def render_sizing(
         console.print(
             "util.: the busiest link's utilization at the APS; the offline JCT runs saturated, "
             "not capped by --max-utilization"
+        )
+    short = [m for m in r.modes if _met_at_end(r, intervals, m) is False]
+    if short:
+        end, margin = (
+            ("low end of the APS", "a higher --target-aps")
+            if r.target == "aps"
+            else ("high end of the JCT", "a shorter --deadline")
+        )
+        console.print(
+            f"[yellow]at the {end} interval the target is missed by: {', '.join(short)}[/yellow]"
+            f" (for a margin, size for {margin})"
         )
     console.print(efficiency_line(r.scenario), highlight=False)
     if intervals is not None:

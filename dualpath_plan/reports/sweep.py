@@ -252,8 +252,9 @@ def render_sweep(
             )
     if aps:
         console.print(
-            "APS: online agents/s within both SLOs; limit: what stops a higher one (ttft, tpot, "
-            "throughput, or unreachable: even one agent misses an SLO)"
+            "APS: online agents/s within both SLOs and the headroom; limit: what stops a "
+            "higher one (ttft, tpot, throughput, utilization: --max-utilization caps it, or "
+            "unreachable: even one agent misses an SLO)"
         )
     else:
         console.print("APS not computed (--aps or --objective aps adds it)")

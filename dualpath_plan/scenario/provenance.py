@@ -41,15 +41,29 @@ class NodeEfficiencies:
     values: dict[str, float]
     stderr: dict[str, float]
     overridden: tuple[str, ...]
+    own: tuple[str, ...] = ()  # of a transferred node: the fields it sets itself
+    gpu_note: str = ""  # the node's calibration applied to another GPU (--gpu)
 
     @classmethod
-    def of(cls, node: NodeProfile, sides: str, overridden: tuple[str, ...]) -> NodeEfficiencies:
+    def of(
+        cls, node: NodeProfile, sides: str, overridden: tuple[str, ...], gpu: str | None = None
+    ) -> NodeEfficiencies:
         defaults = NodeProfile.model_fields
         values = {
             f: float(getattr(node, f))
             for f in NodeProfile.CALIBRATION_FIELDS
             if getattr(node, f) != defaults[f].default
         }
+        # The registry cites every field it transferred (profiles/registry.py, _transferred).
+        own = (
+            tuple(
+                f
+                for f in values
+                if not any(src.startswith("transferred from") for src in node.sources.get(f, []))
+            )
+            if node.efficiency_source == "transferred"
+            else ()
+        )
         return cls(
             node=node.id,
             sides=sides,
@@ -58,6 +72,17 @@ class NodeEfficiencies:
             values=values,
             stderr={f: v for f, v in node.calibration_stderr.items() if f in values},
             overridden=tuple(f for f in overridden if f in NodeProfile.CALIBRATION_FIELDS),
+            own=own,
+            gpu_note=(
+                f"calibrated with {node.gpu}, run on {gpu} (--gpu)"
+                if gpu is not None and gpu != node.gpu and values
+                else ""
+            ),
+        )
+
+    def _shown(self, fields: list[str]) -> str:
+        return ", ".join(
+            f"{LABELS[f][0]} {self.values[f] * LABELS[f][1]:.3g}{LABELS[f][2]}" for f in fields
         )
 
     def describe(self) -> str:
@@ -66,11 +91,16 @@ class NodeEfficiencies:
             "transferred": f"transferred from {self.origin} (measured there, not on this node)",
             "datasheet": "datasheet speed of light (no calibration: upper bounds)",
         }[self.source]
-        shown = ", ".join(
-            f"{LABELS[f][0]} {v * LABELS[f][1]:.3g}{LABELS[f][2]}" for f, v in self.values.items()
-        )
-        extra = f"; --set {', '.join(self.overridden)}" if self.overridden else ""
-        return f"{self.node} ({self.sides}) {where}" + (f": {shown}" if shown else "") + extra
+        taken = [f for f in self.values if f not in self.own]
+        shown = self._shown(taken)
+        text = f"{self.node} ({self.sides}) {where}" + (f": {shown}" if shown else "")
+        if self.own:
+            text += f"; its own: {self._shown(list(self.own))}"
+        if self.gpu_note:
+            text += f"; {self.gpu_note}"
+        if self.overridden:
+            text += f"; --set {', '.join(self.overridden)}"
+        return text
 
 
 @dataclass(frozen=True)
@@ -83,13 +113,23 @@ class Efficiencies:
 
     @classmethod
     def of(cls, sc: Scenario) -> Efficiencies:
-        return cls.of_nodes(sc, [sc.prefill_node], [sc.decode_node])
+        return cls.of_nodes(
+            sc,
+            [sc.prefill_node],
+            [sc.decode_node],
+            {sc.prefill_node.id: sc.prefill_gpu.id, sc.decode_node.id: sc.decode_gpu.id},
+        )
 
     @classmethod
     def of_nodes(
-        cls, sc: Scenario, prefill: list[NodeProfile], decode: list[NodeProfile]
+        cls,
+        sc: Scenario,
+        prefill: list[NodeProfile],
+        decode: list[NodeProfile],
+        gpus: dict[str, str] | None = None,
     ) -> Efficiencies:
-        """The nodes of each side (a mixed cluster has several), each profile once."""
+        """The nodes of each side (a mixed cluster has several), each profile once; ``gpus``:
+        the GPU each node runs (when --gpu overrides the node's own)."""
         sides: dict[str, tuple[NodeProfile, list[str]]] = {}
         for side, nodes in (("prefill", prefill), ("decode", decode)):
             for node in nodes:
@@ -99,7 +139,9 @@ class Efficiencies:
         return cls(
             in_force=sc.options.efficiencies,
             nodes=tuple(
-                NodeEfficiencies.of(node, " and ".join(names), sc.overridden)
+                NodeEfficiencies.of(
+                    node, " and ".join(names), sc.overridden, (gpus or {}).get(node.id)
+                )
                 for node, names in sides.values()
             ),
         )
@@ -115,7 +157,7 @@ class Efficiencies:
         if not self.in_force:
             return (
                 "efficiencies: speed of light (--speed-of-light or --paper-term efficiencies): "
-                "datasheet rates, no HBM reserve, no latency floors; every answer is an upper "
-                "bound"
+                "datasheet rates, no HBM reserve, no latency floors; throughput and APS are "
+                "upper bounds, JCT a lower bound"
             )
         return "efficiencies: " + "; ".join(n.describe() for n in self.nodes)

@@ -115,8 +115,8 @@ class ScenarioSpec(BaseModel):
     speed_of_light: bool = _opt(
         "--speed-of-light",
         help="Datasheet rates on purpose: every efficiency 1, no HBM reserve, no latency "
-        "floors; an upper bound of every answer (default: each node's calibration, as its "
-        "efficiency_source says).",
+        "floors; the best case (throughput and APS can only be lower, the JCT only longer; "
+        "default: each node's calibration, as its efficiency_source says).",
         group="terms", default=False,
     )  # fmt: skip
     paper_terms: tuple[str, ...] = _opt(

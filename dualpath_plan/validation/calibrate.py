@@ -225,6 +225,11 @@ def field_bounds(name: str) -> tuple[float, float]:
     bounds = numeric_bounds(schema, field)
     if bounds is None:
         raise PlanInputError(f"{kind} field '{field}' is not a number", field="--fit")
+    if schema.model_fields[field].annotation is not float:
+        raise PlanInputError(
+            f"{kind} field '{field}' is a count, not a continuous quantity least squares can fit",
+            field="--fit",
+        )
     return bounds
 
 
@@ -361,20 +366,36 @@ def calibrate(
     )
 
 
+# A direction of the fields whose singular value (columns scaled to unit norm) is below this
+# share of the largest is one the points do not determine; a field loading on such directions
+# by more than UNDETERMINED_LOADING (of its unit weight) has no standard error.
+RANK_REL = 1e-6
+UNDETERMINED_LOADING = 0.1
+
+
 def standard_errors(
     jac: np.ndarray, chi2: float, weighted: bool
 ) -> tuple[list[float | None], str, list[list[float]]]:
     """Standard errors of the fitted fields from the residuals' Jacobian ``jac`` at the
     optimum (rows: points, columns: fields) and the residuals' sum of squares ``chi2``.
     Weighted (every point has rel_stderr): cov = (J^T J)^-1 x max(1, chi2 / dof); otherwise
-    cov = (J^T J)^-1 x chi2 / dof, which needs dof = points - fields > 0. A field the points
-    do not constrain (a zero column, e.g. at a bound) has no standard error."""
+    cov = (J^T J)^-1 x chi2 / dof, which needs dof = points - fields > 0 and some scatter.
+    A field the points do not determine (a zero column, e.g. at a bound, or a combination of
+    fields the points cannot tell apart: a near-null direction of J with its columns scaled
+    to unit norm) has no standard error: None, never a falsely small number."""
     n, k = jac.shape
     dof = n - k
     if not weighted and dof <= 0:
         return (
             [None] * k,
             f"not determined: {n} points for {k} fields and no rel_stderr column",
+            [],
+        )
+    if not weighted and chi2 <= 1e-20 * n:
+        return (
+            [None] * k,
+            "not determined: the points are met exactly, so there is no scatter to estimate "
+            "errors from; give each point's rel_stderr",
             [],
         )
     scale = max(1.0, chi2 / dof) if weighted and dof > 0 else 1.0
@@ -386,13 +407,26 @@ def standard_errors(
         if weighted
         else f"the residuals' scatter ({dof} degrees of freedom)"
     )
-    info = jac.T @ jac
-    constrained = np.abs(np.diag(info)) > 1e-12 * max(float(np.abs(info).max()), 1e-300)
+    norms = np.linalg.norm(jac, axis=0)
+    determined = norms > 0
+    if determined.any():
+        scaled = jac[:, determined] / norms[determined]
+        _, sing, vt = np.linalg.svd(scaled, full_matrices=True)
+        sing = np.concatenate([sing, np.zeros(vt.shape[0] - sing.size)])
+        null = vt[sing <= RANK_REL * max(float(sing.max()), 1e-300)]
+        loading = (null**2).sum(axis=0) if null.size else np.zeros(vt.shape[1])
+        idx_det = np.flatnonzero(determined)
+        determined[idx_det[loading > UNDETERMINED_LOADING]] = False
     cov = np.full((k, k), np.nan)
-    idx = np.flatnonzero(constrained)
+    idx = np.flatnonzero(determined)
     if idx.size:
-        sub = info[np.ix_(idx, idx)]
-        cov[np.ix_(idx, idx)] = np.linalg.pinv(sub) * scale
+        sub = jac[:, idx]
+        cov[np.ix_(idx, idx)] = np.linalg.pinv(sub.T @ sub) * scale
+    if idx.size < k:
+        basis += (
+            f"; {k - idx.size} field{'s' if k - idx.size > 1 else ''} not determined by the "
+            "points (no effect on them, at a bound, or not separable from another)"
+        )
     diag = np.diag(cov)
     errors: list[float | None] = [
         float(math.sqrt(d)) if math.isfinite(d) and d >= 0 else None for d in diag
