@@ -377,3 +377,10 @@ def test_a_measured_node_must_measure_something(cli, tmp_path) -> None:
         result.code == 2
         and "every calibration field is at its datasheet" in result.out + result.err
     )
+
+
+def test_an_infeasible_cluster_names_the_flag_to_change(cli) -> None:
+    """Errors about a scenario input name its flags, as the option parser does."""
+    result = cli("size", "-P", "1", "-D", "1")
+    assert result.code == 2 and "field '-P/--prefill-nodes'" in result.err
+    assert result.err.count("\n") == 1

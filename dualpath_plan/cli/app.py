@@ -128,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         return code if isinstance(code, int) else (0 if code is None else 1)
     except PlanInputError as exc:
         # One printable line whatever the message echoes (an id with a newline in it cannot
-        # start a second "error:" line).
-        print(f"error: {printable(exc)}", file=sys.stderr)
+        # start a second "error:" line); a scenario field is named by its flags.
+        print(f"error: {printable(_with_flags(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -146,3 +146,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["app", "main"]
+
+
+def _with_flags(exc: PlanInputError) -> PlanInputError:
+    """The error naming a scenario input by its command-line flags (``-P/--prefill-nodes``)
+    rather than the spec's field name, when it names no file."""
+    if exc.source is not None or not exc.field:
+        return exc
+    from dualpath_plan.scenario.spec import ScenarioSpec
+
+    info = ScenarioSpec.model_fields.get(exc.field)
+    extra = info.json_schema_extra if info is not None else None
+    flags = extra.get("flags") if isinstance(extra, dict) else None
+    if not isinstance(flags, list) or not flags:
+        return exc
+    return PlanInputError(exc.detail, field="/".join(str(f) for f in flags), line=exc.line)

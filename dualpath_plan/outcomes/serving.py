@@ -206,9 +206,11 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
         per = float(
             phys.kv_bytes_for_context(sc.model, sc.turn_demand.mean(sc.turn_demand.context_tokens))
         )
+        reserve = sc.prefill_node.prefill_hbm_reserve_gbyte if sc.options.efficiencies else 0.0
         raise InfeasibleError(
-            f"a prefill GPU cannot hold one request's KV ({per / 1e9:.2f} GB) beside its share "
-            f"of the weights and the {sc.prefill_node.prefill_hbm_reserve_gbyte:g} GB reserve",
+            f"in {mode}, a prefill GPU cannot hold one request's KV ({per / 1e9:.2f} GB, no "
+            f"layer-wise prefill) beside its share of the weights and the {reserve:g} GB "
+            "reserve; add prefill nodes, or use a mode with layer-wise prefill",
             field="prefill_nodes",
         )
     sol = sat.solution
