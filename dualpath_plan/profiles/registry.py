@@ -260,7 +260,7 @@ class Registry:
     def _transferred(self, node: NodeProfile) -> NodeProfile:
         """``node`` with the calibration fields it does not set taken from its
         ``efficiencies_from`` node, with their sources and standard errors (docs/model.md
-        section 5)."""
+        section 6)."""
         if node.efficiency_source != "transferred":
             return node
         origin = self._transfer_source(node, str(self.origins.get(("node", node.id), node.id)))

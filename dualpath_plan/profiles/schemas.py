@@ -164,7 +164,7 @@ class NodeProfile(ProfileBase):
 
     Calibration fields (``CALIBRATION_FIELDS``: efficiencies that scale datasheet rates to
     achieved ones, HBM held back, and the latency floors of a layer) say where they come from
-    in ``efficiency_source`` (docs/model.md section 5):
+    in ``efficiency_source`` (docs/model.md section 6):
     - ``datasheet``: none is set; every rate is the datasheet's and every floor 0 (speed of
       light);
     - ``measured``: the profile sets them itself, each citing its measurement or fit;
@@ -225,7 +225,7 @@ class NodeProfile(ProfileBase):
     # HBM per GPU held back from a non-layer-wise forward batch's KV (activations,
     # communication buffers, allocator slack); layer-wise prefill holds one layer's KV only.
     prefill_hbm_reserve_gbyte: NonNegative = 0.0
-    # Latency floors (docs/model.md section 5), paid per decode step and per prefill pass:
+    # Latency floors (docs/model.md section 6), paid per decode step and per prefill pass:
     # fixed time of one transformer layer's kernels beyond the roofline (launches,
     # latency-bound small kernels, synchronisation) ...
     layer_fixed_s: NonNegative = 0.0

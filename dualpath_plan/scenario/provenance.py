@@ -1,4 +1,4 @@
-"""Where a scenario's efficiencies and latency floors come from (docs/model.md section 5):
+"""Where a scenario's efficiencies and latency floors come from (docs/model.md section 6):
 one record per node profile in use, which every report prints as one line and carries in its
 JSON (``efficiencies``)."""
 
