@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,16 +91,19 @@ class Solution:
         busy = [
             n for n in LINKS if n in self._alpha and (_any(self._alpha[n]) or _any(self._beta[n]))
         ]
-        top = np.zeros(shape)
+        top = _scratch(shape, 10)
+        top = np.zeros(shape) if top is None else top
+        top.fill(0.0)
         loads = []
-        for n in busy:
-            u = _line_at(self._alpha[n], self._beta[n], x)
+        for i, n in enumerate(busy):
+            u = _line_at(self._alpha[n], self._beta[n], x, _scratch(shape, 11 + i))
             np.fmax(top, u, out=top)
             loads.append(u)
         # Where no link is busy (top <= 0) none is tight: an infinite threshold says so once.
         threshold = np.where(top > 0, top * (1.0 - TIGHT_REL), np.inf)
         mask = np.zeros(shape, dtype=np.int64)
-        tight = np.empty(shape, dtype=bool)
+        tight = _scratch(shape, 0, bool)
+        tight = np.empty(shape, dtype=bool) if tight is None else tight
         for n, u in zip(busy, loads, strict=True):
             np.greater_equal(u, threshold, out=tight)
             np.bitwise_or(mask, np.int64(1) << LINK_INDEX[n], out=mask, where=tight)
@@ -140,14 +144,15 @@ def _sum_all_zero(a: Num, b: Num) -> bool:
     return bool(np.all(np.asarray(a) + np.asarray(b) == 0))
 
 
-def _line_at(alpha: Num, beta: Num, x: FloatArray) -> FloatArray:
-    """alpha + beta x; a flat line (beta a scalar 0: x is finite) is its alpha as it is."""
+def _line_at(alpha: Num, beta: Num, x: FloatArray, out: np.ndarray | None) -> FloatArray:
+    """alpha + beta x (into ``out`` when it has the full shape); a flat line (beta a scalar 0:
+    x is finite) is its alpha as it is."""
     if np.ndim(beta) == 0 and float(beta) == 0.0:
         return np.broadcast_to(np.asarray(alpha, dtype=np.float64), np.shape(x))
-    out = np.multiply(beta, x)
-    if isinstance(out, np.ndarray) and out.ndim and out.shape == np.shape(x):
-        return np.add(alpha, out, out=out)
-    return np.asarray(alpha + out)
+    if out is None or np.broadcast(alpha, beta, x).shape != out.shape:
+        return np.asarray(alpha + beta * x)
+    np.multiply(beta, x, out=out)
+    return np.add(alpha, out, out=out)
 
 
 def _seconds_per_turn(
@@ -223,6 +228,67 @@ def _dominates(j: str, q0: float, q1: float, i: str, p0: float, p1: float) -> bo
     return si != sj or abs(q1 - q0) >= PRUNE_SLOPE * abs(p1 - p0)
 
 
+# Work arrays reused from call to call (a sweep solves chunk after chunk of one size): each
+# pass writes into memory already mapped instead of a fresh array that the allocator maps,
+# faults in and hands back to the OS. Per thread, for the latest shape, up to this size.
+_SCRATCH = threading.local()
+SCRATCH_MAX_SIZE = 1 << 20
+
+
+def _scratch(shape: tuple[int, ...], i: int, dtype: type = np.float64) -> np.ndarray | None:
+    """The i-th work array of ``shape`` (None: allocate, for scalars and very large arrays).
+    Never part of a result."""
+    size = math.prod(shape)
+    if not shape or size > SCRATCH_MAX_SIZE:
+        return None
+    pool: tuple[tuple[int, ...], dict[tuple[int, str], np.ndarray]] | None
+    pool = getattr(_SCRATCH, "pool", None)
+    if pool is None or pool[0] != shape:
+        pool = _SCRATCH.pool = (shape, {})
+    arrays: dict[tuple[int, str], np.ndarray] = pool[1]
+    key = (i, np.dtype(dtype).char)
+    if key not in arrays:
+        arrays[key] = np.empty(shape, dtype)
+    return arrays[key]
+
+
+Term = Callable[[np.ndarray | None], Num]
+
+
+def _fold(
+    op: np.ufunc, terms: Sequence[Term], shape: tuple[int, ...], out: np.ndarray | None
+) -> FloatArray:
+    """functools.reduce(op, [term() ...]) with every term computed into one reused work array
+    and the running result kept in ``out`` (the same values, in the same order)."""
+    work = _scratch(shape, 0)
+    acc: Num = terms[0](out)
+    for term in terms[1:]:
+        acc = op(acc, term(work), out=out) if out is not None else op(acc, term(None))
+    return np.asarray(acc)
+
+
+def _crossing(ar: Num, br: Num, af: Num, bf: Num, shape: tuple[int, ...]) -> Term:
+    """(br af - ar bf) / (br - bf): the height where a rising and a falling line cross."""
+
+    def term(out: np.ndarray | None) -> Num:
+        if out is None:
+            return (br * af - ar * bf) / (br - bf)
+        other = _scratch(shape, 1)
+        np.multiply(br, af, out=out)
+        np.subtract(out, np.multiply(ar, bf, out=other), out=out)
+        return np.divide(out, np.subtract(br, bf, out=other), out=out)
+
+    return term
+
+
+def _value(v: Num) -> Term:
+    return lambda out: v
+
+
+def _sum(a: Num, b: Num) -> Term:
+    return lambda out: a + b if out is None else np.add(a, b, out=out)
+
+
 def _max(values: Sequence[Num]) -> FloatArray:
     return np.asarray(functools.reduce(np.fmax, values))
 
@@ -235,9 +301,24 @@ def _split_low(
     alpha: dict[str, Num], beta: dict[str, Num], t: FloatArray, slack: FloatArray
 ) -> FloatArray:
     """The least x in [0, 1] with every falling line <= t: x >= (alpha - t)/|beta|."""
+
+    def bound(f: str) -> Term:
+        def term(out: np.ndarray | None) -> Num:
+            if out is None:
+                return (alpha[f] - t - slack) / -beta[f]
+            np.subtract(alpha[f], t, out=out)
+            np.subtract(out, slack, out=out)
+            return np.divide(
+                out, -beta[f] if np.ndim(beta[f]) == 0 else np.negative(beta[f]), out=out
+            )
+
+        return term
+
+    shape = np.shape(t)
+    first: list[Term] = [lambda out: np.float64(0.0)]
     with np.errstate(divide="ignore", invalid="ignore"):
-        lo = _max(
-            [np.float64(0.0)] + [(alpha[f] - t - slack) / -beta[f] for f in FALLING if f in alpha]
+        lo = _fold(
+            np.fmax, first + [bound(f) for f in FALLING if f in alpha], shape, _scratch(shape, 2)
         )
     return np.clip(lo, 0.0, 1.0)
 
@@ -249,9 +330,22 @@ def _split_range(
     x >= (alpha - t)/|beta|, rising ones x <= (t - alpha)/beta (a small slack for rounding)."""
     slack = 1e-12 * np.abs(t)
     lo = _split_low(alpha, beta, t, slack)
+
+    def bound(r: str) -> Term:
+        def term(out: np.ndarray | None) -> Num:
+            if out is None:
+                return (t + slack - alpha[r]) / beta[r]
+            np.add(t, slack, out=out)
+            np.subtract(out, alpha[r], out=out)
+            return np.divide(out, beta[r], out=out)
+
+        return term
+
+    shape = np.shape(t)
+    first: list[Term] = [lambda out: np.float64(1.0)]
     with np.errstate(divide="ignore", invalid="ignore"):
-        hi = _min(
-            [np.float64(1.0)] + [(t + slack - alpha[r]) / beta[r] for r in RISING if r in alpha]
+        hi = _fold(
+            np.fmin, first + [bound(r) for r in RISING if r in alpha], shape, _scratch(shape, 2)
         )
     return lo, np.clip(np.fmax(hi, lo), 0.0, 1.0)
 
@@ -297,11 +391,14 @@ def solve(links: LinkSet, prune: bool = True) -> Solution:
     alpha, beta = _seconds_per_turn(links, [n for n in LINKS if n not in pruned])
     if links.split == "optimal":
         rising, falling = _envelope_lines(alpha, beta)
+        shape = np.broadcast(*alpha.values(), *beta.values()).shape
+        terms: list[Term] = [_value(ar) for ar, _ in rising]
+        terms += [_sum(af, bf) for af, bf in falling]
+        terms += [_crossing(ar, br, af, bf, shape) for ar, br in rising for af, bf in falling]
         with np.errstate(divide="ignore", invalid="ignore"):
-            crossings = [(br * af - ar * bf) / (br - bf) for ar, br in rising for af, bf in falling]
-        t_var = _max([ar for ar, _ in rising] + [af + bf for af, bf in falling] + crossings)
+            t_var = _fold(np.fmax, terms, shape, _scratch(shape, 3))
         flat = [alpha[k] for k in FLAT if k in alpha]
-        t = np.fmax(t_var, _max(flat)) if flat else t_var
+        t = np.fmax(t_var, _max(flat)) if flat else np.array(t_var)  # t_var: a work array
         lo, hi = _split_range(alpha, beta, t)
         balanced = _split_low(alpha, beta, t_var, 1e-12 * np.abs(t_var))
         x = np.clip(balanced, lo, hi)
