@@ -4,6 +4,11 @@
 
 Random homogeneous clusters around the default (DeepSeek-V3.2, dualpath-hopper, paper-64k):
 P, D in 1..16 and SNIC rates 100..800 Gb/s, solved in dualpath mode.
+
+Every rate is also given as a ratio to a NumPy reference measured in the same run: the
+elements/s of ``np.multiply`` on two 10^5-element float64 arrays (the closed form's chunk
+size), so that figures compare across machines. The closed form's target is at least 1/400
+of it: about 400 simple array passes' worth per scenario, the solve and the binding links.
 """
 
 from __future__ import annotations
@@ -23,6 +28,25 @@ from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.assemble import assemble
 from dualpath_plan.solvers.closed_form import solve
 from dualpath_plan.solvers.lp import LPProblem, solve_lp
+
+REFERENCE_SIZE = 100_000
+CLOSED_FORM_TARGET = 1 / 400  # scenarios/s over the reference's elements/s
+
+
+def multiply_rate(seconds: float = 0.3, repeats: int = 5) -> float:
+    """Elements/s of np.multiply on two 10^5-element float64 arrays (a fresh result each
+    time, as the solvers' passes), the best of a few timed loops."""
+    rng = np.random.default_rng(1)
+    a, b = rng.random(REFERENCE_SIZE), rng.random(REFERENCE_SIZE)
+    best = 0.0
+    for _ in range(repeats):
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            for _ in range(100):
+                np.multiply(a, b)
+            n += 100
+        best = max(best, n * REFERENCE_SIZE / (time.perf_counter() - t0))
+    return best
 
 
 def main() -> None:
@@ -47,6 +71,7 @@ def main() -> None:
             capacity[k] = np.asarray(capacity[k]) * scale
         return replace(asm, links=replace(asm.links, capacity=capacity))
 
+    reference = multiply_rate()
     solve(batch(1000).links)  # warm up
     # Timed: the solve and each point's bottleneck (what a sweep needs), not the generation of
     # the random inputs.
@@ -60,6 +85,7 @@ def main() -> None:
         spent += time.perf_counter() - t0
         done += n
     cf_rate = done / spent
+    reference = max(reference, multiply_rate())  # measured before and after: the better
 
     problems = []
     for _ in range(args.lp):
@@ -94,8 +120,9 @@ def main() -> None:
             [sys.executable, "-c", code], check=True, capture_output=True, text=True
         )
         n, dt, rss = res.stdout.split()
+        rate = int(n) / float(dt)
         sweep_lines.append(
-            f"sweep of {int(n):,} points: {int(n) / float(dt):,.0f} points/s, "
+            f"sweep of {int(n):,} points: {rate:,.0f} points/s (R/{reference / rate:,.0f}), "
             f"peak RSS {float(rss):,.0f} MB"
         )
 
@@ -114,9 +141,22 @@ def main() -> None:
         f"Python {platform.python_version()}, NumPy {np.__version__}"
     )
     print(
-        f"closed form: {cf_rate:,.0f} scenarios/s ({args.scenarios:,} in chunks of {args.chunk:,})"
+        f"reference: np.multiply on {REFERENCE_SIZE:,}-element float64 arrays, "
+        f"{reference:,.0f} elements/s (R); every rate below also as a ratio to R"
     )
-    print(f"LP: {lp_rate:,.0f} solves/s (one stage), {lp_bal_rate:,.0f} solves/s (with balancing)")
+    print(
+        f"closed form: {cf_rate:,.0f} scenarios/s, R/{reference / cf_rate:,.0f} "
+        f"({args.scenarios:,} in chunks of {args.chunk:,})"
+    )
+    met = "met" if cf_rate >= CLOSED_FORM_TARGET * reference else "NOT met"
+    print(
+        f"closed form target: R/{1 / CLOSED_FORM_TARGET:,.0f} = "
+        f"{CLOSED_FORM_TARGET * reference:,.0f} scenarios/s: {met}"
+    )
+    print(
+        f"LP: {lp_rate:,.0f} solves/s (one stage, R/{reference / lp_rate:,.0f}), "
+        f"{lp_bal_rate:,.0f} solves/s (with balancing, R/{reference / lp_bal_rate:,.0f})"
+    )
     print(f"closed form / LP per scenario: {cf_rate / lp_rate:,.0f}x")
     for line in sweep_lines:
         print(line)

@@ -73,16 +73,32 @@ class Factor:
 
 
 @dataclass(frozen=True)
+class Scaling:
+    """A link's capacity as ``k`` times its group's common scale over the scenario axis, to
+    rounding: the links of a group derate alike (one side's node count times the same array
+    factors), so their capacities keep fixed ratios in every scenario. ``k`` = inf: no limit
+    in any scenario. ``capacity`` is the array it was declared for: a link set whose capacity
+    was replaced since (``dataclasses.replace``) no longer holds it, and the link counts as
+    ungrouped."""
+
+    group: str
+    k: float
+    capacity: Num
+
+
+@dataclass(frozen=True)
 class LinkSet:
     """What the solvers read: per link, the load per turn a + b x (summed over the link's
     side, in the link's unit) and the capacity per second (summed over the side; inf: no
-    limit); the mode's split rule and, for ``even``, the split it implies."""
+    limit); the mode's split rule and, for ``even``, the split it implies; which capacities
+    scale alike (``Scaling``; none: every link on its own)."""
 
     load: dict[str, tuple[Num, Num]]
     capacity: dict[str, Num]
     split: SplitRule
     even_share: Num = 0.0
     hit_bytes: Num = 0.0  # of the mean turn: what the split divides between the paths
+    scaling: dict[str, Scaling] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -99,6 +115,8 @@ class SideCapacity:
     decode: DecodeGroup | None = None
     # Engines are built once per distinct node count; index maps each scenario to its entry.
     index: np.ndarray | None = None
+    # Per link (group, k): per-node capacity = k x the group's array factors (see Scaling).
+    scaling: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     def take(self, values: Num) -> np.ndarray:
         """Per-engine values (over distinct node counts) for every scenario."""
@@ -267,6 +285,7 @@ def side_capacity(
         )
     per_node = {f"{side}_{k}": _product(v, factors[k]) for k, v in base.items()}
     return SideCapacity(
+        scaling=_scaling(side, base, factors),
         side=side,
         nodes=n,
         per_node=per_node,
@@ -275,6 +294,24 @@ def side_capacity(
         prefill=prefill,
         decode=decode,
     )
+
+
+def _scaling(
+    side: str, base: dict[str, Num], factors: dict[str, tuple[Factor, ...]]
+) -> dict[str, tuple[str, float]]:
+    """Per link with a scalar base, (group, k): links derated by the same array factors (the
+    same objects: one imbalance, one batching efficiency) share a group, and k is the base
+    times the scalar factors. A base that is an array (prefill batch, decode) has no group."""
+    groups: dict[tuple[int, ...], str] = {}
+    out: dict[str, tuple[str, float]] = {}
+    for k, v in base.items():
+        if np.ndim(v):
+            continue
+        arrays = [f.value for f in factors[k] if f.value is not None and np.ndim(f.value)]
+        scalars = tuple(f for f in factors[k] if f.value is not None and not np.ndim(f.value))
+        group = groups.setdefault(tuple(id(a) for a in arrays), f"{side}:{len(groups)}")
+        out[f"{side}_{k}"] = (group, float(_product(v, scalars)))
+    return out
 
 
 def grouped_side_capacity(
@@ -387,12 +424,17 @@ def assemble(
     pe = grouped_side_capacity(sc, "pe", sc.prefill_node, sc.prefill_gpu, prefill_nodes, m, turns)
     de = grouped_side_capacity(sc, "de", sc.decode_node, sc.decode_gpu, decode_nodes, m, turns)
     capacity: dict[str, Num] = {}
+    scaling: dict[str, Scaling] = {}
     for group in (pe, de):
         for k, v in group.per_node.items():
             capacity[k] = group.nodes * np.asarray(v)
+            if k in group.scaling:
+                scaling[k] = Scaling(*group.scaling[k], capacity[k])
     shared, storage_factors = storage_capacity(sc)
     capacity |= shared
-    return Assembly(m, link_set(turns.means(), capacity, m, sc), pe, de, storage_factors)
+    scaling |= {k: Scaling("storage", float(v), v) for k, v in shared.items()}
+    links = replace(link_set(turns.means(), capacity, m, sc), scaling=scaling)
+    return Assembly(m, links, pe, de, storage_factors)
 
 
 def storage_capacity(sc: Scenario) -> tuple[dict[str, Num], dict[str, tuple[Factor, ...]]]:

@@ -15,17 +15,31 @@ split-dependent line is at most its own min-max t_var (a read-queue-balancing sc
 choice); ``split_low``..``split_high`` bound all optimal splits. The signs of b are fixed by the
 path structure (``links.RISING``/``FALLING``), so everything is column-wise NumPy: inputs that
 do not vary stay scalars and millions of scenarios cost a few passes.
+
+Dominated lines are dropped once per link set, before any array is touched (``_prune``):
+within a group of links whose capacities scale alike (``LinkSet.scaling``: the same side's
+node count and array factors), a line at most (1 - ``PRUNE_MARGIN``) of another's at x = 0 and
+at x = 1 lies below it on the whole of [0, 1] in every scenario, so it is never the busiest
+and never within TIGHT_REL of it. A split-dependent line is dropped only for a
+split-dependent one (it may set the balanced split; one of the same direction at least
+``PRUNE_SLOPE`` as steep, so that rounding cannot reorder their bounds), a flat one for any.
+The answer is the unpruned one bit for bit (docs/invariants.md INV-28): the margin keeps a
+dropped line's endpoint terms and split bounds clear of rounding; only a crossing of a dropped
+line with a falling line under 1e-9 of its slope could come within rounding of the kept one's
+(the last bits of T, never the binding links), which no tested or assembled input reaches.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import math
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from dualpath_plan.physics.links import FALLING, FLAT, LINK_INDEX, LINKS, RISING, Num
+from dualpath_plan.physics.links import FALLING, FLAT, LINK_INDEX, LINKS, RISING, SLOPE_SIGN, Num
 from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.physics.modes import SplitRule
 from dualpath_plan.scenario.assemble import LinkSet
@@ -33,6 +47,12 @@ from dualpath_plan.scenario.assemble import LinkSet
 # Links whose utilization is within this of the busiest one are all binding: one operating
 # point, one set of names, whichever mode or command reached it.
 TIGHT_REL = 1e-9
+# A line is pruned only when it lies this far (relative) below another at both ends: far
+# beyond TIGHT_REL and any rounding, so a pruned link can neither bind nor set a term.
+PRUNE_MARGIN = 1e-6
+# ... and, for two split-dependent lines of one direction, when the one kept is at least this
+# steep relative to the one dropped.
+PRUNE_SLOPE = 1e-3
 
 
 @dataclass(frozen=True)
@@ -44,37 +64,51 @@ class Solution:
     decode_path_fraction: FloatArray  # share of hit bytes read on the DE path
     split_low: FloatArray  # range of optimal splits (equal unless degenerate)
     split_high: FloatArray
-    _alpha: dict[str, Num]
+    _alpha: dict[str, Num]  # of the links solved: every link the pruning kept
     _beta: dict[str, Num]
     _t: FloatArray
+    _links: LinkSet | None = None  # for the pruned links' utilization, on demand
 
     @functools.cached_property
     def utilization(self) -> FloatArray:
         """(..., len(LINKS)): each link's load over its capacity at the optimum, 0..1."""
         x = self.decode_path_fraction
+        alpha, beta = self._alpha, self._beta
+        missing = [n for n in LINKS if n not in alpha]
+        if missing and self._links is not None:
+            more = _seconds_per_turn(self._links, missing)
+            alpha, beta = alpha | more[0], beta | more[1]
         with np.errstate(divide="ignore", invalid="ignore"):
-            cols = [
-                np.where(self._t > 0, (self._alpha[n] + self._beta[n] * x) / self._t, 0.0)
-                for n in LINKS
-            ]
+            cols = [np.where(self._t > 0, (alpha[n] + beta[n] * x) / self._t, 0.0) for n in LINKS]
         return np.stack(np.broadcast_arrays(*cols), axis=-1)
 
     @functools.cached_property
     def binding_mask(self) -> np.ndarray:
         """Per scenario, a bit per link (bit i: LINKS[i]) set where the link is tight: its
-        utilization within TIGHT_REL of the busiest link's."""
+        utilization within TIGHT_REL of the busiest link's. A pruned link never is: it lies at
+        least PRUNE_MARGIN below a link that is kept."""
         x = self.decode_path_fraction
         shape = np.shape(x)
         # Two passes over the links (the busiest, then who is within TIGHT_REL of it), so that
-        # no (links x scenarios) array is held: a sweep's chunk stays its own size.
-        busy = [n for n in LINKS if np.any(self._alpha[n]) or np.any(self._beta[n])]
-        top = np.zeros(shape)
-        for n in busy:
-            np.fmax(top, self._alpha[n] + self._beta[n] * x, out=top)
-        threshold = top * (1.0 - TIGHT_REL)
+        # no (links x scenarios) array beyond the kept links' loads is held.
+        busy = [
+            n for n in LINKS if n in self._alpha and (_any(self._alpha[n]) or _any(self._beta[n]))
+        ]
+        top = _scratch(shape, 10)
+        top = np.zeros(shape) if top is None else top
+        top.fill(0.0)
+        loads = []
+        for i, n in enumerate(busy):
+            u = _line_at(self._alpha[n], self._beta[n], x, _scratch(shape, 11 + i))
+            np.fmax(top, u, out=top)
+            loads.append(u)
+        # Where no link is busy (top <= 0) none is tight: an infinite threshold says so once.
+        threshold = np.where(top > 0, top * (1.0 - TIGHT_REL), np.inf)
         mask = np.zeros(shape, dtype=np.int64)
-        for n in busy:
-            tight = (self._alpha[n] + self._beta[n] * x >= threshold) & (top > 0)
+        tight = _scratch(shape, 0, bool)
+        tight = np.empty(shape, dtype=bool) if tight is None else tight
+        for n, u in zip(busy, loads, strict=True):
+            np.greater_equal(u, threshold, out=tight)
             np.bitwise_or(mask, np.int64(1) << LINK_INDEX[n], out=mask, where=tight)
         return mask
 
@@ -87,12 +121,51 @@ def mask_names(mask: int) -> list[str]:
     return [n for i, n in enumerate(LINKS) if mask >> i & 1]
 
 
-def _seconds_per_turn(links: LinkSet) -> tuple[dict[str, Num], dict[str, Num]]:
-    """alpha, beta per link with u(x) = alpha + beta x: seconds of the link per turn. An
-    infinite capacity costs nothing; no load costs nothing, whatever the capacity."""
+def _first(v: Num) -> float | None:
+    """The first element of a value (None when it has none)."""
+    a = np.asarray(v)
+    return float(a.flat[0]) if a.size else None
+
+
+def _any(v: Num) -> bool:
+    """np.any(v), without a pass over the array when its first element already decides."""
+    first = _first(v)
+    return bool(first) or (first is not None and np.ndim(v) > 0 and bool(np.any(v)))
+
+
+def _all_zero(v: Num) -> bool:
+    """np.all(v == 0), without a pass over the array when its first element already decides."""
+    first = _first(v)
+    return first is None or (first == 0 and (np.ndim(v) == 0 or bool(np.all(np.asarray(v) == 0))))
+
+
+def _sum_all_zero(a: Num, b: Num) -> bool:
+    """np.all(a + b == 0), without a pass when the first elements already decide."""
+    fa, fb = _first(a), _first(b)
+    if fa is not None and fb is not None and fa + fb != 0:
+        return False
+    return bool(np.all(np.asarray(a) + np.asarray(b) == 0))
+
+
+def _line_at(alpha: Num, beta: Num, x: FloatArray, out: np.ndarray | None) -> FloatArray:
+    """alpha + beta x (into ``out`` when it has the full shape); a flat line (beta a scalar 0:
+    x is finite) is its alpha as it is."""
+    if np.ndim(beta) == 0 and float(beta) == 0.0:
+        return np.broadcast_to(np.asarray(alpha, dtype=np.float64), np.shape(x))
+    if out is None or np.broadcast(alpha, beta, x).shape != out.shape:
+        return np.asarray(alpha + beta * x)
+    np.multiply(beta, x, out=out)
+    return np.add(alpha, out, out=out)
+
+
+def _seconds_per_turn(
+    links: LinkSet, names: Sequence[str] = LINKS
+) -> tuple[dict[str, Num], dict[str, Num]]:
+    """alpha, beta per link of ``names`` with u(x) = alpha + beta x: seconds of the link per
+    turn. An infinite capacity costs nothing; no load costs nothing, whatever the capacity."""
     alpha: dict[str, Num] = {}
     beta: dict[str, Num] = {}
-    for n in LINKS:
+    for n in names:
         a, b = links.load[n]
         c = links.capacity[n]
         alpha[n], beta[n] = _per_capacity(a, c), _per_capacity(b, c)
@@ -109,6 +182,116 @@ def _per_capacity(load: Num, capacity: Num) -> Num:
     return np.where(np.asarray(load) == 0, 0.0, out) if np.ndim(load) else out
 
 
+def _prune(links: LinkSet) -> frozenset[str]:
+    """The links whose load lines are dominated within their scaling group (module
+    docstring), decided from scalars once per link set: per link of a group, its line in
+    the group's units (load / k at x = 0 and x = 1). A group is left whole unless its loads
+    are scalars and its common scale is positive in every scenario (a capacity of 0 makes
+    every loaded line of the group infinite there, and infinite lines all tie)."""
+    groups: dict[str, list[tuple[str, float, float]]] = {}
+    reference: dict[str, Num] = {}
+    for n, s in links.scaling.items():
+        a, b = links.load[n]
+        if links.capacity.get(n) is not s.capacity or np.ndim(a) or np.ndim(b):
+            continue  # replaced since it was declared, or a load that varies by scenario
+        a, b, k = float(a), float(b), float(s.k)
+        if not (k > 0 and math.isfinite(a) and math.isfinite(b)):
+            continue
+        if math.isfinite(k):
+            reference.setdefault(s.group, s.capacity)
+            p0, p1 = a / k, (a + b) / k
+        else:
+            p0 = p1 = 0.0
+        if math.isfinite(p0) and math.isfinite(p1) and p0 >= 0 and p1 >= 0:
+            groups.setdefault(s.group, []).append((n, p0, p1))
+    pruned: set[str] = set()
+    for g, lines in groups.items():
+        if len(lines) < 2 or g not in reference:
+            continue
+        c = np.asarray(reference[g])
+        if not (c.size and np.min(c) > 0):
+            continue
+        for n, p0, p1 in lines:
+            if any(m != n and _dominates(m, q0, q1, n, p0, p1) for m, q0, q1 in lines):
+                pruned.add(n)
+    return frozenset(pruned)
+
+
+def _dominates(j: str, q0: float, q1: float, i: str, p0: float, p1: float) -> bool:
+    """Whether line j (q0 at x = 0, q1 at x = 1) makes line i redundant: j carries load and i
+    is at most (1 - PRUNE_MARGIN) of it at both ends; a split-dependent i only for a
+    split-dependent j, of the other direction or at least PRUNE_SLOPE as steep."""
+    if max(q0, q1) <= 0 or p0 > (1 - PRUNE_MARGIN) * q0 or p1 > (1 - PRUNE_MARGIN) * q1:
+        return False
+    si, sj = SLOPE_SIGN[i], SLOPE_SIGN[j]
+    if si == 0:
+        return True
+    if sj == 0:
+        return False
+    return si != sj or abs(q1 - q0) >= PRUNE_SLOPE * abs(p1 - p0)
+
+
+# Work arrays reused from call to call (a sweep solves chunk after chunk of one size): each
+# pass writes into memory already mapped instead of a fresh array that the allocator maps,
+# faults in and hands back to the OS. Per thread, for the latest shape, up to this size.
+_SCRATCH = threading.local()
+SCRATCH_MAX_SIZE = 1 << 20
+
+
+def _scratch(shape: tuple[int, ...], i: int, dtype: type = np.float64) -> np.ndarray | None:
+    """The i-th work array of ``shape`` (None: allocate, for scalars and very large arrays).
+    Never part of a result."""
+    size = math.prod(shape)
+    if not shape or size > SCRATCH_MAX_SIZE:
+        return None
+    pool: tuple[tuple[int, ...], dict[tuple[int, str], np.ndarray]] | None
+    pool = getattr(_SCRATCH, "pool", None)
+    if pool is None or pool[0] != shape:
+        pool = _SCRATCH.pool = (shape, {})
+    arrays: dict[tuple[int, str], np.ndarray] = pool[1]
+    key = (i, np.dtype(dtype).char)
+    if key not in arrays:
+        arrays[key] = np.empty(shape, dtype)
+    return arrays[key]
+
+
+Term = Callable[[np.ndarray | None], Num]
+
+
+def _fold(
+    op: np.ufunc, terms: Sequence[Term], shape: tuple[int, ...], out: np.ndarray | None
+) -> FloatArray:
+    """functools.reduce(op, [term() ...]) with every term computed into one reused work array
+    and the running result kept in ``out`` (the same values, in the same order)."""
+    work = _scratch(shape, 0)
+    acc: Num = terms[0](out)
+    for term in terms[1:]:
+        acc = op(acc, term(work), out=out) if out is not None else op(acc, term(None))
+    return np.asarray(acc)
+
+
+def _crossing(ar: Num, br: Num, af: Num, bf: Num, shape: tuple[int, ...]) -> Term:
+    """(br af - ar bf) / (br - bf): the height where a rising and a falling line cross."""
+
+    def term(out: np.ndarray | None) -> Num:
+        if out is None:
+            return (br * af - ar * bf) / (br - bf)
+        other = _scratch(shape, 1)
+        np.multiply(br, af, out=out)
+        np.subtract(out, np.multiply(ar, bf, out=other), out=out)
+        return np.divide(out, np.subtract(br, bf, out=other), out=out)
+
+    return term
+
+
+def _value(v: Num) -> Term:
+    return lambda out: v
+
+
+def _sum(a: Num, b: Num) -> Term:
+    return lambda out: a + b if out is None else np.add(a, b, out=out)
+
+
 def _max(values: Sequence[Num]) -> FloatArray:
     return np.asarray(functools.reduce(np.fmax, values))
 
@@ -117,16 +300,56 @@ def _min(values: Sequence[Num]) -> FloatArray:
     return np.asarray(functools.reduce(np.fmin, values))
 
 
+def _split_low(
+    alpha: dict[str, Num], beta: dict[str, Num], t: FloatArray, slack: FloatArray
+) -> FloatArray:
+    """The least x in [0, 1] with every falling line <= t: x >= (alpha - t)/|beta|."""
+
+    def bound(f: str) -> Term:
+        def term(out: np.ndarray | None) -> Num:
+            if out is None:
+                return (alpha[f] - t - slack) / -beta[f]
+            np.subtract(alpha[f], t, out=out)
+            np.subtract(out, slack, out=out)
+            return np.divide(
+                out, -beta[f] if np.ndim(beta[f]) == 0 else np.negative(beta[f]), out=out
+            )
+
+        return term
+
+    shape = np.shape(t)
+    first: list[Term] = [lambda out: np.float64(0.0)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lo = _fold(
+            np.fmax, first + [bound(f) for f in FALLING if f in alpha], shape, _scratch(shape, 2)
+        )
+    return np.clip(lo, 0.0, 1.0)
+
+
 def _split_range(
     alpha: dict[str, Num], beta: dict[str, Num], t: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
     """The x in [0, 1] with every split-dependent line <= t: falling lines need
     x >= (alpha - t)/|beta|, rising ones x <= (t - alpha)/beta (a small slack for rounding)."""
     slack = 1e-12 * np.abs(t)
+    lo = _split_low(alpha, beta, t, slack)
+
+    def bound(r: str) -> Term:
+        def term(out: np.ndarray | None) -> Num:
+            if out is None:
+                return (t + slack - alpha[r]) / beta[r]
+            np.add(t, slack, out=out)
+            np.subtract(out, alpha[r], out=out)
+            return np.divide(out, beta[r], out=out)
+
+        return term
+
+    shape = np.shape(t)
+    first: list[Term] = [lambda out: np.float64(1.0)]
     with np.errstate(divide="ignore", invalid="ignore"):
-        lo = _max([np.float64(0.0)] + [(alpha[f] - t - slack) / -beta[f] for f in FALLING])
-        hi = _min([np.float64(1.0)] + [(t + slack - alpha[r]) / beta[r] for r in RISING])
-    lo = np.clip(lo, 0.0, 1.0)
+        hi = _fold(
+            np.fmin, first + [bound(r) for r in RISING if r in alpha], shape, _scratch(shape, 2)
+        )
     return lo, np.clip(np.fmax(hi, lo), 0.0, 1.0)
 
 
@@ -140,7 +363,9 @@ def _envelope_lines(
     rising: list[tuple[Num, Num]] = []
     origin: list[Num] = []
     for r in RISING:
-        if np.all(np.asarray(alpha[r]) == 0):
+        if r not in alpha:
+            continue
+        if _all_zero(alpha[r]):
             origin.append(beta[r])
         else:
             rising.append((alpha[r], beta[r]))
@@ -149,7 +374,9 @@ def _envelope_lines(
     falling: list[tuple[Num, Num]] = []
     pivot: list[Num] = []
     for f in FALLING:
-        if np.all(np.asarray(alpha[f]) + np.asarray(beta[f]) == 0):
+        if f not in alpha:
+            continue
+        if _sum_all_zero(alpha[f], beta[f]):
             pivot.append(alpha[f])
         else:
             falling.append((alpha[f], beta[f]))
@@ -159,22 +386,28 @@ def _envelope_lines(
     return rising, falling
 
 
-def solve(links: LinkSet) -> Solution:
+def solve(links: LinkSet, prune: bool = True) -> Solution:
     """Throughput, split and utilization for the link set's split rule, vectorized over every
-    input array."""
-    alpha, beta = _seconds_per_turn(links)
+    input array. ``prune=False`` solves every line (the reference the pruning is tested
+    against)."""
+    pruned = _prune(links) if prune else frozenset()
+    alpha, beta = _seconds_per_turn(links, [n for n in LINKS if n not in pruned])
     if links.split == "optimal":
         rising, falling = _envelope_lines(alpha, beta)
+        shape = np.broadcast(*alpha.values(), *beta.values()).shape
+        terms: list[Term] = [_value(ar) for ar, _ in rising]
+        terms += [_sum(af, bf) for af, bf in falling]
+        terms += [_crossing(ar, br, af, bf, shape) for ar, br in rising for af, bf in falling]
         with np.errstate(divide="ignore", invalid="ignore"):
-            crossings = [(br * af - ar * bf) / (br - bf) for ar, br in rising for af, bf in falling]
-        t_var = _max([ar for ar, _ in rising] + [af + bf for af, bf in falling] + crossings)
-        t = np.fmax(t_var, _max([alpha[k] for k in FLAT]))
+            t_var = _fold(np.fmax, terms, shape, _scratch(shape, 3))
+        flat = [alpha[k] for k in FLAT if k in alpha]
+        t = np.fmax(t_var, _max(flat)) if flat else np.array(t_var)  # t_var: a work array
         lo, hi = _split_range(alpha, beta, t)
-        balanced, _ = _split_range(alpha, beta, t_var)
+        balanced = _split_low(alpha, beta, t_var, 1e-12 * np.abs(t_var))
         x = np.clip(balanced, lo, hi)
     else:
         x = np.asarray(links.even_share if links.split == "even" else 0.0, dtype=np.float64)
-        t = _max([alpha[n] + beta[n] * x for n in LINKS])
+        t = _max([alpha[n] + beta[n] * x for n in alpha])
         lo = hi = x
     shape = np.broadcast(t, x).shape
     t = np.broadcast_to(t, shape)
@@ -189,4 +422,5 @@ def solve(links: LinkSet) -> Solution:
         _alpha=alpha,
         _beta=beta,
         _t=t,
+        _links=links if pruned else None,
     )

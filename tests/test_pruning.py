@@ -1,0 +1,146 @@
+"""Issue 15: the closed form drops dominated load lines and still gives the same answer."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dualpath_plan.physics.links import LINK_TABLE, LINKS, Demand, turn_load_columns
+from dualpath_plan.physics.modes import MODE_TABLE
+from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.assemble import LinkSet, Scaling, assemble, read_share
+from dualpath_plan.solvers.closed_form import _prune, solve
+from dualpath_plan.solvers.lp import solve_lp
+from tests.test_paths import SPLITS, assert_same_binding, clusters, lp_problem
+
+EXAMPLES = int(os.environ.get("PRUNE_EXAMPLES", "150"))
+FIELDS = ("throughput_turns_per_s", "decode_path_fraction", "split_low", "split_high")
+
+
+def assert_identical(links: LinkSet) -> None:
+    """Pruned and unpruned: the same throughput, split range, binding mask and utilization,
+    bit for bit."""
+    pruned, every = solve(links), solve(links, prune=False)
+    for f in FIELDS:
+        assert np.array_equal(getattr(pruned, f), getattr(every, f), equal_nan=True), f
+    assert np.array_equal(pruned.binding_mask, every.binding_mask)
+    assert np.array_equal(pruned.utilization, every.utilization, equal_nan=True)
+
+
+@st.composite
+def grouped_link_sets(draw):
+    """Random link sets over a few scenarios whose capacities scale alike in declared groups:
+    a group's common scale is an array (node counts times an imbalance; sometimes 0 or inf in
+    a scenario), each member's k is drawn from a few values (equal lines tie) or inf; some
+    links are left ungrouped; loads of a mode (I/O-free modes: zero loads)."""
+    n = draw(st.integers(1, 6))
+    scales = st.lists(st.floats(0.5, 64.0), min_size=n, max_size=n)
+    odd = st.sampled_from([1.0, 0.0, math.inf])
+    groups = {}
+    for name in ("pe:node", "pe:gpu", "de:node", "de:gpu", "storage"):
+        s = np.array(draw(scales)) if name != "storage" else np.ones(n)
+        if draw(st.booleans()) and draw(st.booleans()):
+            s[draw(st.integers(0, n - 1))] *= draw(odd)  # a scale of 0 or inf somewhere
+        groups[name] = s
+    ks = [1e9, 2e9, 5e10, 1e11, 3e11, math.inf]
+    capacity, scaling = {}, {}
+    for k in LINK_TABLE:
+        group = (
+            "storage"
+            if k.side == "storage"
+            else f"{k.side}:{draw(st.sampled_from(['node', 'gpu']))}"
+        )
+        base = draw(st.sampled_from(ks)) * (1e3 if k.unit == "FLOP" else 1.0)
+        if k.unit in ("request", "token"):
+            base = draw(st.sampled_from([1e2, 1e3, math.inf]))
+        with np.errstate(invalid="ignore"):
+            capacity[k.name] = base * groups[group]
+        if draw(st.integers(0, 4)):  # most links grouped, some on their own
+            scaling[k.name] = Scaling(group, base, capacity[k.name])
+    hit = draw(st.floats(1e8, 1e10))
+    demand = Demand(
+        hit_bytes=np.float64(hit),
+        miss_bytes=np.float64(hit * draw(st.sampled_from([0.0, 0.01, 0.1]))),
+        generated_kv_bytes=np.float64(hit * draw(st.sampled_from([0.0, 0.02]))),
+        append_writeback_bytes=np.float64(hit * draw(st.sampled_from([0.0, 0.02]))),
+        prefill_flops=np.float64(draw(st.floats(1e12, 1e15))),
+        generated_tokens=np.float64(draw(st.floats(1, 2000))),
+    )
+    mode = draw(st.sampled_from(list(SPLITS)))
+    load = turn_load_columns(demand)
+    if MODE_TABLE[mode].io_free:
+        load = {k.name: ((0.0, 0.0) if k.io else load[k.name]) for k in LINK_TABLE}
+    split = SPLITS[mode]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        even = read_share(capacity) if split == "even" else 0.0
+    return LinkSet(load, capacity, split, even, demand.hit_bytes, scaling)  # type: ignore[arg-type]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # capacities of 0 and inf on purpose
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(links=grouped_link_sets())
+def test_pruning_changes_nothing(links) -> None:
+    assert_identical(links)
+
+
+def all_one_group(case, mode: str) -> LinkSet:
+    """One scenario: every capacity is a number, so all links scale alike (one group)."""
+    from tests.test_paths import link_set
+
+    links = link_set(case, mode)
+    scaling = {n: Scaling("all", float(c), c) for n, c in links.capacity.items()}
+    return replace(links, scaling=scaling)
+
+
+@settings(max_examples=int(os.environ.get("LP_EXAMPLES", "80")), deadline=None)
+@given(case=clusters(), mode=st.sampled_from(list(SPLITS)))
+def test_pruned_closed_form_equals_unpruned_and_the_lp(case, mode) -> None:
+    links = all_one_group(case, mode)
+    assert_identical(links)
+    cf = solve(links)
+    lp = solve_lp(lp_problem(case, mode))
+    assert lp.throughput_turns_per_s == pytest.approx(float(cf.throughput_turns_per_s), rel=1e-6)
+    tol = 1e-6
+    assert float(cf.split_low) - tol <= lp.decode_path_fraction <= float(cf.split_high) + tol
+    assert_same_binding(cf, lp)
+
+
+def test_the_default_cluster_drops_dominated_links(registry) -> None:
+    sc = Scenario.from_ids(registry)
+    P = np.array([2.0, 3.0, 8.0, 16.0])
+    D = np.array([4.0, 1.0, 8.0, 2.0])
+    for mode in SPLITS:
+        links = assemble(sc, mode, P, D).links
+        dropped = _prune(links)
+        assert_identical(links)
+        if MODE_TABLE[mode].io_free:
+            assert not dropped  # no I/O loads: nothing carries load above those lines
+            continue
+        # Lower lines of one scaling: the PE DRAM carries twice the SNIC's reads on ten times
+        # its capacity; the DE GPUs' PCIe carries less than the CNIC's PCIe side; no load on
+        # the PE SNICs' write side.
+        assert {"pe_dram", "de_gpu_pcie_h2d", "pe_snic_write"} <= dropped
+        # No dropped link binds anywhere (the unpruned solve names every tight link).
+        every = solve(links, prune=False)
+        tight = np.bitwise_or.reduce(np.ravel(every.binding_mask))
+        assert not {n for i, n in enumerate(LINKS) if tight >> i & 1} & dropped
+
+
+def test_a_replaced_capacity_leaves_its_group(registry) -> None:
+    """A capacity replaced after the assembly (as the benchmark's SNIC rates) is no longer
+    the array its scaling was declared for: it counts as ungrouped and is solved."""
+    sc = Scenario.from_ids(registry)
+    links = assemble(sc, "dualpath", np.array([2.0, 4.0]), np.array([4.0, 2.0])).links
+    assert "pe_dram" in _prune(links)
+    slow = replace(links, capacity={**links.capacity, "pe_dram": links.capacity["pe_dram"] / 1e3})
+    assert "pe_dram" not in _prune(slow)
+    before, after = solve(links), solve(slow)
+    # The slow DRAM moves reads to the DE path (compute still binds the throughput).
+    assert np.all(after.decode_path_fraction > before.decode_path_fraction + 0.1)
+    assert_identical(slow)
