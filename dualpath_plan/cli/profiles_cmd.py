@@ -136,3 +136,7 @@ def validate_profiles(
         report.render_validate(results, stdout)
     if failed:
         raise typer.Exit(2)
+
+
+def register(parent: typer.Typer) -> None:
+    parent.add_typer(app, name="profiles")
