@@ -30,7 +30,7 @@ against the capped rate B / tau(B)); so
 R the part of the KV read not hidden behind compute, W_io the M/D/1 wait of the binding I/O
 link (one node serves a turn's read), lambda_g the arrival rate at the busiest GPU. TPOT is
 the decode step at the decode batch b_d = lambda_t x generated x TPOT (Little). APS is the
-largest rate with TTFT <= SLO and TPOT <= SLO, found by bisection, and at most U x T_max /
+largest rate with TTFT <= SLO and TPOT <= SLO, found by a bracketing search, and at most U x T_max /
 turns: a planner's headroom, the busiest link's utilization capped at U (max_utilization).
 The online model lives in outcomes/online.py, vectorized, so that ``sweep`` runs the same one
 over arrays of clusters.
