@@ -8,8 +8,15 @@ from pathlib import Path
 import pytest
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.profiles.registry import Overrides, Registry, read_profile_file
+from dualpath_plan.profiles.registry import (
+    Overrides,
+    Registry,
+    builtin_profiles_dir,
+    read_profile_file,
+)
 from tests.conftest import copy_profile
+
+BUILTIN_DIR = builtin_profiles_dir()
 
 REQUIRED = {
     "gpu": ["a100-sxm-80gb", "h100-sxm", "h800-sxm", "h20", "h200-sxm", "b200", "gb200", "b300"],
@@ -208,3 +215,47 @@ def test_show_has_derived_quantities(cli) -> None:
     assert gpu["pcie_usable_gbyte_s"] == pytest.approx(63.02, abs=0.01)
     text = cli("profiles", "show", "dualpath-hopper").out
     assert "snic_per_cnic" in text
+
+
+def test_profiles_are_read_when_used(cli, tmp_path) -> None:
+    # A kind's folder is indexed by file name; a profile is read (and validated) when a command
+    # uses it, so a broken one fails the commands that read it and `profiles list`, not others.
+    broken = tmp_path / "profiles" / "node" / "broken.toml"
+    broken.parent.mkdir(parents=True)
+    broken.write_text('kind = "node"\nname = "x"\ngpu = "nope"\n')
+    registry = Registry.load([tmp_path / "profiles"], use_env=False)
+    assert "broken" in registry.ids("node")
+    assert registry.node("dualpath-hopper").id == "dualpath-hopper"
+    with pytest.raises(PlanInputError) as err:
+        registry.node("broken")
+    assert "broken.toml" in str(err.value)
+    with pytest.raises(PlanInputError):  # and again, alike
+        registry.node("broken")
+    assert cli("size", "--profiles", str(tmp_path / "profiles"), "--json").code == 0
+    result = cli("size", "--profiles", str(tmp_path / "profiles"), "--node", "broken")
+    assert result.code == 2 and "broken.toml" in result.err and result.err.count("\n") == 1
+    result = cli("profiles", "list", "--profiles", str(tmp_path / "profiles"))
+    assert result.code == 2 and "broken.toml" in result.err
+
+
+def test_node_references_checked_when_read(tmp_path) -> None:
+    # A node outside a kind's folder is read at once; its gpu may be in a file found later.
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    node = (BUILTIN_DIR / "node" / "dgx-h100.toml").read_text()
+    (flat / "a-node.toml").write_text(re.sub(r'(?m)^gpu = ".*"$', 'gpu = "zz-gpu"', node))
+    (flat / "zz-gpu.toml").write_text((BUILTIN_DIR / "gpu" / "h100-sxm.toml").read_text())
+    registry = Registry.load([flat], use_env=False)
+    assert registry.gpu_of(registry.node("a-node")).id == "zz-gpu"
+    # Two transferred nodes naming each other: an error, not an endless read.
+    src = (BUILTIN_DIR / "node" / "dgx-h100.toml").read_text()
+    nodes = tmp_path / "loop" / "node"
+    nodes.mkdir(parents=True)
+    for me, other in (("n1", "n2"), ("n2", "n1")):
+        text = src.replace(
+            'efficiencies_from = "dualpath-hopper"', f'efficiencies_from = "{other}"'
+        )
+        (nodes / f"{me}.toml").write_text(text)
+    registry = Registry.load([tmp_path / "loop"], use_env=False)
+    with pytest.raises(PlanInputError, match="efficiencies_from"):
+        registry.node("n1")

@@ -10,7 +10,6 @@ import numpy as np
 import typer
 
 from dualpath_plan import __version__
-from dualpath_plan.cli import profiles_cmd
 from dualpath_plan.cli.common import GlobalState, ProfilesOpt, SetOpt
 from dualpath_plan.errors import PlanInputError, printable
 from dualpath_plan.files import report_read_progress
@@ -25,7 +24,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-app.add_typer(profiles_cmd.app, name="profiles")
 
 
 def _version(value: bool) -> None:
@@ -59,6 +57,7 @@ COMMANDS: dict[str, str] = {
     "validate": "validate_cmd",
     "check": "check_cmd",
     "calibrate": "calibrate_cmd",
+    "profiles": "profiles_cmd",
 }
 _registered: set[str] = set()
 # Options of the app itself that take a value (they may stand before the command's name).

@@ -49,6 +49,7 @@ def list_profiles(
     """List every known profile, by kind."""
     _check_kind(kind)
     registry = load_registry(profiles, set_)
+    registry.check_all()  # a broken profile anywhere on the search path is an error here
     kinds = [kind] if kind else list(KINDS)
     rows = [
         (k, pid, registry.raw(k, pid).name, _origin(registry.origins[(k, pid)]))
@@ -101,6 +102,7 @@ def validate_profiles(
     profiles (a node's gpu, the measured node its efficiencies are transferred from) are
     resolved against the library and the files given."""
     registry = load_registry(profiles, None)
+    registry.check_all()  # the references resolve against a valid library
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
@@ -136,3 +138,7 @@ def validate_profiles(
         report.render_validate(results, stdout)
     if failed:
         raise typer.Exit(2)
+
+
+def register(parent: typer.Typer) -> None:
+    parent.add_typer(app, name="profiles")

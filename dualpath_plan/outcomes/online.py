@@ -12,8 +12,9 @@ is b = lambda_g t0 / (1 - lambda_g u); near the batch cap B it also waits for la
 R the part of the KV read not hidden behind compute, W_io the M/D/1 wait of the binding I/O
 link (one node serves a turn's read), lambda_g the arrival rate at the busiest GPU. TPOT is the
 decode step at the decode batch b_d = lambda_t x generated x TPOT (Little). APS is the largest
-rate with TTFT <= SLO and TPOT <= SLO, found by bisection (the same 60 halvings at every
-point, so an array of clusters gives what each one gives alone).
+rate with TTFT <= SLO and TPOT <= SLO, found by a bracketing search (regula falsi on the
+SLOs' slack, safeguarded by halvings) that stops each cluster once its rate is known to 1e-12
+of itself, so an array of clusters gives what each one gives alone.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ from dualpath_plan.solvers.closed_form import Solution
 # What stops a higher APS, by code (``OnlineAps.limit``): the first three are what binds just
 # above the APS; "unreachable" means no arrival rate meets the SLOs (even one agent misses).
 APS_LIMITS: tuple[str, ...] = ("throughput", "ttft", "tpot", "unreachable", "utilization")
-# The APS bisection halves [0, T / turns] until every cluster's rate is known to 1e-12 of
-# itself, at most 60 times (a rate far below T / turns, or 0, takes them all).
-_BISECTION_STEPS = 60
+# The APS search narrows [1e-9 / turns, T / turns] until every cluster's rate is known to
+# 1e-12 of itself: about 10 steps where the SLOs' slack is smooth at the APS, a halving per step
+# where it jumps (an unstable queue). At most three steps per halving, so 180 steps narrow it at
+# least as far as 60 halvings of a bisection.
+_SEARCH_STEPS = 180
 _BISECTION_REL = 1e-12
 # Clusters x grid points up to which the decode batch is found by testing every grid point
 # (one cluster: a few thousand), beyond which by a search.
@@ -164,6 +167,14 @@ class OnlineAps:
         return [APS_LIMITS[int(k)] for k in np.atleast_1d(self.limit)]
 
 
+def _slack(ttft: np.ndarray, tpot: np.ndarray, cfg: ServingConfig) -> np.ndarray:
+    """How far inside both SLOs: each SLO over its latency, less 1 (>= 0 where both are met,
+    -1 where the queue is unstable). Over the latency, the slack is near linear in the rate
+    close to a queue's saturation, where the latency has a pole."""
+    with np.errstate(divide="ignore"):
+        return np.minimum(cfg.ttft_slo_s / ttft, cfg.tpot_slo_s / tpot) - 1.0
+
+
 def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
     """The online queue of every cluster of an assembly of ``sc`` and its solution (1-D over
     clusters; a single cluster is an array of one)."""
@@ -210,22 +221,46 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
 
 
 def online_aps(q: OnlineQueue, cfg: ServingConfig) -> OnlineAps:
-    """The largest arrival rate with TTFT <= SLO and TPOT <= SLO per cluster, by bisection
-    between 0 and the saturated rate, and what stops a higher one."""
+    """The largest arrival rate with TTFT <= SLO and TPOT <= SLO per cluster, by a bracketing
+    search between 0 and the saturated rate, and what stops a higher one."""
     turns = q.turns
-    low_ttft, low_tpot = q.at(np.full(q.t_max.shape, 1e-9 / turns))
+    low = np.full(q.t_max.shape, 1e-9 / turns)
+    low_ttft, low_tpot = q.at(low)
     reachable = (low_ttft <= cfg.ttft_slo_s) & (low_tpot <= cfg.tpot_slo_s)
-    lo = np.zeros(q.t_max.shape)
+    lo = np.where(reachable, low, 0.0)
     hi = np.where(reachable, q.t_max / turns, 0.0)
-    for _ in range(_BISECTION_STEPS):
-        mid = (lo + hi) / 2
-        t_on, p_on = q.at(mid)
-        ok = (t_on <= cfg.ttft_slo_s) & (p_on <= cfg.tpot_slo_s)
-        lo = np.where(ok, mid, lo)
-        hi = np.where(ok, hi, mid)
-        # Every cluster's rate known to _BISECTION_REL of itself: the rest would not show.
-        if np.all(hi - lo <= _BISECTION_REL * lo):
+    # The SLOs' slack at each end (>= 0 where both are met, -1 where unstable): the next
+    # rate is where the slack's chord crosses 0 (regula falsi, Illinois: an end kept twice has
+    # its slack halved), the midpoint where the chord is not known or the bracket has not
+    # halved in two steps. Only rates with the SLOs met become ``lo``, as in a bisection.
+    s_lo = _slack(low_ttft, low_tpot, cfg)
+    s_hi = np.full(lo.shape, -1.0)
+    kept = np.zeros(lo.shape, dtype=np.int8)  # the end the last step kept: 1 lo, -1 hi
+    width = np.full((2, *lo.shape), math.inf)  # the bracket one and two steps ago
+    active = hi - lo > _BISECTION_REL * lo
+    for _ in range(_SEARCH_STEPS):
+        if not active.any():
             break
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            chord = lo + (hi - lo) * (s_lo / (s_lo - s_hi))
+        mid = (lo + hi) / 2
+        use_chord = (chord > lo) & (chord < hi) & (hi - lo <= width[1] / 2)
+        x = np.where(use_chord, chord, mid)
+        t_on, p_on = q.at(x)
+        ok = (t_on <= cfg.ttft_slo_s) & (p_on <= cfg.tpot_slo_s) & active
+        bad = ~ok & active
+        s_x = _slack(t_on, p_on, cfg)
+        width = np.stack(
+            [np.where(active, hi - lo, width[0]), np.where(active, width[0], width[1])]
+        )
+        s_hi = np.where(ok & (kept == -1), s_hi / 2, s_hi)
+        s_lo = np.where(bad & (kept == 1), s_lo / 2, s_lo)
+        lo, s_lo = np.where(ok, x, lo), np.where(ok, s_x, s_lo)
+        hi, s_hi = np.where(bad, x, hi), np.where(bad, s_x, s_hi)
+        kept = np.where(ok, -1, np.where(bad, 1, kept)).astype(np.int8)
+        # A cluster whose rate is known to _BISECTION_REL of itself stops there (the rest would
+        # not show), so an array of clusters gives what each one gives alone.
+        active &= hi - lo > _BISECTION_REL * lo
     slo_aps = lo
     t_hi, p_hi = q.at(np.minimum(slo_aps * 1.0001 + 1e-12, q.t_max / turns))
     limit = np.where(

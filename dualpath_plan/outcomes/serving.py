@@ -30,7 +30,7 @@ against the capped rate B / tau(B)); so
 R the part of the KV read not hidden behind compute, W_io the M/D/1 wait of the binding I/O
 link (one node serves a turn's read), lambda_g the arrival rate at the busiest GPU. TPOT is
 the decode step at the decode batch b_d = lambda_t x generated x TPOT (Little). APS is the
-largest rate with TTFT <= SLO and TPOT <= SLO, found by bisection, and at most U x T_max /
+largest rate with TTFT <= SLO and TPOT <= SLO, found by a bracketing search, and at most U x T_max /
 turns: a planner's headroom, the busiest link's utilization capped at U (max_utilization).
 The online model lives in outcomes/online.py, vectorized, so that ``sweep`` runs the same one
 over arrays of clusters.
@@ -45,7 +45,7 @@ import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
-from dualpath_plan.outcomes.online import online_aps, online_queue
+from dualpath_plan.outcomes.online import OnlineAps, online_aps, online_queue
 from dualpath_plan.outcomes.paths import check_feasible
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import PrefillEngine
@@ -192,14 +192,32 @@ def _ramp_integral(n: np.ndarray, r: np.ndarray, c: np.ndarray, top: float) -> n
 _NEWTON_MAX_STEPS = 100
 
 
-def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOutcome:
+@dataclass(frozen=True)
+class ModeCore:
+    """What a mode's outcome rests on, for one cluster: its saturated optimum, the offline JCT
+    and the online APS. ``evaluate_mode`` reports it in full; intervals (outcomes/uncertainty.py)
+    read only the throughput, JCT and APS, at every perturbed scenario."""
+
+    sat: Saturated
+    t_max: float
+    jct_s: float
+    cycle_min: float
+    online: OnlineAps
+
+    @property
+    def aps(self) -> float:
+        return float(self.online.aps[0])
+
+
+def mode_core(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeCore:
+    """The saturated optimum, offline JCT and online APS of one cluster in a mode; raises
+    InfeasibleError where the cluster does not run in it."""
     P, D = sc.prefill_nodes, sc.decode_nodes
     # Node counts, weights and one decode request first: the clearest reasons a cluster is too
     # small, the same in every mode.
     check_feasible(sc)
     sat = saturated(sc, mode, P, D)
     pm = sat.prefill
-    cap = float(np.asarray(pm.batch_cap))  # one cluster: a number
     group = sat.assembly.de.decode  # one cluster: the group of its D decode nodes
     assert group is not None
     if not bool(sat.feasible):
@@ -215,8 +233,8 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
         )
     sol = sat.solution
     t_max = float(sol.throughput_turns_per_s)
-    binding = tuple(sol.binding())
     if not (math.isfinite(t_max) and t_max > 0):
+        binding = tuple(sol.binding())
         raise InfeasibleError(
             f"{mode}: the cluster sustains no turns ({', '.join(binding) or 'no link'} has no "
             "capacity left for this workload)",
@@ -224,21 +242,38 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
         )
     d = sc.turn_demand
     gen = d.mean(d.generated_tokens)
+    # Offline: the closed system while all N agents run (the operating point), then drained.
+    ttft_min = pm.read_latency_s + pm.forward_s(1.0)
+    cycle_min = ttft_min + gen * group.step_s(1.0) + sc.workload.tool_latency_s
+    jct = float(offline_jct_s(cfg.agents, t_max, cycle_min, d.trajectory_turns))
+    # Online: the one queueing model (outcomes/online.py), on this one cluster.
+    on = online_aps(online_queue(sc, sat.assembly, sol), cfg)
+    return ModeCore(sat, t_max, jct, cycle_min, on)
+
+
+def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOutcome:
+    core = mode_core(sc, mode, cfg)
+    sat, t_max, jct, cycle_min, on = core.sat, core.t_max, core.jct_s, core.cycle_min, core.online
+    P = sc.prefill_nodes
+    pm = sat.prefill
+    cap = float(np.asarray(pm.batch_cap))  # one cluster: a number
+    group = sat.assembly.de.decode
+    assert group is not None
+    sol = sat.solution
+    binding = tuple(sol.binding())
+    d = sc.turn_demand
+    gen = d.mean(d.generated_tokens)
     counts = d.trajectory_turns
     turns = counts.mean
     tool = sc.workload.tool_latency_s
-    # Offline: the closed system while all N agents run (the operating point), then drained.
+    # Offline: the operating point while all N agents run.
     ttft_min = pm.read_latency_s + pm.forward_s(1.0)
-    cycle_min = ttft_min + gen * group.step_s(1.0) + tool
     x = min(t_max, cfg.agents / cycle_min)
     b_dec = group.little_batch(x, gen)
     tpot = group.step_s(max(b_dec, 1.0))
     cycle = cfg.agents / x
     ttft = max(cycle - gen * tpot - tool, ttft_min)
-    jct = float(offline_jct_s(cfg.agents, t_max, cycle_min, counts))
     util = np.asarray(sol.utilization)
-    # Online: the one queueing model (outcomes/online.py), on this one cluster.
-    on = online_aps(online_queue(sc, sat.assembly, sol), cfg)
     aps, slo_aps = float(on.aps[0]), float(on.slo_aps[0])
     t_on, p_on = float(on.ttft_s[0]), float(on.tpot_s[0])
     limit = on.limit_names()[0]

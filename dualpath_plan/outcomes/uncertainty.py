@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.outcomes.serving import evaluate_mode
+from dualpath_plan.outcomes.serving import mode_core
 from dualpath_plan.physics.modes import REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, numeric_bounds
@@ -186,14 +186,15 @@ def mode_intervals(
         out: dict[str, float] = {}
         for m in modes:
             try:
-                o = evaluate_mode(s, m, cfg)
+                # The throughput, JCT and APS alone (evaluate_mode's, without its report).
+                o = mode_core(s, m, cfg)
             except PlanInputError:
                 # One error away the cluster no longer runs (e.g. a larger HBM reserve leaves
                 # no room for a request): no interval for this mode, rather than a guess.
                 out |= {f"{m}.{metric}": math.nan for metric in METRICS}
                 continue
-            for metric in METRICS:
-                out[f"{m}.{metric}"] = float(getattr(o, metric))
+            values = {"throughput_turns_per_s": o.t_max, "jct_s": o.jct_s, "aps": o.aps}
+            out |= {f"{m}.{metric}": values[metric] for metric in METRICS}
         return out
 
     moves = perturbations(sc)

@@ -205,11 +205,14 @@ class DecodeGroup:
         # Step time is smooth in the batch: tabulate it once (integers up to 4096, then a
         # geometric grid) and interpolate, instead of re-deriving it inside every bisection.
         top = max(self.max_batch, 1)
-        b = np.unique(
+        grid = np.sort(
             np.concatenate(
                 [np.arange(1.0, min(top, 4096) + 1.0), np.geomspace(min(top, 4096), top, 256)]
             )
         )
+        # Each value once (np.unique's result without the numpy.ma import it costs, a start-up
+        # of every command: see tests/test_cold_start.py).
+        b = grid[np.concatenate(([True], grid[1:] != grid[:-1]))]
         return b, self.step_array_s(b)
 
     def step_s(self, batch: float) -> float:

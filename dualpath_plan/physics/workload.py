@@ -69,7 +69,9 @@ class TurnCounts:
     def observed(cls, turns_per_trajectory: FloatArray) -> TurnCounts:
         """The empirical distribution of a trace's trajectories (each one equally likely)."""
         counts = np.sort(np.asarray(turns_per_trajectory, dtype=np.float64))
-        levels, first = np.unique(counts, return_index=True)
+        # Where each level first appears in the sorted counts (np.unique's, without numpy.ma).
+        first = np.flatnonzero(np.concatenate(([True], counts[1:] != counts[:-1]))[: counts.size])
+        levels = counts[first]
         surviving = 1.0 - first / counts.size  # share with at least levels[j] turns
         length = np.diff(np.concatenate([[0.0], levels]))
         return cls(length, surviving)

@@ -8,6 +8,12 @@ Search path, later entries shadowing earlier ones by (kind, id):
 A profile is one TOML file; its ``kind`` key says which schema it follows and its file name
 (without ``.toml``) is its id. Every failure is a :class:`PlanInputError` naming the file and
 the field.
+
+Files in a folder named after a kind (``gpu/``, ``node/``, ...) are indexed by that kind and
+their file name, and read and validated when first used (a command reads a few of the
+library's profiles); other files are read at once, their ``kind`` key saying what they are. A
+node's references (its gpu, the node its calibration is transferred from) are checked when it
+is read; ``Registry.check_all`` reads every profile, as ``profiles list`` and ``validate`` do.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import difflib
 import math
 import os
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -118,6 +124,55 @@ def _profile_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.toml") if p.is_file())
 
 
+class LazyProfiles(MutableMapping[str, ProfileBase]):
+    """The profiles of one kind by id: each read from its file and then checked (``check``:
+    its references to other profiles) on first access; membership, iteration and length from
+    the index alone."""
+
+    def __init__(self, check: Callable[[ProfileBase, Path], None]) -> None:
+        self._check = check
+        self._paths: dict[str, Path] = {}
+        self._loaded: dict[str, ProfileBase] = {}
+
+    def index(self, profile_id: str, path: Path) -> None:
+        """Where ``profile_id`` is, to read when first used (shadowing what was there)."""
+        self._paths[profile_id] = path
+        self._loaded.pop(profile_id, None)
+
+    def __getitem__(self, profile_id: str) -> ProfileBase:
+        if profile_id not in self._loaded:
+            path = self._paths[profile_id]  # KeyError: no such profile
+            profile = read_profile_file(path)
+            # Kept before its checks, which may read profiles that refer back to it; dropped
+            # again if they fail, so that every use fails alike.
+            self._loaded[profile_id] = profile
+            try:
+                self._check(profile, path)
+            except BaseException:
+                del self._loaded[profile_id]
+                raise
+        return self._loaded[profile_id]
+
+    def __setitem__(self, profile_id: str, profile: ProfileBase) -> None:
+        self._loaded[profile_id] = profile
+        self._paths.pop(profile_id, None)
+
+    def __delitem__(self, profile_id: str) -> None:
+        if profile_id not in self:
+            raise KeyError(profile_id)
+        self._loaded.pop(profile_id, None)
+        self._paths.pop(profile_id, None)
+
+    def __contains__(self, profile_id: object) -> bool:
+        return profile_id in self._loaded or profile_id in self._paths
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*self._paths, *self._loaded]))
+
+    def __len__(self) -> int:
+        return len(self._paths.keys() | self._loaded.keys())
+
+
 def parse_assignment(text: str) -> tuple[str, str, Any]:
     """``KIND.FIELD=VALUE`` -> (kind, field, value). VALUE is read as a TOML value when it
     parses as one (numbers, booleans, quoted strings, arrays), else as a bare string."""
@@ -196,9 +251,10 @@ class Overrides:
 
 @dataclass
 class Registry:
-    """All profiles found on the search path, by kind and id, with where each came from."""
+    """All profiles found on the search path, by kind and id, with where each came from; each
+    read and validated when first used."""
 
-    profiles: dict[str, dict[str, ProfileBase]]
+    profiles: dict[str, LazyProfiles]
     origins: dict[tuple[str, str], Path]
     search_path: list[Path]
     overrides: Overrides = field(default_factory=Overrides)
@@ -215,25 +271,42 @@ class Registry:
         if use_env and os.environ.get(ENV_VAR):
             dirs += [Path(p) for p in os.environ[ENV_VAR].split(os.pathsep) if p]
         dirs += [Path(d) for d in extra_dirs]
-        profiles: dict[str, dict[str, ProfileBase]] = {k: {} for k in KINDS}
-        origins: dict[tuple[str, str], Path] = {}
+        registry = cls({}, {}, dirs, overrides or Overrides())
+        registry.profiles = {k: LazyProfiles(registry._check) for k in KINDS}
+        read_now: list[tuple[ProfileBase, Path]] = []
         for directory in dirs:
             if not directory.is_dir():
                 raise PlanInputError(
                     "no such profile directory", source=str(directory), field="--profiles"
                 )
             for path in _profile_files(directory):
+                # A kind's folder says the kind and the file name the id: read when used.
+                # Elsewhere the file says its kind, so it is read now.
+                if path.parent.name in KINDS:
+                    registry.profiles[path.parent.name].index(path.stem, path)
+                    registry.origins[(path.parent.name, path.stem)] = path
+                    continue
                 profile = read_profile_file(path)
-                profiles[profile.kind][profile.id] = profile
-                origins[(profile.kind, profile.id)] = path
-        registry = cls(profiles, origins, dirs, overrides or Overrides())
-        registry.check_references()
+                registry.profiles[profile.kind][profile.id] = profile
+                registry.origins[(profile.kind, profile.id)] = path
+                read_now.append((profile, path))
+        # Their references once every file is indexed (a node may name a gpu found later).
+        for profile, path in read_now:
+            if registry.origins[(profile.kind, profile.id)] == path:
+                registry._check(profile, path)
         return registry
 
-    def check_references(self) -> None:
-        for node in self.profiles["node"].values():
-            assert isinstance(node, NodeProfile)
-            self.check_node(node, str(self.origins.get(("node", node.id), node.id)))
+    def _check(self, profile: ProfileBase, path: Path) -> None:
+        """A profile's references to others, once read: a node's gpu and transfer source."""
+        if isinstance(profile, NodeProfile):
+            self.check_node(profile, str(path))
+
+    def check_all(self) -> None:
+        """Read and validate every profile (and every node's references): the first bad one
+        is a PlanInputError naming its file and field."""
+        for kind in KINDS:
+            for profile_id in self.ids(kind):
+                self.profiles[kind][profile_id]
 
     def check_node(self, node: NodeProfile, source: str) -> None:
         """A node's references: its gpu, and the measured node a transfer names."""

@@ -1,0 +1,38 @@
+"""Issue 15: what ``size`` imports. A command imports only its own modules; SciPy (the LP,
+calibration), matplotlib (PNG charts) and numpy.ma (which np.unique pulls in) cost start-up
+time that ``size`` does not need. bench/bench_cold.py measures the time itself."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("scipy", "matplotlib", "numpy.ma")
+
+# Runs a command in a fresh interpreter and prints its exit code and every module it imported.
+_RUN = """
+import contextlib, io, json, sys
+from dualpath_plan.cli.app import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+
+def _imported(*args: str) -> tuple[int, list[str]]:
+    out = subprocess.run(
+        [sys.executable, "-c", _RUN, *args], capture_output=True, text=True, check=True
+    )
+    found = json.loads(out.stdout)
+    return found["code"], found["modules"]
+
+
+def test_size_imports_no_heavy_module() -> None:
+    for args in (["size"], ["size", "--json", "--target-aps", "0.5"]):
+        code, modules = _imported(*args)
+        assert code == 0
+        heavy = [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+        assert not heavy, f"{args} imported {heavy}"
+        # Only the invoked command's module among the commands.
+        assert [m for m in modules if m.endswith("_cmd")] == ["dualpath_plan.cli.size_cmd"]
