@@ -255,7 +255,7 @@ class SweepSummary:
         else:
             masks, counts = np.unique(mask[ok], return_counts=True)
         for m, count in zip(masks, counts, strict=True):
-            label = " + ".join(mask_names(int(m)))
+            label = binding_label(int(m))
             self.binding_counts[label] = self.binding_counts.get(label, 0) + int(count)
 
     @property
@@ -525,12 +525,17 @@ def _row(rows: dict[str, np.ndarray], k: int) -> dict[str, object]:
         if c.startswith("_"):
             continue  # how the chunk is laid out, not a column
         if c == "binding_mask":
-            out["bottleneck"] = " + ".join(mask_names(int(v[k]))) if rows["feasible"][k] else None
+            out["bottleneck"] = binding_label(int(v[k])) if rows["feasible"][k] else None
         elif c == "aps_limit":
             out[c] = APS_LIMITS[int(v[k])] if v[k] >= 0 else None
         else:
             out[c] = _scalar(v[()] if np.ndim(v) == 0 else v[k])
     return out
+
+
+def binding_label(mask: int) -> str:
+    """The binding links of a point by name, "a + b" on a tie (its ``bottleneck``)."""
+    return " + ".join(mask_names(mask))
 
 
 def iter_rows(rows: dict[str, np.ndarray]) -> Iterator[dict[str, object]]:
