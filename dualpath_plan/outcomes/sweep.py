@@ -4,9 +4,10 @@ Axes named ``P``, ``D`` and ``agents`` are evaluated together by the vectorized 
 (:func:`saturated`), in chunks of a fixed number of points so memory does not grow with the
 grid. Any other axis is a numeric profile field ``KIND.FIELD``; each combination of their values
 is applied as a ``--set`` override (validated by the profile schema) and its P x D x agents
-block evaluated in chunks. Per point: throughput, decode-path share, bottleneck, GPUs, and the
-offline JCT of ``agents`` agents (the larger of the throughput and critical-path bounds).
-"""
+block evaluated in chunks. Within a chunk each P/D pair (a capacity set) is assembled and
+solved once and spread over its agents. Per point: throughput, decode-path share, bottleneck,
+GPUs, and the offline JCT of ``agents`` agents (the larger of the throughput and critical-path
+bounds)."""
 
 from __future__ import annotations
 
@@ -45,8 +46,8 @@ MAX_PROFILE_AXIS_POINTS = 10_000
 # Points of a grid (times its modes) a sweep evaluates unless --max-points raises it: 10^8 is
 # about a minute of the closed form on one core, and more than a file of rows anyone reads.
 DEFAULT_MAX_POINTS = 100_000_000
-# LP solves a sweep makes (one per point with --solver lp) unless --max-points raises it: about
-# a millisecond each.
+# Points a sweep with --solver lp evaluates (an LP per P/D pair, about a millisecond each)
+# unless --max-points raises it.
 DEFAULT_MAX_LP_POINTS = 100_000
 
 
