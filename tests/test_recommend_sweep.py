@@ -564,3 +564,115 @@ def test_coinciding_modes_are_said_to_coincide(cli, registry) -> None:
     assert coinciding_modes(nudged, ("basic", "even", "dualpath", "oracle")) == ()
     out = cli("recommend", "--budget-nodes", "8").out
     assert "even and dualpath coincide" in out and "even = dualpath: run 4P4D" in out
+
+
+# --- issue 15, item 2: a sweep evaluates each capacity set once and writes whole columns ---
+
+
+def _reference_points(registry, spec, axes, modes, aps: bool) -> list[dict]:
+    """Every point as the sweep had it before: each point its own cluster (the assembly, the
+    closed form, the APS and the reason computed per point) and its row built one at a time,
+    cleaned as the row writer cleaned it (NaN and inf empty)."""
+    import itertools
+
+    from dualpath_plan.outcomes import sweep as sw
+    from dualpath_plan.profiles.registry import Overrides
+
+    vector = {a.name: np.asarray(a.values) for a in axes if a.is_vector}
+    profile = [a for a in axes if not a.is_vector]
+    grid = [
+        vector.get("P", np.asarray([float(spec.prefill_nodes)])),
+        vector.get("D", np.asarray([float(spec.decode_nodes)])),
+        vector.get("agents", np.asarray([float(spec.serving.agents)])),
+    ]
+    P, D, agents = (g.ravel() for g in np.meshgrid(*grid, indexing="ij"))
+    out: list[dict] = []
+    for c, combo in enumerate(itertools.product(*[a.values for a in profile])):
+        sets = [f"{a.name}={sw._fmt(v)}" for a, v in zip(profile, combo, strict=True)]
+        reg = replace(registry, overrides=registry.overrides.merged(Overrides.parse(sets)))
+        sc = Scenario.from_spec(reg, spec)
+        for k, mode in enumerate(modes):
+            rows = sw._evaluate_chunk(sc, mode, spec.serving, P, D, agents, "closed", None, aps)
+            rows["reason"] = sw._reasons(
+                sc, mode, spec.serving, P, D, np.arange(P.size), rows["feasible"], {}
+            )
+            rows["point"] = (c * len(modes) + k) * P.size + np.arange(P.size)
+            for a, v in zip(profile, combo, strict=True):
+                rows[a.name] = np.full(P.size, v)
+            for row in sw.iter_rows(rows):
+                clean = {
+                    key: None if isinstance(v, float) and not math.isfinite(v) else v
+                    for key, v in row.items()
+                }
+                clean["feasible"] = bool(clean["feasible"])
+                out.append(clean)
+    return out
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_sweep_rows_are_those_of_one_point_at_a_time(registry, cli, tmp_path, suffix) -> None:
+    # Each P/D pair is now evaluated once and spread over its agents, and --out writes whole
+    # columns: every row must be what evaluating and writing one point at a time gave,
+    # infeasible points (P=1: the weights do not fit) with their reason, chunks that split a
+    # pair's agents, two profile fields, the APS.
+    from dualpath_plan.reports.sweep import OUT_COLUMNS
+    from dualpath_plan.scenario.spec import ScenarioSpec
+
+    grid = [
+        "P=1:3", "D=2:4", "agents=1,64,2048,100000",
+        "node.snic_gbit_s=100,400", "workload.append_tokens=128,2048",
+    ]  # fmt: skip
+    out = tmp_path / f"points{suffix}"
+    args = [a for g in grid for a in ("--grid", g)]
+    result = cli("sweep", *args, "--mode", "basic,dualpath", "--aps", "--chunk", "7",
+                 "--out", str(out))  # fmt: skip
+    assert result.code == 0, result.err
+    axes = [parse_axis(g) for g in grid]
+    expect = _reference_points(registry, ScenarioSpec(), axes, ("basic", "dualpath"), True)
+    columns = ["node.snic_gbit_s", "workload.append_tokens", *OUT_COLUMNS]
+    # The file holds a chunk of each mode in turn; compared point by point.
+    if suffix == ".jsonl":
+        got = [json.loads(line) for line in out.read_text().splitlines()]
+        got.sort(key=lambda r: r["point"])
+        assert got == [{c: r.get(c) for c in columns} for r in expect]
+    else:
+        got = list(csv.reader(out.open(newline="")))
+        assert got[0] == columns
+        got[1:] = sorted(got[1:], key=lambda r: int(r[2]))
+        text = [[("" if r.get(c) is None else str(r.get(c))) for c in columns] for r in expect]
+        assert got[1:] == text
+    assert len(got) >= 3 * 3 * 4 * 2 * 2 * 2
+    assert any(r["reason"] for r in expect) and any(r["feasible"] for r in expect)
+    assert any(r["aps_limit"] for r in expect)
+
+
+def test_sweep_summary_with_agents_does_not_depend_on_the_chunk(registry) -> None:
+    # INV-14 with pairs spread over agents: a chunk that ends within a pair's agents counts
+    # the pair's binding links and ranks its points as a chunk holding all of them.
+    from dualpath_plan.outcomes.sweep import run_sweep
+    from dualpath_plan.scenario.spec import ScenarioSpec
+
+    spec = ScenarioSpec()
+    axes = [parse_axis("P=1:4"), parse_axis("D=2:5"), parse_axis("agents=1,10,100,1000,10000")]
+    for objective in ("throughput_per_gpu", "jct_s"):
+        summaries = [
+            run_sweep(
+                registry,
+                spec,
+                axes,
+                ("basic", "dualpath"),
+                spec.serving,
+                objective=objective,
+                chunk=c,
+                top=7,
+            )
+            for c in (1, 3, 7, 1000)
+        ]
+        for s in summaries[1:]:
+            assert s.best == summaries[0].best
+            assert s.binding_counts == summaries[0].binding_counts
+            assert {m: p.infeasible_reason for m, p in s.modes.items()} == {
+                m: p.infeasible_reason for m, p in summaries[0].modes.items()
+            }
+        assert sum(summaries[0].binding_counts.values()) == summaries[0].feasible
+        assert summaries[0].feasible < summaries[0].points  # P=1 does not hold the weights

@@ -54,7 +54,7 @@ def sweep(
         str,
         typer.Option(
             "--solver",
-            help="closed (vectorized closed form) or lp (one LP per point, as a cross-check).",
+            help="closed (vectorized closed form) or lp (one LP per P/D pair, as a cross-check).",
         ),
     ] = "closed",
     chunk: Annotated[

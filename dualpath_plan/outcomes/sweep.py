@@ -4,12 +4,14 @@ Axes named ``P``, ``D`` and ``agents`` are evaluated together by the vectorized 
 (:func:`saturated`), in chunks of a fixed number of points so memory does not grow with the
 grid. Any other axis is a numeric profile field ``KIND.FIELD``; each combination of their values
 is applied as a ``--set`` override (validated by the profile schema) and its P x D x agents
-block evaluated in chunks. Per point: throughput, decode-path share, bottleneck, GPUs, and the
-offline JCT of ``agents`` agents (the larger of the throughput and critical-path bounds).
-"""
+block evaluated in chunks. Within a chunk each P/D pair (a capacity set) is assembled and
+solved once and spread over its agents. Per point: throughput, decode-path share, bottleneck,
+GPUs, and the offline JCT of ``agents`` agents (the larger of the throughput and critical-path
+bounds)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Iterator
@@ -44,8 +46,8 @@ MAX_PROFILE_AXIS_POINTS = 10_000
 # Points of a grid (times its modes) a sweep evaluates unless --max-points raises it: 10^8 is
 # about a minute of the closed form on one core, and more than a file of rows anyone reads.
 DEFAULT_MAX_POINTS = 100_000_000
-# LP solves a sweep makes (one per point with --solver lp) unless --max-points raises it: about
-# a millisecond each.
+# Points a sweep with --solver lp evaluates (an LP per P/D pair, about a millisecond each)
+# unless --max-points raises it.
 DEFAULT_MAX_LP_POINTS = 100_000
 
 
@@ -198,32 +200,40 @@ class SweepSummary:
     modes: dict[str, ModeSummary] = field(default_factory=dict)
     top: int = 1
 
-    def add(self, rows: dict[str, np.ndarray]) -> None:
+    def add(self, rows: dict[str, np.ndarray], reason: Callable[[int], str] | None = None) -> None:
+        """A chunk's points (point numbers rising along it). Why a point is infeasible comes
+        from ``rows["reason"]``, or from ``reason(i)`` for the chunk's point i when the rows
+        have none (asked only for a mode's first infeasible point)."""
         objective = self.objective
         mode = str(rows["mode"])
         part = self.modes.setdefault(mode, ModeSummary())
         ok = rows["feasible"].astype(bool)
+        n_ok = int(np.count_nonzero(ok))
         self.points += ok.size
-        self.feasible += int(ok.sum())
+        self.feasible += n_ok
         part.points += ok.size
-        part.feasible += int(ok.sum())
-        masks, counts = np.unique(rows["binding_mask"][ok], return_counts=True)
-        for mask, count in zip(masks, counts, strict=True):
-            label = " + ".join(mask_names(int(mask)))
-            self.binding_counts[label] = self.binding_counts.get(label, 0) + int(count)
-        if not ok.all():
-            first = int(np.flatnonzero(~ok)[0])  # points rise within a chunk
+        part.feasible += n_ok
+        self._count_binding(rows, ok)
+        if n_ok < ok.size:
+            first = int(np.argmin(ok))  # points rise within a chunk
             point = int(rows["point"][first])
             if part.infeasible_point < 0 or point < part.infeasible_point:
                 part.infeasible_point = point
-                part.infeasible_reason = str(rows["reason"][first])
-        if not ok.any():
+                part.infeasible_reason = (
+                    str(rows["reason"][first]) if "reason" in rows or reason is None
+                    else reason(first)
+                )  # fmt: skip
+        if not n_ok:
             return
         sign = 1.0 if objective == "jct_s" else -1.0  # lower rank is better
         rank = np.where(ok, sign * rows[objective], np.inf)
         n_best = min(self.top, rank.size)
         threshold = np.partition(rank, n_best - 1)[n_best - 1]
-        for i in np.flatnonzero((rank <= threshold) & ok):
+        # The chunk's best: every point ranked above the threshold (fewer than top) and the
+        # first points at it (ties go to the lower point number, and points rise).
+        better = np.flatnonzero((rank < threshold) & ok)
+        tied = np.flatnonzero((rank == threshold) & ok)[: max(self.top - better.size, 0)]
+        for i in np.concatenate([better, tied]):
             row = _row(rows, int(i))
             row.pop("feasible")
             row.pop("reason", None)
@@ -231,6 +241,23 @@ class SweepSummary:
         part.best = sorted(part.best, key=lambda r: (sign * float(r[objective]), int(r["point"])))[
             : self.top
         ]
+
+    def _count_binding(self, rows: dict[str, np.ndarray], ok: np.ndarray) -> None:
+        """How often each set of binding links binds, over the feasible points: counted once
+        per P/D pair (``_pair``, non-decreasing) weighted by its points."""
+        mask = rows["binding_mask"]
+        if "_pair" in rows and mask.size:
+            pair = rows["_pair"]
+            starts = np.flatnonzero(np.diff(pair, prepend=pair[0] - 1))
+            weights = np.diff(np.append(starts, pair.size))
+            keep = ok[starts]  # feasibility is the pair's
+            masks, inverse = np.unique(mask[starts][keep], return_inverse=True)
+            counts = np.bincount(np.ravel(inverse), weights=weights[keep], minlength=masks.size)
+        else:
+            masks, counts = np.unique(mask[ok], return_counts=True)
+        for m, count in zip(masks, counts, strict=True):
+            label = binding_label(int(m))
+            self.binding_counts[label] = self.binding_counts.get(label, 0) + int(count)
 
     @property
     def best(self) -> list[dict[str, float | str]]:
@@ -318,20 +345,26 @@ def run_sweep(
         reasons: dict[tuple[str, float, float], str] = {}  # this scenario's, per mode and P/D
         for start in range(0, block, chunk):
             idx = np.arange(start, min(start + chunk, block))
-            ip, idd, ia = np.unravel_index(idx, shape)
-            P, D, agents = p_vals[ip], d_vals[idd], a_vals[ia]
-            pair = idx // len(a_vals)  # the P/D pair of each point (agents vary fastest)
+            # Agents vary fastest: a chunk is a run of P/D pairs, each a capacity set of its
+            # own, evaluated once and spread over its agents.
+            pair = idx // len(a_vals)
+            first = int(pair[0])
+            ip, idd = np.unravel_index(np.arange(first, int(pair[-1]) + 1), shape[:2])
+            P, D = p_vals[ip], d_vals[idd]
+            local = pair - first
+            agents = a_vals[idx % len(a_vals)]
             for k, mode in enumerate(modes):
-                rows = _evaluate_chunk(
-                    sc, mode, cfg, P, D, agents, solver, pair=pair if aps else None
-                )
-                rows["reason"] = _reasons(sc, mode, cfg, P, D, rows["feasible"], reasons)
+                rows = _evaluate_chunk(sc, mode, cfg, P, D, agents, solver, local, aps)
                 rows["point"] = (c * len(modes) + k) * block + idx
                 for a, v in zip(profile_axes, combo, strict=True):
                     rows[a.name] = np.full(idx.size, v)
-                summary.add(rows)
                 if on_chunk is not None:
+                    rows["reason"] = _reasons(sc, mode, cfg, P, D, local, rows["feasible"], reasons)
+                    summary.add(rows)
                     on_chunk(rows)
+                else:  # the summary needs the reason of a mode's first infeasible point only
+                    at = functools.partial(_point_reason, sc, mode, cfg, P, D, local, reasons)
+                    summary.add(rows, at)
             if progress is not None:
                 progress(idx.size)
     return summary
@@ -350,11 +383,19 @@ def _evaluate_chunk(
     agents: np.ndarray,
     solver: str = "closed",
     pair: np.ndarray | None = None,
+    aps: bool = False,
 ) -> dict[str, np.ndarray]:
-    """Every point of a chunk: the closed form over the whole array, or (``solver="lp"``) one
-    LP per point on the same assembly; the JCT and drain from that solver's throughput. With
-    ``pair`` (each point's P/D pair, non-decreasing), also the online APS and its limit, once
-    per pair, from the closed form's optimum (as ``size``; the LP's equals it to 1e-6)."""
+    """Every point of a chunk. ``P`` and ``D`` are the chunk's P/D pairs and ``pair`` each
+    point's pair (an index into them; None: one pair per point): what depends on the cluster
+    alone (the assembly, the solver's optimum, the critical path, the online APS) is computed
+    once per pair, by the closed form over the whole array or (``solver="lp"``) one LP per pair
+    on the same assembly, and spread over the pair's points; the JCT and drain, which depend on
+    the agents, per point from that solver's throughput. With ``aps``, also the online APS and
+    its limit, from the closed form's optimum (as ``size``; the LP's equals it to 1e-6). The
+    rows carry ``_pair``, each point's pair, and ``_by_pair``, the columns that are the same
+    for every point of a pair (a writer formats them once per pair)."""
+    if pair is None:
+        pair = np.arange(np.size(P))
     sat = saturated(sc, mode, P, D)
     sol = sat.solution
     t = np.asarray(sol.throughput_turns_per_s, dtype=np.float64)
@@ -375,53 +416,47 @@ def _evaluate_chunk(
     ttft_min = pm.read_latency_s + pm.forward_s(1.0)
     cycle_min = ttft_min + gen * sat.tpot_light_s + sc.workload.tool_latency_s
     gpus = P * sc.prefill_node.gpus_per_node + D * sc.decode_node.gpus_per_node
-    with np.errstate(divide="ignore", invalid="ignore"):
-        counts = sc.turn_demand.trajectory_turns
-        jct = np.where(feasible, offline_jct_s(agents, t, cycle_min, counts), np.nan)
-        drain = offline_drain_s(jct, agents, t, counts)
-    rows = {
-        "mode": np.asarray(mode),
+    per_pair: dict[str, np.ndarray] = {
         "P": P.astype(np.int64),
         "D": D.astype(np.int64),
-        "agents": agents.astype(np.int64),
         "gpus": gpus.astype(np.int64),
         "throughput_turns_per_s": np.where(feasible, t, np.nan),
         "throughput_per_gpu": np.where(feasible, t / gpus, np.nan),
-        "jct_s": jct,
-        "drain_s": drain,
         "decode_path_fraction": np.where(feasible, x, np.nan),
         "binding_mask": mask,
         "feasible": feasible,
     }
-    if pair is not None:
-        on_aps, limit = _online(sc, cfg, sat, P, D, pair)
-        rows["aps"] = np.where(feasible, on_aps, np.nan)
-        rows["aps_limit"] = np.where(feasible, limit, -1)
+    if aps:
+        on_aps, limit = _online(sc, cfg, sat)
+        per_pair["aps"] = np.where(feasible, on_aps, np.nan)
+        per_pair["aps_limit"] = np.where(feasible, limit, -1)
+    spread = pair.size != np.size(P) or not np.array_equal(pair, np.arange(pair.size))
+    t_pt = t[pair] if spread else t
+    cycle_pt = np.broadcast_to(cycle_min, np.shape(t))[pair] if spread else cycle_min
+    ok = feasible[pair] if spread else feasible
+    with np.errstate(divide="ignore", invalid="ignore"):
+        counts = sc.turn_demand.trajectory_turns
+        jct = np.where(ok, offline_jct_s(agents, t_pt, cycle_pt, counts), np.nan)
+        drain = offline_drain_s(jct, agents, t_pt, counts)
+    rows: dict[str, np.ndarray] = {"mode": np.asarray(mode)}
+    for name, values in per_pair.items():
+        rows[name] = values[pair] if spread else values
+    rows |= {
+        "agents": agents.astype(np.int64),
+        "jct_s": np.asarray(jct),
+        "drain_s": np.asarray(drain),
+        "_pair": pair,
+        "_by_pair": np.asarray(list(per_pair)),
+    }
     return rows
 
 
-def _online(
-    sc: Scenario,
-    cfg: ServingConfig,
-    sat: Saturated,
-    P: np.ndarray,
-    D: np.ndarray,
-    pair: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The online APS and its limit code (``APS_LIMITS``) of every point, computed once per
-    P/D pair (``pair`` non-decreasing along the chunk) and spread over its agents."""
-    first = np.flatnonzero(np.diff(pair, prepend=pair[0] - 1))
-    if first.size < P.size:
-        sat = saturated(sc, sat.assembly.mode.name, P[first], D[first])
+def _online(sc: Scenario, cfg: ServingConfig, sat: Saturated) -> tuple[np.ndarray, np.ndarray]:
+    """The online APS and its limit code (``APS_LIMITS``) of every P/D pair of ``sat``."""
     feasible = sat.feasible & np.isfinite(sat.solution.throughput_turns_per_s)
     feasible &= np.asarray(sat.solution.throughput_turns_per_s) > 0
     on = online_aps(online_queue(sc, sat.assembly, sat.solution), cfg)
-    aps = np.where(feasible, on.aps, np.nan)
-    limit = np.where(feasible, on.limit, -1)
-    if first.size == P.size:
-        return aps, limit
-    back = np.cumsum(np.diff(pair, prepend=pair[0] - 1) != 0) - 1
-    return aps[back], limit[back]
+    return np.where(feasible, on.aps, np.nan), np.where(feasible, on.limit, -1)
 
 
 def _reasons(
@@ -430,25 +465,49 @@ def _reasons(
     cfg: ServingConfig,
     P: np.ndarray,
     D: np.ndarray,
+    pair: np.ndarray,
     feasible: np.ndarray,
     cache: dict[tuple[str, float, float], str],
 ) -> np.ndarray:
     """Why each infeasible point is infeasible (None for the feasible ones): what ``size``
     says for that cluster (the weights, one request's or one sequence's KV, no turns), once
-    per mode and P/D pair."""
-    out = np.full(P.shape, None, dtype=object)
+    per mode and P/D pair (``pair``: each point's, into ``P`` and ``D``)."""
+    out = np.full(pair.shape, None, dtype=object)
     bad = np.flatnonzero(~feasible)
     if bad.size == 0:
         return out
-    pairs, back = np.unique(np.stack([P[bad], D[bad]], axis=1), axis=0, return_inverse=True)
-    said = []
-    for p, d in pairs:
-        key = (mode, float(p), float(d))
-        if key not in cache:
-            cache[key] = _reason(sc, mode, cfg, int(p), int(d))
-        said.append(cache[key])
+    pairs, back = np.unique(pair[bad], return_inverse=True)
+    said = [_cached_reason(sc, mode, cfg, P[i], D[i], cache) for i in pairs]
     out[bad] = np.asarray(said, dtype=object)[np.ravel(back)]
     return out
+
+
+def _point_reason(
+    sc: Scenario,
+    mode: OutcomeMode,
+    cfg: ServingConfig,
+    P: np.ndarray,
+    D: np.ndarray,
+    pair: np.ndarray,
+    cache: dict[tuple[str, float, float], str],
+    i: int,
+) -> str:
+    """Why point ``i`` of a chunk is infeasible (``pair``: each point's, into P and D)."""
+    return _cached_reason(sc, mode, cfg, P[pair[i]], D[pair[i]], cache)
+
+
+def _cached_reason(
+    sc: Scenario,
+    mode: OutcomeMode,
+    cfg: ServingConfig,
+    p: float,
+    d: float,
+    cache: dict[tuple[str, float, float], str],
+) -> str:
+    key = (mode, float(p), float(d))
+    if key not in cache:
+        cache[key] = _reason(sc, mode, cfg, int(p), int(d))
+    return cache[key]
 
 
 def _reason(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, p: int, d: int) -> str:
@@ -464,13 +523,20 @@ def _row(rows: dict[str, np.ndarray], k: int) -> dict[str, object]:
     (None if infeasible)."""
     out: dict[str, object] = {}
     for c, v in rows.items():
+        if c.startswith("_"):
+            continue  # how the chunk is laid out, not a column
         if c == "binding_mask":
-            out["bottleneck"] = " + ".join(mask_names(int(v[k]))) if rows["feasible"][k] else None
+            out["bottleneck"] = binding_label(int(v[k])) if rows["feasible"][k] else None
         elif c == "aps_limit":
             out[c] = APS_LIMITS[int(v[k])] if v[k] >= 0 else None
         else:
             out[c] = _scalar(v[()] if np.ndim(v) == 0 else v[k])
     return out
+
+
+def binding_label(mask: int) -> str:
+    """The binding links of a point by name, "a + b" on a tie (its ``bottleneck``)."""
+    return " + ".join(mask_names(mask))
 
 
 def iter_rows(rows: dict[str, np.ndarray]) -> Iterator[dict[str, object]]:

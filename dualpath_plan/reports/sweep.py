@@ -4,9 +4,11 @@ summary as JSON or a table."""
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -17,7 +19,8 @@ from rich.table import Table
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import AtomicWriter
-from dualpath_plan.outcomes.sweep import SweepSummary, iter_rows
+from dualpath_plan.outcomes.online import APS_LIMITS
+from dualpath_plan.outcomes.sweep import SweepSummary, binding_label
 from dualpath_plan.profiles.schemas import NodeProfile
 from dualpath_plan.reports.provenance import efficiency_payload
 from dualpath_plan.scenario.provenance import Efficiencies
@@ -68,17 +71,27 @@ class PointWriter:
         self.handle: IO[str] = self.file.handle
         self.jsonl = suffix != ".csv"
         self.columns = [*extra, *OUT_COLUMNS]
-        self.csv = None if self.jsonl else csv.DictWriter(self.handle, fieldnames=self.columns)
+        self.csv = None if self.jsonl else csv.writer(self.handle)
         if self.csv:
-            self.csv.writeheader()
+            self.csv.writerow(self.columns)
 
     def write(self, rows: dict[str, np.ndarray]) -> None:
-        for row in iter_rows(rows):
-            clean = {c: _clean(row.get(c)) for c in self.columns}
+        """A chunk's points, in blocks of whole columns: each column formatted at once (the
+        columns that are one P/D pair's, ``_by_pair``, once per pair), then joined row by
+        row by ``csv.writer`` or a string join; the same text as one row at a time."""
+        n = int(np.size(rows["point"]))
+        for start in range(0, n, _BLOCK):
+            part = slice(start, min(start + _BLOCK, n))
+            cols = [_column(rows, c, part, self.jsonl) for c in self.columns]
             if self.csv:
-                self.csv.writerow({k: ("" if v is None else v) for k, v in clean.items()})
+                self.csv.writerows(zip(*cols, strict=False))
             else:
-                self.handle.write(json.dumps(clean, allow_nan=False) + "\n")
+                keyed: list[Iterable[object]] = []
+                for k, (name, col) in enumerate(zip(self.columns, cols, strict=True)):
+                    keyed += [itertools.repeat(("{" if k == 0 else ", ") + json.dumps(name) + ": ")]
+                    keyed.append(col)
+                keyed.append(itertools.repeat("}\n"))
+                self.handle.writelines(map("".join, zip(*keyed, strict=False)))  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Called from the sweep's ``finally``: put the file in place if the sweep completed,
@@ -87,6 +100,86 @@ class PointWriter:
             self.file.commit()
         else:
             self.file.abort()
+
+
+# Rows formatted and written at once: a block's strings, not the chunk's, are held at a time.
+_BLOCK = 50_000
+
+
+def _column(rows: dict[str, np.ndarray], name: str, part: slice, jsonl: bool) -> Iterable[object]:
+    """One column of a block of points (``part`` of the chunk) as CSV cells (numbers as
+    themselves, None empty: csv.writer writes a float as its repr) or JSON values (text). No
+    NaN or inf: infeasible points have empty (null) metrics. A column constant over the chunk
+    is one value repeated; a column of the P/D pair (``_by_pair``) is formatted once per pair
+    and spread over its points."""
+    key = "binding_mask" if name == "bottleneck" else name
+    if key not in rows:  # aps and aps_limit when not computed
+        return itertools.repeat("null" if jsonl else None)
+    values = rows[key]
+    if np.ndim(values) == 0:  # the mode
+        v = values.item()
+        return itertools.repeat(json.dumps(v) if jsonl else v)
+    values = values[part]
+    pair = rows.get("_pair")
+    by_pair = pair is not None and key in set(np.asarray(rows["_by_pair"]).tolist())
+    feasible = np.asarray(rows["feasible"][part], dtype=bool)
+    if by_pair:
+        assert pair is not None
+        p = pair[part]
+        starts = np.flatnonzero(np.diff(p, prepend=p[0] - 1)) if p.size else p
+        lengths = np.diff(np.append(starts, p.size))
+        cells = _cells(key, values[starts], feasible[starts], jsonl)
+        if starts.size == p.size:
+            return cells
+        return np.repeat(np.asarray(cells, dtype=object), lengths).tolist()
+    if values.size and _constant(values):
+        return itertools.repeat(_cells(key, values[:1], feasible[:1], jsonl)[0], values.size)
+    return _cells(key, values, feasible, jsonl)
+
+
+def _constant(values: np.ndarray) -> bool:
+    """Whether a profile-field column holds one value (np.full): formatted once."""
+    return (
+        values.dtype.kind == "f"
+        and bool(values[0] == values[-1])
+        and bool(np.all(values == values[0]))
+    )
+
+
+def _cells(name: str, values: np.ndarray, feasible: np.ndarray, jsonl: bool) -> list[object]:
+    """The cells of a column's values, as ``_clean`` and the row writers had them."""
+    if name == "binding_mask":  # the bottleneck column: the names of the binding links
+        said: dict[int, object] = {}
+        out: list[object] = []
+        for m, ok in zip(values.tolist(), feasible.tolist(), strict=True):
+            key = m if ok else -1
+            if key not in said:
+                label = binding_label(m) if ok else None
+                said[key] = json.dumps(label) if jsonl else label
+            out.append(said[key])
+        return out
+    if name == "aps_limit":
+        labels = [APS_LIMITS[int(v)] if v >= 0 else None for v in values.tolist()]
+        return [json.dumps(v) for v in labels] if jsonl else labels  # type: ignore[return-value]
+    kind = values.dtype.kind
+    if kind == "b":
+        return ["true" if v else "false" for v in values.tolist()] if jsonl else values.tolist()
+    if kind in "iu":
+        return list(map(str, values.tolist())) if jsonl else values.tolist()
+    if kind == "f":
+        floats = values.tolist()
+        cells: list[object] = list(map(float.__repr__, floats)) if jsonl else floats
+        bad = np.flatnonzero(~np.isfinite(values))
+        empty = "null" if jsonl else None
+        for i in bad.tolist():
+            cells[i] = empty
+        return cells
+    # object (the reason: text or None)
+    text = values.tolist()
+    if not jsonl:
+        return text
+    encoded: dict[object, str] = {}
+    return [encoded.setdefault(v, json.dumps(v)) if v is not None else "null" for v in text]
 
 
 def _share(summary: SweepSummary) -> dict[str, float]:

@@ -1,0 +1,135 @@
+"""Benchmark: the sweep end to end, against the same run's ``np.multiply`` element rate.
+
+    python bench/bench_sweep.py [--runs 1] [--case NAME ...]
+
+Each case runs ``dualpath-plan sweep``'s library entry (``run_sweep``: profiles loaded, grid
+expanded, every point evaluated, the summary; with ``--out`` every point written) in a child
+process of its own, so that its peak memory (``ru_maxrss``) is the sweep's alone. The
+reference is ``np.multiply`` on two 10^5-element float64 arrays into a third, measured in this
+process just before the cases (best of several repetitions): the ratio of a sweep's points/s to
+that element rate says how a sweep does on a machine independently of the machine's speed.
+
+Cases (the default spec: DeepSeek-V3.2, dualpath-hopper, paper-64k, dualpath mode):
+- ``pda``: P=1:100, D=1:100, agents=1:400, 4 million points;
+- ``profile``: P=1:100, D=1:100 and three profile fields (workload.append_tokens 10 values,
+  node.snic_gbit_s 8, node.prefill_mfu 5), 4 million points;
+- ``profile-csv``: the same with ``--out`` to a CSV file;
+- ``profile-jsonl``: the same with ``--out`` to a JSON Lines file;
+- ``big``: P=1:100, D=1:100, agents=1:10000, 10^8 points, for the peak memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+PROFILE_AXES = (
+    "workload.append_tokens=128:4096:10log",
+    "node.snic_gbit_s=100:800:8lin",
+    "node.prefill_mfu=0.1:0.5:5lin",
+)
+CASES: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "pda": (("P=1:100", "D=1:100", "agents=1:400"), None),
+    "profile": (("P=1:100", "D=1:100", *PROFILE_AXES), None),
+    "profile-csv": (("P=1:100", "D=1:100", *PROFILE_AXES), ".csv"),
+    "profile-jsonl": (("P=1:100", "D=1:100", *PROFILE_AXES), ".jsonl"),
+    "big": (("P=1:100", "D=1:100", "agents=1:10000"), None),
+}
+
+CHILD = """
+import json, resource, sys, time
+from pathlib import Path
+grid, out = json.loads(sys.argv[1]), sys.argv[2] or None
+t = time.perf_counter()
+from dualpath_plan.outcomes.sweep import grid_size, parse_axis, run_sweep
+from dualpath_plan.profiles.registry import Registry
+from dualpath_plan.reports.sweep import PointWriter
+from dualpath_plan.scenario.spec import DEFAULT_SPEC
+t_import = time.perf_counter() - t
+t = time.perf_counter()
+axes = [parse_axis(g) for g in grid]
+writer = PointWriter(Path(out), [a.name for a in axes if not a.is_vector]) if out else None
+try:
+    run_sweep(
+        Registry.load(), DEFAULT_SPEC, axes, ("dualpath",), DEFAULT_SPEC.serving,
+        on_chunk=writer.write if writer else None,
+    )
+finally:
+    if writer:
+        writer.close()
+dt = time.perf_counter() - t
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"points": grid_size(axes), "seconds": dt, "rss_mb": rss}))
+"""
+
+
+def multiply_rate(n: int = 100_000, repeats: int = 2000) -> float:
+    """Elements/s of np.multiply on two n-element float64 arrays into a third (best of 5)."""
+    rng = np.random.default_rng(0)
+    a, b, c = rng.random(n), rng.random(n), np.empty(n)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            np.multiply(a, b, out=c)
+        best = min(best, time.perf_counter() - t0)
+    return n * repeats / best
+
+
+def run_case(name: str) -> dict[str, float]:
+    grid, suffix = CASES[name]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, f"points{suffix}") if suffix else ""
+        res = subprocess.run(
+            [sys.executable, "-c", CHILD, json.dumps(grid), out],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        result: dict[str, float] = json.loads(res.stdout)
+        if out:
+            result["out_mb"] = os.path.getsize(out) / 1e6
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--case", action="append", choices=list(CASES), help="default: every case but big"
+    )
+    args = parser.parse_args()
+    names = args.case or [c for c in CASES if c != "big"]
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, NumPy {np.__version__}"
+    )
+    for run in range(args.runs):
+        ref = multiply_rate()
+        print(f"run {run + 1}: np.multiply on 10^5 float64: {ref:,.3g} elements/s")
+        rates: dict[str, float] = {}
+        for name in names:
+            r = run_case(name)
+            rate = r["points"] / r["seconds"]
+            rates[name] = rate
+            extra = f", file {r['out_mb']:,.0f} MB" if "out_mb" in r else ""
+            print(
+                f"  {name}: {int(r['points']):,} points in {r['seconds']:.2f} s, "
+                f"{rate:,.0f} points/s = 1/{ref / rate:,.0f} of np.multiply, "
+                f"peak RSS {r['rss_mb']:,.0f} MB{extra}"
+            )
+        for name in ("profile-csv", "profile-jsonl"):
+            if name in rates and "profile" in rates:
+                print(f"  {name} / profile: {rates[name] / rates['profile']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
