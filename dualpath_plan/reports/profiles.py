@@ -33,7 +33,7 @@ def _fields(profile: ProfileBase) -> dict[str, Any]:
     return {
         k: v
         for k, v in profile.model_dump(mode="json").items()
-        if k not in ("sources", "unconfirmed")
+        if k not in ("sources", "unconfirmed", "calibration_stderr")
     }
 
 
@@ -65,7 +65,9 @@ def render_show(profile: ProfileBase, derived: list[Derived], console: Console) 
             note = (note + "; " if note else "") + "UNCONFIRMED: " + profile.unconfirmed[name]
         if name not in profile.model_fields_set:
             note = note or "default"
-        table.add_row(name, escape(str(value)), escape(note))
+        err = profile.calibration_stderr.get(name)
+        shown = f"{value} ± {err:.2g}" if err is not None else str(value)
+        table.add_row(name, escape(shown), escape(note))
     console.print(table)
     if "*" in profile.sources or "*" in profile.unconfirmed:
         general = "; ".join(profile.sources.get("*", []))
