@@ -259,3 +259,18 @@ def test_node_references_checked_when_read(tmp_path) -> None:
     registry = Registry.load([tmp_path / "loop"], use_env=False)
     with pytest.raises(PlanInputError, match="efficiencies_from"):
         registry.node("n1")
+
+
+def test_a_shadowed_broken_profile_still_fails_list_and_validate(cli, tmp_path) -> None:
+    """The later folder's file wins for every command; profiles list and validate still read
+    the shadowed one, and name it."""
+    d1, d2 = tmp_path / "d1" / "node", tmp_path / "d2" / "node"
+    d1.mkdir(parents=True)
+    d2.mkdir(parents=True)
+    good = BUILTIN_DIR / "node" / "dgx-h100.toml"
+    (d1 / "x.toml").write_text(good.read_text() + "bogus_key = 1\n")
+    (d2 / "x.toml").write_text(good.read_text())
+    args = ("--profiles", str(d1.parent), "--profiles", str(d2.parent))
+    assert cli("size", *args, "--node", "x").code == 0
+    result = cli("profiles", "list", *args)
+    assert result.code == 2 and "d1/node/x.toml" in result.err

@@ -144,3 +144,18 @@ def test_a_replaced_capacity_leaves_its_group(registry) -> None:
     # The slow DRAM moves reads to the DE path (compute still binds the throughput).
     assert np.all(after.decode_path_fraction > before.decode_path_fraction + 0.1)
     assert_identical(slow)
+
+
+def test_a_falling_line_without_load_sets_no_bound() -> None:
+    """A link whose load does not fall with the split (slope +0) bounds nothing: the split's
+    lower bound divides by |beta|, not -beta (-0.0 turned "no bound" into x >= inf)."""
+    load = {n: (0.0, 0.0) for n in LINKS}
+    load["de_snic_read"] = (0.0, 1.0)
+    load["pe_snic_read"] = (1.0, -1.0)
+    cap = {n: np.float64(1.0) for n in LINKS}
+    links = LinkSet(load, cap, "optimal", 0.5, 1.0, {n: Scaling("g", 1.0, cap[n]) for n in LINKS})
+    for prune in (True, False):
+        s = solve(links, prune=prune)
+        assert float(s.throughput_turns_per_s) == pytest.approx(2.0)
+        assert float(s.decode_path_fraction) == pytest.approx(0.5)
+        assert s.binding() == ["pe_snic_read", "de_snic_read"]

@@ -384,3 +384,33 @@ def test_an_infeasible_cluster_names_the_flag_to_change(cli) -> None:
     result = cli("size", "-P", "1", "-D", "1")
     assert result.code == 2 and "field '-P/--prefill-nodes'" in result.err
     assert result.err.count("\n") == 1
+
+
+def test_where_efficiencies_come_from_is_not_set_on_the_command_line(cli) -> None:
+    for field in ("efficiencies_from=nope", "efficiency_source=datasheet"):
+        result = cli("size", "--node", "dgx-h100", "--set", f"node.{field}")
+        assert result.code == 2 and "cannot be set on the command line" in result.err
+
+
+def test_a_value_set_on_the_command_line_is_not_the_fits(cli) -> None:
+    """--set replaces a fitted value: it loses the fit's standard error (no interval term, no
+    '±' in profiles show) and cites the command line."""
+    data = cli("size", "--set", "workload.turns_spread=0.9", "--json").json()
+    assert "workload.turns_spread" not in data["intervals"]["fields"]
+    shown = cli("profiles", "show", "dgx-h100", "--set", "node.snic_efficiency=0.9", "--json")
+    payload = shown.json()
+    assert "snic_efficiency" not in payload["calibration_stderr"]
+    assert payload["sources"]["snic_efficiency"] == ["set on the command line (--set)"]
+
+
+def test_one_fit_moves_every_node_it_calibrates_together(registry) -> None:
+    """Prefill and decode nodes that both take the testbed's fit are one fitted value each,
+    not two independent ones."""
+    from dualpath_plan.outcomes.uncertainty import perturbations
+
+    sc = Scenario.from_ids(registry, prefill_node="dgx-h100", decode_node="dgx-h200")
+    moves = perturbations(sc)
+    fields = [f"{p.kind}.{p.field}" for p in moves]
+    assert len(fields) == len(set(fields))
+    mfu = next(p for p in moves if p.field == "prefill_mfu")
+    assert mfu.above.prefill_node.prefill_mfu == mfu.above.decode_node.prefill_mfu > 0.124

@@ -261,6 +261,13 @@ def test_standard_errors_follow_the_jacobian() -> None:
     errors, basis, _ = standard_errors(twins, chi2=0.5, weighted=True)
     assert errors[0] is None and errors[1] is None and errors[2] is not None
     assert "2 fields not determined" in basis
+    # Units do not matter: a field in seconds beside one in gigabytes (columns 1e8 apart).
+    rng = np.random.default_rng(0)
+    j = rng.normal(size=(10, 2))
+    base, _, _ = standard_errors(j, chi2=20.0, weighted=True)
+    scaled, _, _ = standard_errors(j * np.array([1.0, 1e8]), chi2=20.0, weighted=True)
+    assert scaled[0] == pytest.approx(base[0], rel=1e-9)
+    assert scaled[1] == pytest.approx(base[1] / 1e8, rel=1e-9)
     # Unweighted, points met exactly leave no scatter to estimate from.
     errors, basis, _ = standard_errors(np.eye(3)[:, :2], chi2=0.0, weighted=False)
     assert errors == [None, None] and "met exactly" in basis

@@ -61,12 +61,15 @@ def perturbations(sc: Scenario) -> list[Perturbation]:
     out: list[Perturbation] = []
     if not sc.options.efficiencies:
         return out  # an upper bound, not an estimate: no interval
-    nodes = {sc.prefill_node.id: sc.prefill_node, sc.decode_node.id: sc.decode_node}
-    for node in nodes.values():
+    # One fitted value, one move: nodes whose calibration comes from the same fit (a measured
+    # node and the nodes that transfer from it) move together, fully correlated.
+    fits: dict[tuple[str, str], tuple[float, float]] = {}
+    for node in (sc.prefill_node, sc.decode_node):
         for field, err in node.calibration_stderr.items():
-            if field in sc.overridden or err <= 0:
-                continue
-            out.append(_perturb_node(sc, node, field, err))
+            if field not in sc.overridden and err > 0:
+                fits[(_fit_of(node, field), field)] = (float(getattr(node, field)), err)
+    for (origin, field), (value, err) in fits.items():
+        out.append(_perturb_fit(sc, origin, field, value, err))
     if not out:
         # A node without a calibration is a datasheet upper bound: the workload's errors
         # alone would make it look better known than it is.
@@ -102,22 +105,31 @@ def _clipped(
     return max(value - err, bounds[0]), min(value + err, bounds[1])
 
 
-def _perturb_node(sc: Scenario, node: NodeProfile, field: str, err: float) -> Perturbation:
-    value = float(getattr(node, field))
+def _fit_of(node: NodeProfile, field: str) -> str:
+    """Whose fit a node's value of ``field`` is: the measured node it was transferred from
+    (the registry cites the transfer), or the node's own."""
+    transferred = any(src.startswith("transferred from") for src in node.sources.get(field, []))
+    return (node.efficiencies_from or node.id) if transferred else node.id
+
+
+def _perturb_fit(sc: Scenario, origin: str, field: str, value: float, err: float) -> Perturbation:
+    """The scenario with ``field`` of every node calibrated by ``origin``'s fit moved to one
+    standard error below and above its value."""
     lo, hi = _clipped(NodeProfile, field, value, err)
-    scenarios = []
-    for v in (lo, hi):
-        moved = _moved(node, field, v)
-        assert isinstance(moved, NodeProfile)
-        scenarios.append(
-            replace(
-                sc,
-                prefill_node=moved if sc.prefill_node.id == node.id else sc.prefill_node,
-                decode_node=moved if sc.decode_node.id == node.id else sc.decode_node,
-            )
-        )
+
+    def moved(node: NodeProfile, v: float) -> NodeProfile:
+        if field not in node.calibration_stderr or _fit_of(node, field) != origin:
+            return node
+        out = _moved(node, field, v)
+        assert isinstance(out, NodeProfile)
+        return out
+
+    below, above = (
+        replace(sc, prefill_node=moved(sc.prefill_node, v), decode_node=moved(sc.decode_node, v))
+        for v in (lo, hi)
+    )
     step = (hi - lo) / (2 * err) if err > 0 else 0.0
-    return Perturbation("node", field, value, err, scenarios[0], scenarios[1], step)
+    return Perturbation("node", field, value, err, below, above, step)
 
 
 def interval(

@@ -208,6 +208,11 @@ def parse_assignment(text: str) -> tuple[str, str, Any]:
     return kind, name, value
 
 
+# Where a node's calibration comes from is the profile's statement, resolved when the registry
+# reads it: a --set could not re-resolve it honestly.
+NOT_SETTABLE = frozenset({("node", "efficiency_source"), ("node", "efficiencies_from")})
+
+
 @dataclass(frozen=True)
 class Overrides:
     """``--set`` assignments grouped by kind: {kind: {field: value}}."""
@@ -217,6 +222,12 @@ class Overrides:
     @staticmethod
     def _add(by_kind: dict[str, dict[str, Any]], kind: str, name: str, value: Any) -> None:
         """Record one assignment; the same field with two different values is an error."""
+        if (kind, name) in NOT_SETTABLE:
+            raise PlanInputError(
+                f"{kind}.{name} says where a profile's calibration comes from and cannot be "
+                "set on the command line; edit the profile, or give your own with --profiles DIR",
+                field=f"{kind}.{name}",
+            )
         fields = by_kind.setdefault(kind, {})
         if name in fields and fields[name] != value:
             raise PlanInputError(
@@ -240,11 +251,21 @@ class Overrides:
         return Overrides(out)
 
     def apply(self, profile: P) -> P:
+        """The profile with the assignments of its kind: each set field cites ``--set`` and
+        loses any standard error its calibration gave it (the value is no longer the fit's)."""
         fields = self.by_kind.get(profile.kind)
         if not fields:
             return profile
         data = profile.model_dump()
         data.update(fields)
+        data["sources"] = {
+            **profile.sources,
+            **{f: ["set on the command line (--set)"] for f in fields},
+        }
+        data["unconfirmed"] = {k: v for k, v in profile.unconfirmed.items() if k not in fields}
+        data["calibration_stderr"] = {
+            k: v for k, v in profile.calibration_stderr.items() if k not in fields
+        }
         result = validate_profile(data, source=f"--set on {profile.kind} '{profile.id}'")
         return result  # type: ignore[return-value]
 
@@ -258,6 +279,8 @@ class Registry:
     origins: dict[tuple[str, str], Path]
     search_path: list[Path]
     overrides: Overrides = field(default_factory=Overrides)
+    # Every file indexed to be read when used, shadowed ones included (check_all reads them).
+    indexed: list[Path] = field(default_factory=list)
 
     @classmethod
     def load(
@@ -283,6 +306,7 @@ class Registry:
                 # A kind's folder says the kind and the file name the id: read when used.
                 # Elsewhere the file says its kind, so it is read now.
                 if path.parent.name in KINDS:
+                    registry.indexed.append(path)
                     registry.profiles[path.parent.name].index(path.stem, path)
                     registry.origins[(path.parent.name, path.stem)] = path
                     continue
@@ -302,8 +326,12 @@ class Registry:
             self.check_node(profile, str(path))
 
     def check_all(self) -> None:
-        """Read and validate every profile (and every node's references): the first bad one
-        is a PlanInputError naming its file and field."""
+        """Read and validate every profile file, shadowed ones included, and every winning
+        node's references: the first bad one is a PlanInputError naming its file and field."""
+        winners = {self.origins.get((path.parent.name, path.stem)) for path in self.indexed}
+        for path in self.indexed:
+            if path not in winners:
+                read_profile_file(path)  # shadowed: its schema only
         for kind in KINDS:
             for profile_id in self.ids(kind):
                 self.profiles[kind][profile_id]

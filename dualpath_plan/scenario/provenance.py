@@ -55,11 +55,13 @@ class NodeEfficiencies:
             if getattr(node, f) != defaults[f].default
         }
         # The registry cites every field it transferred (profiles/registry.py, _transferred).
+        set_here = tuple(f for f in overridden if f in NodeProfile.CALIBRATION_FIELDS)
         own = (
             tuple(
                 f
                 for f in values
-                if not any(src.startswith("transferred from") for src in node.sources.get(f, []))
+                if f not in set_here
+                and not any(src.startswith("transferred from") for src in node.sources.get(f, []))
             )
             if node.efficiency_source == "transferred"
             else ()
@@ -71,7 +73,7 @@ class NodeEfficiencies:
             origin=node.efficiencies_from,
             values=values,
             stderr={f: v for f, v in node.calibration_stderr.items() if f in values},
-            overridden=tuple(f for f in overridden if f in NodeProfile.CALIBRATION_FIELDS),
+            overridden=set_here,
             own=own,
             gpu_note=(
                 f"calibrated with {node.gpu}, run on {gpu} (--gpu)"

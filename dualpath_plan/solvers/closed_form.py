@@ -307,13 +307,13 @@ def _split_low(
 
     def bound(f: str) -> Term:
         def term(out: np.ndarray | None) -> Num:
+            # |beta|, not -beta: a falling line with no load has beta = +0, and -0.0 would
+            # turn "no bound" (-inf) into "x >= inf".
             if out is None:
-                return (alpha[f] - t - slack) / -beta[f]
+                return (alpha[f] - t - slack) / np.abs(beta[f])
             np.subtract(alpha[f], t, out=out)
             np.subtract(out, slack, out=out)
-            return np.divide(
-                out, -beta[f] if np.ndim(beta[f]) == 0 else np.negative(beta[f]), out=out
-            )
+            return np.divide(out, np.abs(beta[f]), out=out)
 
         return term
 
@@ -337,10 +337,10 @@ def _split_range(
     def bound(r: str) -> Term:
         def term(out: np.ndarray | None) -> Num:
             if out is None:
-                return (t + slack - alpha[r]) / beta[r]
+                return (t + slack - alpha[r]) / np.abs(beta[r])
             np.add(t, slack, out=out)
             np.subtract(out, alpha[r], out=out)
-            return np.divide(out, beta[r], out=out)
+            return np.divide(out, np.abs(beta[r]), out=out)
 
         return term
 

@@ -420,8 +420,11 @@ def standard_errors(
     cov = np.full((k, k), np.nan)
     idx = np.flatnonzero(determined)
     if idx.size:
-        sub = jac[:, idx]
-        cov[np.ix_(idx, idx)] = np.linalg.pinv(sub.T @ sub) * scale
+        # In the basis of unit-norm columns, then back: the errors do not depend on the
+        # fields' units (seconds beside gigabytes), which a plain pinv of J^T J would truncate.
+        unit = norms[idx]
+        sub = jac[:, idx] / unit
+        cov[np.ix_(idx, idx)] = np.linalg.pinv(sub.T @ sub) / np.outer(unit, unit) * scale
     if idx.size < k:
         basis += (
             f"; {k - idx.size} field{'s' if k - idx.size > 1 else ''} not determined by the "
