@@ -101,6 +101,9 @@ class OnlineQueue:
 
     turns: float  # mean turns per agent
     generated: float  # mean generated tokens per turn
+    # Squared coefficient of variation of the gaps between turns arriving (1: Poisson); a
+    # trace's burstiness (workload arrival_cv) scales the queueing waits (Kingman).
+    arrival_cv2: float
     t_max: np.ndarray  # saturated turns/s
     gpus: np.ndarray  # prefill GPUs
     imbalance: np.ndarray  # the busiest prefill GPU's load over the mean
@@ -124,17 +127,20 @@ class OnlineQueue:
             batch = lam_g * pm.t0_s / (1.0 - lam_g * pm.u_s)
             unstable |= batch > cap
             # Near the batch cap B, requests also wait for later batches: Kingman's
-            # heavy-traffic wait for batches of B Poisson arrivals (c_a^2 = 1/B) served in a
-            # fixed tau(B) (c_s^2 = 0), rho against the capped rate B / tau(B). Negligible when
-            # B is large (layer-wise prefill), it keeps TTFT finite only below the capped
-            # capacity.
+            # heavy-traffic wait for batches of B arrivals (c_a^2 = c^2 / B for arrivals of
+            # squared variation c^2, 1 for Poisson) served in a fixed tau(B) (c_s^2 = 0), rho
+            # against the capped rate B / tau(B). Negligible when B is large (layer-wise
+            # prefill), it keeps TTFT finite only below the capped capacity.
+            c2 = self.arrival_cv2
             forward_cap = pm.t0_s + cap * pm.u_s
             rho_cap = lam_g * forward_cap / cap
             unstable |= rho_cap >= 1.0
-            wait_batches = rho_cap / (1.0 - rho_cap) * forward_cap / (2.0 * cap)
+            wait_batches = rho_cap / (1.0 - rho_cap) * forward_cap * c2 / (2.0 * cap)
+            # The binding I/O link: Kingman's G/D/1 wait (c^2 + 0) / 2 x rho / (1 - rho) / mu,
+            # the M/D/1 wait for Poisson arrivals.
             rho = lam / self.t_io
             mu = self.t_io / self.io_nodes
-            wait_io = np.where(np.isfinite(self.t_io), rho / (2.0 * mu * (1.0 - rho)), 0.0)
+            wait_io = np.where(np.isfinite(self.t_io), c2 * rho / (2.0 * mu * (1.0 - rho)), 0.0)
             ttft = pm.read_latency_s + 1.5 * (pm.t0_s + batch * pm.u_s) + wait_batches + wait_io
         if len(self.groups) == 1:
             b_d = decode_little_batch(self.groups[0], lam, self.generated)
@@ -207,6 +213,7 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
     return OnlineQueue(
         turns=d.trajectory_turns.mean,
         generated=d.mean(d.generated_tokens),
+        arrival_cv2=sc.workload.arrival_cv**2,
         t_max=t_max,
         gpus=gpus,
         imbalance=np.broadcast_to(np.asarray(imbalance, dtype=np.float64), (n,)),

@@ -444,6 +444,12 @@ class WorkloadProfile(ProfileBase):
     # 0: every trajectory has the mean. A trace file gives the observed counts instead.
     turns_spread: Spread = 0.0
     trace_file: str | None = None
+    # Arrivals as a trace observed them (``workload import``): requests per second over the
+    # trace's span, and the coefficient of variation of the gaps between requests (1: Poisson,
+    # the default where a trace has no timestamps; > 1: bursty). The online model's queueing
+    # waits scale with (cv^2 + c_s^2) / 2 (Kingman), c_s the service's own variation.
+    arrival_rate_per_s: Positive | None = None
+    arrival_cv: Annotated[float, Strict(), Field(ge=0, le=1e3, allow_inf_nan=False)] = 1.0
     # The abstract form, for planning before a model is chosen: a turn loads
     # context_tokens x kv_bytes_per_token of KV and needs (bytes / gb_per_pflop) prefill FLOPs.
     # Both or neither; with them, the model only sets decode cost and weights.
