@@ -329,3 +329,15 @@ def test_every_hf_name_maps_to_one_profile(registry: Registry) -> None:
         model = registry.model_by_hf_name(name)
         assert model is not None and "hf_names" in model.sources
     assert registry.model_by_hf_name("DEEPSEEK-AI/deepseek-v3").id == "deepseek-v3"  # type: ignore[union-attr]
+
+
+def test_readme_example_is_what_check_prints(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """INV-16 for the AIConfigurator section: its table lines are what aic check prints."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("$ dualpath-plan aic check best_config_topn_disagg.csv")
+    block = readme[start : readme.index("```", start)].splitlines()[1:]
+    monkeypatch.chdir(DATA)
+    printed = cli("aic", "check", DISAGG.name, "--node", "dualpath-hopper").out.splitlines()
+    shown = [line for line in block if line.strip() and line != "..."]
+    assert len(shown) > 5
+    assert shown == [line.rstrip() for line in printed[: len(shown)]]
