@@ -54,6 +54,11 @@ MAX_MEASURED_ROWS = 1_000
 # 20 to 60 bytes). A million rows is ten times that and keeps the loaded arrays to tens of MB.
 MAX_TRACE_BYTES = 128 << 20
 MAX_TRACE_ROWS = 1_000_000
+# An AIConfigurator result (best_config_topn_*.csv): a few hundred bytes per row; ``aic check``
+# assembles each distinct row's cluster (milliseconds each), so ten thousand rows, far more
+# than the top-N files AIConfigurator writes, take seconds.
+MAX_AIC_CSV_BYTES = 16 << 20
+MAX_AIC_ROWS = 10_000
 # Nesting of tables, arrays and dotted keys in TOML and JSON input: the deepest real file (a
 # baseline: root, scenarios, scenario, metrics, metric) has 5 levels. 32 leaves room and keeps
 # every recursive consumer (the TOML and JSON parsers, pydantic, json.dumps) far from Python's
@@ -82,6 +87,8 @@ def rows_read(source: str, rows: int, done: bool = False) -> None:
 
 
 __all__ = [
+    "MAX_AIC_CSV_BYTES",
+    "MAX_AIC_ROWS",
     "MAX_BASELINE_BYTES",
     "MAX_CASE_BYTES",
     "MAX_MEASURED_BYTES",
@@ -99,6 +106,7 @@ __all__ = [
     "iter_jsonl_objects",
     "load_json",
     "load_toml",
+    "load_yaml",
     "number",
     "parse_json",
     "parse_toml",
@@ -233,7 +241,7 @@ def check_values(
             )
         if isinstance(value, dict):
             for k in value:
-                if _SURROGATE.search(k):
+                if isinstance(k, str) and _SURROGATE.search(k):
                     raise PlanInputError(
                         "a key that is not Unicode text (a lone surrogate escape such as \\ud800)",
                         source=source,
@@ -337,6 +345,76 @@ def parse_json(text: str, *, source: str, line: int | None = None) -> Any:
 def load_json(path: Path | str, *, what: str, max_bytes: int) -> Any:
     """A JSON file: read by :func:`read_text`, then :func:`parse_json`."""
     return parse_json(read_text(path, what=what, max_bytes=max_bytes), source=str(path))
+
+
+def load_yaml(path: Path | str, *, what: str, max_bytes: int) -> tuple[Any, dict[str, int]]:
+    """A YAML file (safe types only: mappings, lists, strings, numbers, booleans, null) and the
+    line of every mapping key, by its dotted path (``gpu.mem_bw``). Read by :func:`read_text`;
+    aliases (``*name``, which can expand a small file into an enormous structure) and
+    duplicate keys are refused, nesting is checked while the parser composes the document
+    (before any recursion could exhaust the stack), and every number must be finite. Every
+    failure is a PlanInputError naming the file and the line."""
+    import yaml  # only the commands that read YAML pay for its import
+
+    source = str(path)
+    text = read_text(path, what=what, max_bytes=max_bytes)
+
+    class Loader(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()
+            line = event.start_mark.line + 1 if event.start_mark is not None else None
+            if isinstance(event, yaml.AliasEvent):
+                raise PlanInputError(
+                    "a YAML alias (*name); expected plain values", source=source, line=line
+                )
+            self.depth += 1
+            if self.depth > MAX_NESTING_DEPTH:
+                raise PlanInputError(
+                    f"nested deeper than {MAX_NESTING_DEPTH} levels", source=source, line=line
+                )
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    loader = Loader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise PlanInputError(
+            f"not YAML: {problem}",
+            source=source,
+            line=mark.line + 1 if mark is not None else None,
+        ) from None
+    finally:
+        loader.dispose()
+    lines: dict[str, int] = {}
+    stack: list[tuple[Any, str]] = [(node, "")] if node is not None else []
+    while stack:
+        current, prefix = stack.pop()
+        if isinstance(current, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, value in current.value:
+                name = f"{prefix}{key.value}"
+                if name in seen:
+                    raise PlanInputError(
+                        "a key given twice",
+                        source=source,
+                        line=key.start_mark.line + 1,
+                        field=name,
+                    )
+                seen.add(name)
+                lines[name] = key.start_mark.line + 1
+                stack.append((value, f"{name}."))
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend((v, f"{prefix}{i}.") for i, v in enumerate(current.value))
+    check_values(data, source=source)
+    return data, lines
 
 
 def _lines(text: str, comments: bool) -> Iterator[tuple[int, str]]:

@@ -19,6 +19,7 @@ is read; ``Registry.check_all`` reads every profile, as ``profiles list`` and ``
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import os
 import tomllib
@@ -30,7 +31,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.files import MAX_PROFILE_BYTES, check_toml_nesting, load_toml
+from dualpath_plan.files import MAX_PROFILE_BYTES, AtomicGroup, check_toml_nesting, load_toml
 from dualpath_plan.profiles.schemas import (
     KINDS,
     GpuProfile,
@@ -118,6 +119,55 @@ def read_profile_file(path: Path) -> ProfileBase:
             f"a {data['kind']} profile in a '{parent}' folder", source=source, field="kind"
         )
     return validate_profile(data, source=source)
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return json.dumps(str(v))  # a TOML basic string
+
+
+def profile_to_toml(profile: ProfileBase, *, only_set: bool = False) -> str:
+    """A profile as TOML that :func:`read_profile_file` reads back to the same profile; with
+    ``only_set``, without the fields left at their schema defaults (as one writes by hand)."""
+    data = profile.model_dump(mode="json")
+    lines = []
+    for k, v in data.items():
+        if k in ("id", "sources", "unconfirmed", "calibration_stderr") or v is None:
+            continue
+        if only_set and k not in profile.model_fields_set and k not in ("kind", "name"):
+            continue
+        lines.append(f"{k} = {_toml_value(v)}")
+    for table in ("calibration_stderr", "sources", "unconfirmed"):
+        if data[table]:
+            lines += ["", f"[{table}]"]
+            lines += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in data[table].items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_profiles(
+    profiles: Sequence[ProfileBase], out: Path, *, field: str, only_set: bool = False
+) -> list[str]:
+    """Profiles as a folder ``--profiles DIR`` reads (``out/<kind>/<id>.toml``): every one
+    written, each through a temporary file renamed into place, or none (AtomicGroup)."""
+    written = []
+    with AtomicGroup() as outputs:
+        for profile in profiles:
+            target = out / profile.KIND / f"{profile.id}.toml"
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            except (OSError, ValueError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+                raise PlanInputError(
+                    f"cannot write: {reason}", source=str(target), field=field
+                ) from None
+            outputs.add(target, profile_to_toml(profile, only_set=only_set), field=field)
+            written.append(str(target))
+    return written
 
 
 def _profile_files(directory: Path) -> list[Path]:
@@ -450,6 +500,32 @@ class Registry:
         if isinstance(profile, NodeProfile):
             self._check_gpu_ref(profile, f"node '{profile.id}'")
         return profile
+
+    def model_by_hf_name(self, hf_name: str) -> ModelProfile | None:
+        """The model profile that lists ``hf_name`` (a Hugging Face repository, compared
+        without regard to case, as the Hub does) in ``hf_names``; None if none does. Two
+        profiles listing it is an error naming both."""
+        wanted = hf_name.strip().casefold()
+        hits = [
+            pid
+            for pid in self.ids("model")
+            if any(n.casefold() == wanted for n in self.resolved("model", pid).hf_names)  # type: ignore[attr-defined]
+        ]
+        if len(hits) > 1:
+            raise PlanInputError(
+                f"Hugging Face name {hf_name!r} is listed by several model profiles "
+                f"({', '.join(hits)}); keep it in one profile's hf_names",
+                field="hf_names",
+            )
+        return self.model(hits[0]) if hits else None
+
+    def hf_names(self) -> list[str]:
+        """Every Hugging Face name the model profiles list, sorted."""
+        return sorted(
+            n
+            for pid in self.ids("model")
+            for n in self.resolved("model", pid).hf_names  # type: ignore[attr-defined]
+        )
 
     # Typed accessors --------------------------------------------------------------------
     def gpu(self, profile_id: str) -> GpuProfile:

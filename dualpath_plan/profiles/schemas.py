@@ -42,6 +42,8 @@ NonNegativeInt = Annotated[int, Strict(), Field(ge=0, le=MAX_MAGNITUDE)]
 Efficiency = Annotated[float, Strict(), Field(ge=1e-6, le=1, allow_inf_nan=False)]
 # A share of a capacity reserved for something else: 0 <= s < 1.
 Share = Annotated[float, Strict(), Field(ge=0, lt=1, allow_inf_nan=False)]
+# A Hugging Face repository id, "org/name".
+HfName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", max_length=200)]
 # A spread around a mean, as a share of it: 0 <= s <= 1.
 Spread = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]
 
@@ -357,6 +359,10 @@ class ModelProfile(ProfileBase):
     # config's max_position_embeddings or the model card's context length. A workload or
     # trace turn beyond it is an input error; None (a user's profile): not checked.
     context_window_tokens: PositiveInt | None = None
+    # The Hugging Face repositories whose config this profile describes ("org/name", as
+    # AIConfigurator's result files name a model): ``aic check`` maps a row's model to the
+    # profile that lists it. Each cites the repository in [sources].
+    hf_names: tuple[HfName, ...] = ()
     # Published counts, only to cross-check the derived ones (tests compare them).
     published_total_params_billions: Positive | None = None
     published_active_params_billions: Positive | None = None

@@ -18,7 +18,6 @@ reduced chi-square when the fit leaves more scatter than the sigmas explain. Wit
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -31,14 +30,13 @@ from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import (
     MAX_MEASURED_BYTES,
     MAX_MEASURED_ROWS,
-    AtomicGroup,
     number,
     read_csv_rows,
 )
 from dualpath_plan.outcomes.serving import evaluate_mode
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.physics.workload import workload_demand
-from dualpath_plan.profiles.registry import validate_profile
+from dualpath_plan.profiles.registry import validate_profile, write_profiles
 from dualpath_plan.profiles.schemas import (
     MAX_MAGNITUDE,
     MIN_MAGNITUDE,
@@ -441,31 +439,6 @@ def standard_errors(
     return errors, basis, corr_list
 
 
-def _toml_value(v: object) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    return json.dumps(str(v))  # a TOML basic string
-
-
-def profile_to_toml(profile: ProfileBase) -> str:
-    """A profile as TOML that ``read_profile_file`` reads back to the same profile."""
-    data = profile.model_dump(mode="json")
-    lines = []
-    for k, v in data.items():
-        if k in ("id", "sources", "unconfirmed", "calibration_stderr") or v is None:
-            continue
-        lines.append(f"{k} = {_toml_value(v)}")
-    for table in ("calibration_stderr", "sources", "unconfirmed"):
-        if data[table]:
-            lines += ["", f"[{table}]"]
-            lines += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in data[table].items()]
-    return "\n".join(lines) + "\n"
-
-
 def overlay(cal: Calibration, measurements: Path) -> list[ProfileBase]:
     """The fitted profiles (the node, and the workload if any of its fields was fitted), each
     fitted field citing the fit."""
@@ -512,17 +485,4 @@ def overlay(cal: Calibration, measurements: Path) -> list[ProfileBase]:
 def write_overlays(cal: Calibration, measurements: Path, out: Path) -> list[str]:
     """The fitted profiles as overlays in ``out`` (``out/<kind>/<id>.toml``): every one
     written, through a temporary file renamed into place, or none."""
-    written = []
-    with AtomicGroup() as outputs:
-        for fitted in overlay(cal, measurements):
-            target = out / fitted.KIND / f"{fitted.id}.toml"
-            try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-            except (OSError, ValueError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) else str(exc)
-                raise PlanInputError(
-                    f"cannot write: {reason}", source=str(target), field="--out"
-                ) from None
-            outputs.add(target, profile_to_toml(fitted), field="--out")
-            written.append(str(target))
-    return written
+    return write_profiles(overlay(cal, measurements), out, field="--out")
