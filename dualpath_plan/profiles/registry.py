@@ -19,6 +19,7 @@ is read; ``Registry.check_all`` reads every profile, as ``profiles list`` and ``
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import os
 import tomllib
@@ -118,6 +119,31 @@ def read_profile_file(path: Path) -> ProfileBase:
             f"a {data['kind']} profile in a '{parent}' folder", source=source, field="kind"
         )
     return validate_profile(data, source=source)
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return json.dumps(str(v))  # a TOML basic string
+
+
+def profile_to_toml(profile: ProfileBase) -> str:
+    """A profile as TOML that ``read_profile_file`` reads back to the same profile."""
+    data = profile.model_dump(mode="json")
+    lines = []
+    for k, v in data.items():
+        if k in ("id", "sources", "unconfirmed", "calibration_stderr") or v is None:
+            continue
+        lines.append(f"{k} = {_toml_value(v)}")
+    for table in ("calibration_stderr", "sources", "unconfirmed"):
+        if data[table]:
+            lines += ["", f"[{table}]"]
+            lines += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in data[table].items()]
+    return "\n".join(lines) + "\n"
 
 
 def _profile_files(directory: Path) -> list[Path]:

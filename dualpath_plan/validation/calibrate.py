@@ -18,7 +18,6 @@ reduced chi-square when the fit leaves more scatter than the sigmas explain. Wit
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -38,7 +37,7 @@ from dualpath_plan.files import (
 from dualpath_plan.outcomes.serving import evaluate_mode
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.physics.workload import workload_demand
-from dualpath_plan.profiles.registry import validate_profile
+from dualpath_plan.profiles.registry import profile_to_toml, validate_profile
 from dualpath_plan.profiles.schemas import (
     MAX_MAGNITUDE,
     MIN_MAGNITUDE,
@@ -439,31 +438,6 @@ def standard_errors(
         corr = cov / np.outer(sd, sd)
     corr_list = [[float(v) if math.isfinite(v) else 0.0 for v in row] for row in corr]
     return errors, basis, corr_list
-
-
-def _toml_value(v: object) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    return json.dumps(str(v))  # a TOML basic string
-
-
-def profile_to_toml(profile: ProfileBase) -> str:
-    """A profile as TOML that ``read_profile_file`` reads back to the same profile."""
-    data = profile.model_dump(mode="json")
-    lines = []
-    for k, v in data.items():
-        if k in ("id", "sources", "unconfirmed", "calibration_stderr") or v is None:
-            continue
-        lines.append(f"{k} = {_toml_value(v)}")
-    for table in ("calibration_stderr", "sources", "unconfirmed"):
-        if data[table]:
-            lines += ["", f"[{table}]"]
-            lines += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in data[table].items()]
-    return "\n".join(lines) + "\n"
 
 
 def overlay(cal: Calibration, measurements: Path) -> list[ProfileBase]:
