@@ -407,9 +407,7 @@ def parse_json(text: str, *, source: str, line: int | None = None, walk: bool = 
         if text.count("[") + text.count("{") > MAX_NESTING_DEPTH:
             _bracket_depth_ok(_strip_json_strings(text), source=source, line_of=lambda _: line)
         try:
-            return json.loads(
-                text, parse_constant=_refuse_constant, parse_float=_finite_float
-            )
+            return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
         except json.JSONDecodeError as exc:
             raise PlanInputError(
                 f"not JSON: {exc.msg} (column {exc.colno})", source=source, line=line
