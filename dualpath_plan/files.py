@@ -395,6 +395,10 @@ def _finite_float(text: str) -> float:
     return value
 
 
+# One decoder for every line of a stream (json.loads with hooks builds one per call).
+_STREAM_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
 def parse_json(text: str, *, source: str, line: int | None = None, walk: bool = True) -> Any:
     """JSON text (a file, or the one line ``line`` of JSON Lines) with nesting checked before
     parsing and every number finite (``NaN``, ``Infinity`` and ``1e999`` are refused, naming the
@@ -407,7 +411,7 @@ def parse_json(text: str, *, source: str, line: int | None = None, walk: bool = 
         if text.count("[") + text.count("{") > MAX_NESTING_DEPTH:
             _bracket_depth_ok(_strip_json_strings(text), source=source, line_of=lambda _: line)
         try:
-            return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+            return _STREAM_DECODER.decode(text)
         except json.JSONDecodeError as exc:
             raise PlanInputError(
                 f"not JSON: {exc.msg} (column {exc.colno})", source=source, line=line
