@@ -134,6 +134,8 @@ def test_a_folder_of_sessions_is_one_workload_that_size_runs(cli, tmp_path: Path
     assert profile.turns == pytest.approx((33 + 24) / 2)
     assert profile.context_tokens == pytest.approx(got["mean_context_tokens"])
     assert profile.arrival_cv == 1.0 and "arrival_cv" in profile.unconfirmed
+    valid = cli("profiles", "validate", str(out / "workload"))
+    assert valid.code == 0 and "no source" not in valid.out, valid.out
     mix = load_trace(out / "workload" / "cc.csv")
     assert mix.hit_rate == pytest.approx(got["hit_rate"], rel=1e-12)
     size = cli("size", "--workload", "cc", "--profiles", str(out), "--json")

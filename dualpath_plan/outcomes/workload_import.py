@@ -168,11 +168,15 @@ def _profile(summary: TraceSummary, pid: str, command: str) -> WorkloadProfile:
         "max_len_tokens": max(math.ceil(summary.longest_request_tokens), 1),
         "trajectories": s.sessions,
         "turns_spread": 0.0,
+        "tool_latency_s": 0.0,
         "trace_file": f"{pid}.csv",
     }
     sources = {k: [cited] for k in ("turns", "append_tokens", "generated_tokens", "context_tokens")}
     sources["max_len_tokens"] = [cited.replace("the trace's mean", "its longest request")]
     sources["trajectories"] = [cited.replace("the trace's mean", "its sessions")]
+    sources["tool_latency_s"] = [
+        f"{names}: 0, not derived from the trace (the paper's replay assumes 0; set your own)"
+    ]
     sources["turns_spread"] = [f"{names}: 0, the trace gives each session's turn count"]
     sources["trace_file"] = [f"{names}, normalized by dualpath-plan {command}".replace("  ", " ")]
     unconfirmed: dict[str, str] = {}
