@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import itertools
 import json
 import math
 import os
@@ -59,6 +60,15 @@ MAX_TRACE_ROWS = 1_000_000
 # than the top-N files AIConfigurator writes, take seconds.
 MAX_AIC_CSV_BYTES = 16 << 20
 MAX_AIC_ROWS = 10_000
+# A trace to import (``workload import``) is read as a stream, a line at a time, so its size
+# bounds the time, not the memory: a million Mooncake requests with their hash lists are about
+# 300 MB, a million Bailian requests (16-token blocks, thousands of hash ids each) some GB. Its
+# rows are MAX_TRACE_ROWS at most (the normalized trace it writes must load). One line (one
+# request) is at most 16 MiB: a 10^6-token prompt in 16-token blocks is about 0.5 MB of ids.
+MAX_IMPORT_BYTES = 8 << 30
+MAX_IMPORT_LINE_BYTES = 16 << 20
+# A kv-cache-tester session is one JSON document (the fixtures: 40 to 200 KB); read whole.
+MAX_SESSION_FILE_BYTES = 64 << 20
 # Nesting of tables, arrays and dotted keys in TOML and JSON input: the deepest real file (a
 # baseline: root, scenarios, scenario, metrics, metric) has 5 levels. 32 leaves room and keeps
 # every recursive consumer (the TOML and JSON parsers, pydantic, json.dumps) far from Python's
@@ -91,10 +101,13 @@ __all__ = [
     "MAX_AIC_ROWS",
     "MAX_BASELINE_BYTES",
     "MAX_CASE_BYTES",
+    "MAX_IMPORT_BYTES",
+    "MAX_IMPORT_LINE_BYTES",
     "MAX_MEASURED_BYTES",
     "MAX_MEASURED_ROWS",
     "MAX_NESTING_DEPTH",
     "MAX_PROFILE_BYTES",
+    "MAX_SESSION_FILE_BYTES",
     "MAX_TRACE_BYTES",
     "MAX_TRACE_ROWS",
     "AtomicGroup",
@@ -104,6 +117,7 @@ __all__ = [
     "check_values",
     "iter_csv_rows",
     "iter_jsonl_objects",
+    "iter_jsonl_stream",
     "load_json",
     "load_toml",
     "load_yaml",
@@ -127,8 +141,9 @@ def _size(n: int) -> str:
 # --- reading -------------------------------------------------------------------------------
 
 
-def read_bytes(path: Path | str, *, what: str, max_bytes: int) -> bytes:
-    """The bytes of a regular file of at most ``max_bytes``; else a PlanInputError."""
+def _open_regular(path: Path | str, *, what: str, max_bytes: int) -> IO[bytes]:
+    """A regular file of at most ``max_bytes`` (as it says), opened for binary reading; else a
+    PlanInputError. The caller still counts what it reads against the limit."""
     source = str(path)
 
     def fail(message: str) -> PlanInputError:
@@ -149,15 +164,11 @@ def read_bytes(path: Path | str, *, what: str, max_bytes: int) -> bytes:
             )
             raise fail(f"is {kind}, not a regular file; expected a {what}")
 
-    def too_big(size: str | None) -> PlanInputError:
-        has = f"{size}, " if size else ""
-        return fail(f"{has}more than the {_size(max_bytes)} allowed for a {what}")
-
     try:
         st = os.stat(path)
         check_mode(st.st_mode)
         if st.st_size > max_bytes:
-            raise too_big(_size(st.st_size))
+            raise _too_big(source, what, max_bytes, _size(st.st_size))
         # O_NONBLOCK: should the file be swapped for a FIFO after the stat, opening it does not
         # wait for a writer; the fstat below then refuses it.
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -171,15 +182,82 @@ def read_bytes(path: Path | str, *, what: str, max_bytes: int) -> bytes:
     except OSError as exc:
         raise fail(f"cannot read: {exc.strerror or exc}") from None
     try:
-        with os.fdopen(fd, "rb") as handle:
-            check_mode(os.fstat(handle.fileno()).st_mode)
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        check_mode(os.fstat(handle.fileno()).st_mode)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def _too_big(source: str, what: str, max_bytes: int, size: str | None) -> PlanInputError:
+    has = f"{size}, " if size else ""
+    return PlanInputError(
+        f"{has}more than the {_size(max_bytes)} allowed for a {what}", source=source
+    )
+
+
+def read_bytes(path: Path | str, *, what: str, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``; else a PlanInputError."""
+    source = str(path)
+    handle = _open_regular(path, what=what, max_bytes=max_bytes)
+    try:
+        with handle:
             # At most the limit and one byte more, whatever the file said its size was.
             data = handle.read(max_bytes + 1)
     except OSError as exc:
-        raise fail(f"cannot read: {exc.strerror or exc}") from None
+        raise PlanInputError(f"cannot read: {exc.strerror or exc}", source=source) from None
     if len(data) > max_bytes:
-        raise too_big(None)
+        raise _too_big(source, what, max_bytes, None)
     return data
+
+
+def iter_text_lines(
+    path: Path | str, *, what: str, max_bytes: int, max_line_bytes: int
+) -> Iterator[tuple[int, str]]:
+    """(line number, line without its end) of a regular UTF-8 file, read as a stream: at most
+    ``max_bytes`` in all and ``max_line_bytes`` per line (memory stays bounded whatever the
+    file holds); blank lines skipped; a leading byte-order mark dropped."""
+    source = str(path)
+    handle = _open_regular(path, what=what, max_bytes=max_bytes)
+    total = 0
+    with handle:
+        for n in itertools.count(1):
+            try:
+                raw = handle.readline(max_line_bytes + 1)
+            except OSError as exc:
+                raise PlanInputError(
+                    f"cannot read: {exc.strerror or exc}", source=source, line=n
+                ) from None
+            if not raw:
+                return
+            total += len(raw)
+            if total > max_bytes:
+                raise _too_big(source, what, max_bytes, None)
+            if len(raw) > max_line_bytes:
+                raise PlanInputError(
+                    f"a line of more than {_size(max_line_bytes)}; a {what} may have at most "
+                    f"{_size(max_line_bytes)} per line",
+                    source=source,
+                    line=n,
+                )
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise PlanInputError(
+                    f"byte 0x{raw[exc.start]:02x} is not UTF-8; expected a {what} in UTF-8 text",
+                    source=source,
+                    line=n,
+                ) from None
+            if n == 1:
+                line = line.removeprefix("\ufeff")
+            line = line.rstrip("\r\n")
+            if line.strip():
+                yield n, line
 
 
 def read_text(path: Path | str, *, what: str, max_bytes: int) -> str:
@@ -314,11 +392,41 @@ def parse_toml(text: str, *, source: str) -> dict[str, Any]:
     return data
 
 
-def parse_json(text: str, *, source: str, line: int | None = None) -> Any:
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"expected a finite number, got {name}")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {text}")
+    return value
+
+
+# One decoder for every line of a stream (json.loads with hooks builds one per call).
+_STREAM_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
+def parse_json(text: str, *, source: str, line: int | None = None, walk: bool = True) -> Any:
     """JSON text (a file, or the one line ``line`` of JSON Lines) with nesting checked before
     parsing and every number finite (``NaN``, ``Infinity`` and ``1e999`` are refused, naming the
-    field)."""
-    stripped = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', text) if '"' in text else text
+    field).
+
+    ``walk=False`` (a stream of many lines, ``workload import``): numbers are checked while
+    parsing instead of by walking the result, so a refused number names the line, not its
+    field, and strings are not checked for lone surrogates (the caller checks those it uses)."""
+    if not walk:
+        if text.count("[") + text.count("{") > MAX_NESTING_DEPTH:
+            _bracket_depth_ok(_strip_json_strings(text), source=source, line_of=lambda _: line)
+        try:
+            return _STREAM_DECODER.decode(text)
+        except json.JSONDecodeError as exc:
+            raise PlanInputError(
+                f"not JSON: {exc.msg} (column {exc.colno})", source=source, line=line
+            ) from None
+        except (ValueError, RecursionError) as exc:
+            raise PlanInputError(f"not JSON: {exc}", source=source, line=line) from None
+    stripped = _strip_json_strings(text)
 
     def line_of(offset: int) -> int:
         # Offsets in the stripped text shift within a line, never across one: a JSON string
@@ -340,6 +448,11 @@ def parse_json(text: str, *, source: str, line: int | None = None) -> Any:
         raise PlanInputError("not JSON: nested too deeply", source=source, line=line) from None
     check_values(data, source=source, line=line)
     return data
+
+
+def _strip_json_strings(text: str) -> str:
+    """JSON text with every string emptied (their brackets are not structure)."""
+    return re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', text) if '"' in text else text
 
 
 def load_json(path: Path | str, *, what: str, max_bytes: int) -> Any:
@@ -522,6 +635,39 @@ def iter_jsonl_objects(
                 line=n,
             )
         obj = parse_json(line, source=source, line=n)
+        if not isinstance(obj, dict):
+            raise PlanInputError(
+                f"expected a JSON object, got {type(obj).__name__}", source=source, line=n
+            )
+        for name in required:
+            if name not in obj:
+                raise PlanInputError(
+                    f"missing; expected {', '.join(required)}", source=source, line=n, field=name
+                )
+        yield n, obj
+
+
+def iter_jsonl_stream(
+    path: Path | str,
+    *,
+    what: str,
+    max_bytes: int,
+    max_rows: int,
+    max_line_bytes: int,
+    required: Sequence[str] = (),
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """:func:`iter_jsonl_objects` read as a stream (:func:`iter_text_lines`), each line parsed
+    with ``walk=False``: for files too large to hold (a trace to import)."""
+    source = str(path)
+    lines = iter_text_lines(path, what=what, max_bytes=max_bytes, max_line_bytes=max_line_bytes)
+    for count, (n, line) in enumerate(lines, 1):
+        if count > max_rows:
+            raise PlanInputError(
+                f"more than {max_rows:,} rows; a {what} may have at most {max_rows:,}",
+                source=source,
+                line=n,
+            )
+        obj = parse_json(line, source=source, line=n, walk=False)
         if not isinstance(obj, dict):
             raise PlanInputError(
                 f"expected a JSON object, got {type(obj).__name__}", source=source, line=n
@@ -763,6 +909,13 @@ class AtomicGroup(_AllOrNothing):
         except OSError as exc:
             raise _write_error(writer.path, exc, field) from None
 
+    def stream(self, path: Path | str, *, field: str | None = None) -> IO[str]:
+        """A text stream to ``path`` (UTF-8, ``\\n`` line ends) staged with the others: written
+        by the caller, renamed with the rest when the group commits, removed if it aborts."""
+        writer = AtomicWriter(path, newline="\n", field=field, fsync=self.fsync)
+        self.staged.append(writer)
+        return writer.handle
+
     def __enter__(self) -> AtomicGroup:
         return self
 
@@ -773,6 +926,14 @@ class AtomicGroup(_AllOrNothing):
 
     def commit(self) -> None:
         staged, self.staged = self.staged, []
+        for writer in staged:  # streams the caller wrote: complete them on disk first
+            if not writer.handle.closed:
+                try:
+                    writer._finish_temp()
+                except OSError as exc:
+                    for w in staged:
+                        w.abort()
+                    raise _write_error(writer.path, exc, writer.field) from None
         # Keep each existing target under a second name (a hard link: the target itself never
         # disappears) so that a failed rename can put the earlier ones back.
         backups: list[Path | None] = []

@@ -59,6 +59,7 @@ COMMANDS: dict[str, str] = {
     "calibrate": "calibrate_cmd",
     "profiles": "profiles_cmd",
     "aic": "aic_cmd",
+    "workload": "workload_cmd",
 }
 _registered: set[str] = set()
 # Options of the app itself that take a value (they may stand before the command's name).

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dualpath_plan.physics import model as phys
+from dualpath_plan.physics.workload import turn_mix
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.profiles.schemas import (
     GpuProfile,
@@ -106,5 +107,47 @@ def derived_quantities(profile: ProfileBase, registry: Registry) -> list[Derived
             )
         return out
     if isinstance(profile, WorkloadProfile):
+        if profile.trace_file:
+            return _trace_quantities(profile, registry)
         return [Derived("hit_rate", profile.hit_rate, "", "context / (context + append)")]
     return []
+
+
+def _trace_quantities(workload: WorkloadProfile, registry: Registry) -> list[Derived]:
+    """A trace workload's statistics from its trace (what every command runs on), not the
+    profile's means."""
+    mix = turn_mix(workload, profile_path=registry.origins.get(("workload", workload.id)))
+    counts = mix.trajectory_turns
+    src = f"from {workload.trace_file}"
+    return [
+        Derived("trace_turns", float(mix.weight.size), "turns", f"{src}: its rows"),
+        Derived(
+            "trace_turns_per_trajectory",
+            counts.mean,
+            "turns",
+            f"{src}: the mean of each trajectory's count",
+        ),
+        Derived("trace_longest_trajectory", counts.longest, "turns", f"{src}: the most turns"),
+        Derived(
+            "trace_context_tokens",
+            mix.mean(mix.cached_tokens),
+            "tokens",
+            f"{src}: mean cached context per turn",
+        ),
+        Derived(
+            "trace_append_tokens", mix.mean(mix.append_tokens), "tokens", f"{src}: mean per turn"
+        ),
+        Derived(
+            "trace_generated_tokens",
+            mix.mean(mix.generated_tokens),
+            "tokens",
+            f"{src}: mean per turn",
+        ),
+        Derived(
+            "hit_rate",
+            mix.hit_rate,
+            "",
+            f"{src}: cached / (cached + appended) tokens; the commands run on the trace's "
+            "rows, not on the means above",
+        ),
+    ]
