@@ -436,3 +436,21 @@ def test_burstier_arrivals_never_raise_the_aps(cv, more, p, d) -> None:
 
     assert aps(cv + more) <= aps(cv) * (1 + 1e-9)
     assert aps(1.0) == evaluate_mode(sc, "dualpath", ServingConfig()).aps
+
+
+def test_size_gives_the_modes_that_run_and_says_why_the_others_cannot(cli) -> None:
+    """A cluster basic cannot run (no room for a whole request's KV without layer-wise
+    prefill) still gets the other modes' answers; the JSON names the missing mode's reason
+    and the ratios it would enter are null, never NaN."""
+    args = ("--set", "workload.context_tokens=150000", "--set", "node.prefill_hbm_reserve_gbyte=18")
+    result = cli("size", *args, "--json")
+    assert result.code == 0, result.err
+    data = result.json()
+    assert "basic" not in data["modes"] and "dualpath" in data["modes"]
+    assert "cannot hold one request's KV" in data["infeasible"]["basic"]
+    assert data["speedup"] == {"jct": None, "aps": None}
+    assert "basic: cannot run this cluster" in cli("size", *args).out
+    # No mode at all: one line, exit 2, naming the flag.
+    none = cli("size", "--model", "kimi-k2", "-D", "4")
+    assert none.code == 2 and "no mode can run this cluster" in none.err
+    assert "-P/--prefill-nodes" in none.err and none.err.count("\n") == 1

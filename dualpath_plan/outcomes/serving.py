@@ -39,7 +39,7 @@ over arrays of clusters.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from dualpath_plan.outcomes.paths import check_feasible
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import PrefillEngine
 from dualpath_plan.physics.links import LINKS, Num
-from dualpath_plan.physics.modes import REPORT_MODES, ModeName
+from dualpath_plan.physics.modes import MODE_TABLE, REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import TurnCounts
 from dualpath_plan.scenario.assemble import Assembly, assemble
 from dualpath_plan.scenario.bundle import Scenario
@@ -225,10 +225,16 @@ def mode_core(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeCore:
             phys.kv_bytes_for_context(sc.model, sc.turn_demand.mean(sc.turn_demand.context_tokens))
         )
         reserve = sc.prefill_node.prefill_hbm_reserve_gbyte if sc.options.efficiencies else 0.0
+        free = float(np.asarray(pm.free_hbm_bytes)) / 1e9
+        held = (
+            f"one layer of one request's KV ({pm.kv_bytes_per_request / 1e9:.3g} GB)"
+            if MODE_TABLE[mode].layerwise
+            else f"one request's KV ({per / 1e9:.2f} GB, no layer-wise prefill)"
+        )
+        hint = "" if MODE_TABLE[mode].layerwise else ", or use a mode with layer-wise prefill"
         raise InfeasibleError(
-            f"in {mode}, a prefill GPU cannot hold one request's KV ({per / 1e9:.2f} GB, no "
-            f"layer-wise prefill) beside its share of the weights and the {reserve:g} GB "
-            "reserve; add prefill nodes, or use a mode with layer-wise prefill",
+            f"in {mode}, a prefill GPU cannot hold {held}: its share of the weights and the "
+            f"{reserve:g} GB reserve leave {free:.3g} GB; add prefill nodes{hint}",
             field="prefill_nodes",
         )
     sol = sat.solution
@@ -315,21 +321,30 @@ class SizeReport:
     config: ServingConfig
     gb_per_pflop: float
     modes: dict[OutcomeMode, ModeOutcome]
+    # Modes the cluster cannot run at all, and why (not strict: the others are still given).
+    infeasible: dict[OutcomeMode, str] = field(default_factory=dict)
+
+    def _ratio(self, a: OutcomeMode, b: OutcomeMode, metric: str) -> float:
+        """metric of a over metric of b; NaN where either mode has no outcome or b is 0."""
+        if a not in self.modes or b not in self.modes:
+            return math.nan
+        den = float(getattr(self.modes[b], metric))
+        return float(getattr(self.modes[a], metric)) / den if den > 0 else math.nan
 
     @property
     def speedup_jct(self) -> float:
-        return self.modes["basic"].jct_s / self.modes["dualpath"].jct_s
+        """basic over dualpath JCT (NaN where either cannot run)."""
+        return self._ratio("basic", "dualpath", "jct_s")
 
     @property
     def speedup_aps(self) -> float:
         """dualpath over basic APS (NaN where basic serves no agents: no ratio exists)."""
-        b = self.modes["basic"].aps
-        return self.modes["dualpath"].aps / b if b > 0 else math.nan
+        return self._ratio("dualpath", "basic", "aps")
 
     @property
     def oracle_gap(self) -> float:
         """How much longer dualpath's JCT is than oracle's (0 = reaches oracle)."""
-        return self.modes["dualpath"].jct_s / self.modes["oracle"].jct_s - 1.0
+        return self._ratio("dualpath", "oracle", "jct_s") - 1.0
 
 
 def evaluate(
@@ -340,8 +355,24 @@ def evaluate(
 ) -> SizeReport:
     """All modes of a scenario. A mode whose SLOs no arrival rate meets has an APS of 0 and
     says why (``unreachable_reason``); ``strict``: when that is every mode, it is an error (the
-    CLI's exit 2) rather than a table of zeros."""
-    out = {m: evaluate_mode(sc, m, cfg) for m in modes}
+    CLI's exit 2) rather than a table of zeros, and a mode the cluster cannot run at all is an
+    error too. Not strict, such a mode is left out with its reason (``infeasible``) while
+    another runs; when none runs, the last mode's error is raised."""
+    out: dict[OutcomeMode, ModeOutcome] = {}
+    infeasible: dict[OutcomeMode, str] = {}
+    # When no mode runs, the last one's reason: the modes go from basic to the oracle, the
+    # least demanding (layer-wise prefill, no I/O), so its reason holds for all.
+    last: InfeasibleError | None = None
+    for m in modes:
+        try:
+            out[m] = evaluate_mode(sc, m, cfg)
+        except InfeasibleError as exc:
+            if strict:
+                raise
+            last = exc
+            infeasible[m] = exc.detail
+    if not out and last is not None:
+        raise InfeasibleError(f"no mode can run this cluster: {last.detail}", field=last.field)
     if strict and all(o.aps_limit == "unreachable" for o in out.values()):
         o = next(iter(out.values()))
         which = "TTFT" if not o.online_ttft_s <= cfg.ttft_slo_s else "TPOT"
@@ -349,7 +380,7 @@ def evaluate(
             f"no arrival rate meets the SLOs in any mode: {unreachable_reason(o, cfg)}",
             field="--ttft-slo" if which == "TTFT" else "--tpot-slo",
         )
-    return SizeReport(sc, cfg, sc.turn_demand.gb_per_pflop, out)
+    return SizeReport(sc, cfg, sc.turn_demand.gb_per_pflop, out, infeasible)
 
 
 def unreachable_reason(o: ModeOutcome, cfg: ServingConfig) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dualpath_plan.outcomes.limits import LinkLimit
@@ -93,8 +94,9 @@ def size_payload(r: SizeReport, intervals: OutcomeIntervals | None = None) -> di
         "intervals": intervals_payload(intervals) if intervals is not None else None,
         "gb_per_pflop": r.gb_per_pflop,
         "modes": modes,
-        "speedup": {"jct": r.speedup_jct, "aps": _finite(r.speedup_aps)},
-        "oracle_gap": r.oracle_gap,
+        "infeasible": dict(r.infeasible),  # modes the cluster cannot run, and why
+        "speedup": {"jct": _finite(r.speedup_jct), "aps": _finite(r.speedup_aps)},
+        "oracle_gap": _finite(r.oracle_gap),
     }
 
 
@@ -226,10 +228,14 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
             console.print(
                 f"{m}: APS 0, no arrival rate meets the SLOs: {unreachable_reason(o, r.config)}"
             )
+    for m, why in r.infeasible.items():
+        console.print(escape(f"{m}: cannot run this cluster: {why}"), highlight=False)
     aps = f"{r.speedup_aps:.2f}x" if math.isfinite(r.speedup_aps) else "n/a (basic serves none)"
+    faster = f"{r.speedup_jct:.2f}x faster" if math.isfinite(r.speedup_jct) else "n/a"
+    gap = f"{r.oracle_gap:+.1%}" if math.isfinite(r.oracle_gap) else "n/a"
     console.print(
-        f"dualpath vs basic: JCT {r.speedup_jct:.2f}x faster, APS {aps}; "
-        f"gap to oracle {r.oracle_gap:+.1%}; KV working set by Little's law (paper 2.5)"
+        f"dualpath vs basic: JCT {faster}, APS {aps}; "
+        f"gap to oracle {gap}; KV working set by Little's law (paper 2.5)"
     )
     console.print(efficiency_line(sc), highlight=False)
     if intervals is not None:
