@@ -341,3 +341,41 @@ def test_readme_example_is_what_check_prints(cli, monkeypatch: pytest.MonkeyPatc
     shown = [line for line in block if line.strip() and line != "..."]
     assert len(shown) > 5
     assert shown == [line.rstrip() for line in printed[: len(shown)]]
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--cnic-count", "0"),
+        ("--snic-gbit-s", "-400"),
+        ("--release-year", "1800"),
+        ("--id", "../x"),
+    ],
+)
+def test_a_bad_flag_is_named_as_a_flag(cli, tmp_path, flag, value) -> None:
+    """A flag's bad value is the flag's fault, not the system file's (a CNIC count of 0
+    divided by zero)."""
+    args = list(FLAGS)
+    if flag in args:
+        args[args.index(flag) + 1] = value
+    else:
+        args += [flag, value]
+    out = tmp_path / "out"
+    err = one_line_error(
+        cli("aic", "import-system", str(DATA / "h200_sxm.yaml"), "--out", str(out), *args)
+    )
+    assert f"field '{flag}'" in err and "h200_sxm.yaml" not in err
+    assert not out.exists()
+
+
+def test_check_will_not_overwrite_its_input(cli, tmp_path) -> None:
+    result = tmp_path / "best.csv"
+    shutil.copy(DATA / "best_config_topn_disagg.csv", result)
+    before = result.read_bytes()
+    err = one_line_error(
+        cli("aic", "check", str(result), "--node", "dualpath-hopper", "--out", str(result))
+    )
+    assert "field '--out'" in err and result.read_bytes() == before
+    out = tmp_path / "annotated.csv"
+    shown = cli("aic", "check", str(result), "--node", "dualpath-hopper", "--out", str(out))
+    assert shown.code == 0 and f"wrote {out}" in shown.out

@@ -342,7 +342,7 @@ HOSTILE = [
         "burstgpt",
         "g.csv",
         "Timestamp,Model\n1,GPT-4\n",
-        ["g.csv", "'Session ID'", "missing column"],
+        ["g.csv", "'Request tokens'", "missing column"],
     ),
     (
         "csv",
@@ -432,3 +432,19 @@ def test_options_that_do_not_apply_are_refused(cli, tmp_path: Path) -> None:
     assert result.code == 2 and "reads one" in result.err
     result = cli("workload", "import", str(path), "--format", "burstgpt", "--id", "Bad Id")
     assert result.code == 2 and "'--id'" in result.err
+
+
+def test_burstgpt_without_a_session_column_is_one_turn_sessions(cli, tmp_path) -> None:
+    """The first public BurstGPT release has no Session ID: each request is its own session,
+    said plainly, nothing cached."""
+    path = tmp_path / "b1.csv"
+    path.write_text(
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5,ChatGPT,472,18,490,Conversation log\n45,ChatGPT,1087,17,1104,Conversation log\n"
+    )
+    result = cli("workload", "import", str(path), "--format", "burstgpt", "--json")
+    assert result.code == 0, result.err
+    text = json.dumps(result.json())
+    assert "one-turn session of its own" in text
+    shown = cli("workload", "import", str(path), "--format", "burstgpt")
+    assert "no 'Session ID' column" in shown.out

@@ -8,7 +8,9 @@ from typing import Annotated
 import typer
 
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
+from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import atomic_write
+from dualpath_plan.profiles.schemas import profile_id_error
 from dualpath_plan.scenario.spec import DEFAULT_SPEC
 
 app = typer.Typer(
@@ -76,6 +78,8 @@ def import_system_cmd(
     from dualpath_plan.profiles.registry import write_profiles
     from dualpath_plan.reports import aic as report
 
+    if profile_id is not None and (why := profile_id_error(profile_id)) is not None:
+        raise PlanInputError(why, field="--id")
     flags = NodeFlags(snic_count, snic_gbit_s, dram_gbyte, dram_gbyte_s, cnic_count, release_year)
     gpu, node = import_system(system, flags, profile_id)
     written = write_profiles([gpu, node], out, field="--out", only_set=True)
@@ -117,14 +121,22 @@ def check_cmd(
     from dualpath_plan.outcomes.aic import check_aic
     from dualpath_plan.reports import aic as report
 
+    if out is not None and out.exists() and result.exists() and out.samefile(result):
+        raise PlanInputError(
+            "is the AIConfigurator result being checked; write the annotated copy elsewhere",
+            source=str(out),
+            field="--out",
+        )
     registry = load_registry(profiles, set_)
     checked = check_aic(result, registry, node=node, storage=None if storage == "none" else storage)
     if out is not None:
         atomic_write(out, report.check_csv(checked), field="--out")
     if as_json:
-        print_json(report.check_payload(checked))
+        print_json({**report.check_payload(checked), "out": str(out) if out else None})
     else:
         report.render_check(checked, stdout)
+        if out is not None:
+            stdout.print(f"wrote {out}", highlight=False)
 
 
 def register(parent: typer.Typer) -> None:

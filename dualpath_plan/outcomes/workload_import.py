@@ -21,9 +21,7 @@ from dualpath_plan.physics.traces import (
 )
 from dualpath_plan.physics.workload import TRACE_COLUMNS
 from dualpath_plan.profiles.registry import profile_to_toml, validate_profile
-from dualpath_plan.profiles.schemas import WorkloadProfile
-
-_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+from dualpath_plan.profiles.schemas import WorkloadProfile, profile_id_error
 
 
 @dataclass(frozen=True)
@@ -51,12 +49,9 @@ def trace_files(paths: Sequence[Path], options: ImportOptions) -> list[Path]:
 def workload_id(paths: Sequence[Path], given: str | None) -> str:
     """The imported workload's id: ``--id``, else the (first) file's name made an id."""
     if given is not None:
-        if not _ID.match(given):
-            raise PlanInputError(
-                f"{given!r} is not a profile id; expected lower-case letters, digits, '.', "
-                "'_' and '-', starting with a letter or digit",
-                field="--id",
-            )
+        why = profile_id_error(given)
+        if why is not None:
+            raise PlanInputError(why, field="--id")
         return given
     stem = paths[0].stem if paths else "trace"
     made = re.sub(r"[^a-z0-9._-]+", "-", stem.lower()).strip("-._") or "trace"

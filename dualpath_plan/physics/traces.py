@@ -515,6 +515,10 @@ def _burstgpt(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
     session_field = options.session_field or DEFAULT_SESSION_FIELD["burstgpt"]
     read = TraceRead(iter(()), (source,), None, "Timestamp (s)", [BURSTGPT_ASSUMPTION])
 
+    # The first public release (BurstGPT_1.csv) has no session column: without --session-field
+    # each request is then a one-turn session of its own, and says so.
+    given = options.session_field is not None
+
     def turns() -> Iterator[Turn]:
         previous: dict[str, int] = {}
         rows = iter_csv_rows(
@@ -522,10 +526,28 @@ def _burstgpt(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
             what="BurstGPT trace",
             max_bytes=MAX_TRACE_BYTES,
             max_rows=MAX_TRACE_ROWS,
-            required=("Timestamp", session_field, "Model", "Request tokens", "Response tokens"),
+            required=(
+                "Timestamp",
+                *((session_field,) if given else ()),
+                "Model",
+                "Request tokens",
+                "Response tokens",
+            ),
         )
+        noted = False
         for line, row in rows:
-            session = _session_id(row[session_field], source=source, line=line, field=session_field)
+            if session_field in row:
+                session = _session_id(
+                    row[session_field], source=source, line=line, field=session_field
+                )
+            else:
+                if not noted:
+                    read.notes.append(
+                        f"no '{session_field}' column: each request is a one-turn session of its "
+                        "own, so nothing is cached (no turn chaining is invented)"
+                    )
+                    noted = True
+                session = f"request-{line}"
             model = row["Model"].strip()
             if model not in BURSTGPT_MODELS:
                 raise PlanInputError(

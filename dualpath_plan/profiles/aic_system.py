@@ -76,7 +76,20 @@ class NodeFlags:
         "release_year": "--release-year",
     }
 
+    # Field -> the range a value must lie in: counts from one, rates and sizes positive and
+    # below any real server's (a NIC far beyond 1.6 Tb/s, 64 TB of DRAM, a GPU before 2010).
+    RANGES = {  # noqa: RUF012
+        "snic_count": (1, 64),
+        "snic_gbit_s": (1.0, 10_000.0),
+        "dram_gbyte": (1.0, 64_000.0),
+        "dram_gbyte_s": (1.0, 100_000.0),
+        "cnic_count": (1, 64),
+        "release_year": (2010, 2100),
+    }
+
     def check(self) -> None:
+        """Every flag given, each within its range: a bad value names its flag (it is not the
+        system file's)."""
         missing = [flag for name, flag in self.FLAGS.items() if getattr(self, name) is None]
         if missing:
             raise PlanInputError(
@@ -85,6 +98,12 @@ class NodeFlags:
                 "--dram-gbyte 2048 --dram-gbyte-s 500 --cnic-count 8 --release-year 2024)",
                 field=", ".join(missing),
             )
+        for name, (low, high) in self.RANGES.items():
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and low <= value <= high):
+                raise PlanInputError(
+                    f"expected {low:g} to {high:g}, got {value!r}", field=self.FLAGS[name]
+                )
 
 
 def default_id(path: Path) -> str:

@@ -17,6 +17,7 @@ architecture) are computed by code, never typed in.
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, model_validator
@@ -47,6 +48,20 @@ HfName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", max_lengt
 # A spread around a mean, as a share of it: 0 <= s <= 1.
 Spread = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]
 
+# A profile id: the file name without .toml.
+ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+
+
+def profile_id_error(given: str) -> str | None:
+    """Why ``given`` is not a profile id, or None."""
+    if re.match(ID_PATTERN, given) and len(given) <= 100:
+        return None
+    return (
+        f"{given!r} is not a profile id; expected lower-case letters, digits, '.', '_' and "
+        "'-', starting with a letter or digit, at most 100 characters"
+    )
+
+
 Kind = Literal["gpu", "node", "storage", "model", "workload"]
 KINDS: tuple[Kind, ...] = ("gpu", "node", "storage", "model", "workload")
 Dtype = Literal["bf16", "fp8", "fp4"]
@@ -59,7 +74,7 @@ class ProfileBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_assignment=True)
 
     kind: Kind
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    id: str = Field(pattern=ID_PATTERN)
     name: str
     description: str = ""
     # Field name -> list of sources (URL or paper section); "*" for the profile as a whole.
