@@ -305,7 +305,7 @@ HOSTILE = [
         "mooncake",
         "t.jsonl",
         _mooncake_line(hash_ids=[1, 2, 3]),
-        ["line 1", "'hash_ids'", "at most 2"],
+        ["line 1", "'hash_ids'", "expected 1 to 2 hash ids"],
     ),
     ("mooncake", "t.jsonl", _mooncake_line(hash_ids=[1, "x"]), ["line 1", "'hash_ids'"]),
     ("mooncake", "t.jsonl", _mooncake_line(input_length=1e999), ["line 1", "finite"]),
@@ -368,7 +368,7 @@ HOSTILE = [
                 "requests": [{"in": 10, "out": 1, "hash_ids": [1, 2]}],
             }
         ),
-        ["k.json", "'requests[0].hash_ids'", "at most 1"],
+        ["k.json", "'requests[0].hash_ids'", "expected 0 to 1 hash ids"],
     ),
     (
         "kv-cache-tester",
@@ -414,7 +414,7 @@ def test_a_binary_file_is_one_line(cli, tmp_path: Path) -> None:
 def test_a_failed_import_leaves_the_previous_one_intact(cli, tmp_path: Path) -> None:
     out = tmp_path / "out"
     path = tmp_path / "t.jsonl"
-    path.write_text(GOOD + "\n" + _mooncake_line(input_length=3000, hash_ids=[1, 2, 3]) + "\n")
+    path.write_text(GOOD + "\n" + _mooncake_line(input_length=1500, hash_ids=[1, 2, 3]) + "\n")
     run_import(cli, str(path), "--format", "mooncake", "--out", str(out))
     before = {p.name: p.read_bytes() for p in (out / "workload").iterdir()}
     path.write_text(GOOD + "\n" * 5 + "{bad\n")
@@ -448,3 +448,14 @@ def test_burstgpt_without_a_session_column_is_one_turn_sessions(cli, tmp_path) -
     assert "one-turn session of its own" in text
     shown = cli("workload", "import", str(path), "--format", "burstgpt")
     assert "no 'Session ID' column" in shown.out
+
+
+def test_a_hash_list_shorter_than_the_input_is_refused(cli, tmp_path) -> None:
+    """Fewer hash ids than the input's full blocks would undercount its hit."""
+    path = tmp_path / "short.jsonl"
+    path.write_text(
+        '{"timestamp": 0, "input_length": 10000, "output_length": 5, "hash_ids": [1]}\n'
+    )
+    result = cli("workload", "import", str(path), "--format", "mooncake")
+    assert result.code == 2 and "expected 19 to 20 hash ids" in result.err
+    assert "line 1" in result.err and "'hash_ids'" in result.err

@@ -167,12 +167,15 @@ def _hash_ids(
             line=line,
             field=field,
         )
+    # Full blocks at least (kv-cache-tester lists those), a partial last one at most (Mooncake
+    # lists it too): fewer ids would undercount the hit, more cannot be.
     most = -(-input_tokens // block)
-    if len(value) > most:
+    least = input_tokens // block
+    if not least <= len(value) <= most:
         raise PlanInputError(
-            f"{len(value):,} blocks of {block} tokens are more than the input's "
-            f"{input_tokens:,} tokens fill (at most {most:,}); expected hash ids consistent "
-            f"with the input length",
+            f"{len(value):,} blocks of {block} tokens for an input of {input_tokens:,} tokens; "
+            f"expected {least:,} to {most:,} hash ids (the input's full blocks, and its "
+            "partial last one or not)",
             source=source,
             line=line,
             field=field,
