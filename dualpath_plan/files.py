@@ -29,7 +29,7 @@ import re
 import secrets
 import stat
 import tomllib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -624,27 +624,10 @@ def iter_jsonl_objects(
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) of a JSON Lines file: blank lines skipped, every other line a JSON
     object with the ``required`` keys, at most ``max_rows`` of them."""
-    source = str(path)
     if text is None:
         text = read_text(path, what=what, max_bytes=max_bytes)
-    for count, (n, line) in enumerate(_lines(text, comments=False), 1):
-        if count > max_rows:
-            raise PlanInputError(
-                f"more than {max_rows:,} rows; a {what} may have at most {max_rows:,}",
-                source=source,
-                line=n,
-            )
-        obj = parse_json(line, source=source, line=n)
-        if not isinstance(obj, dict):
-            raise PlanInputError(
-                f"expected a JSON object, got {type(obj).__name__}", source=source, line=n
-            )
-        for name in required:
-            if name not in obj:
-                raise PlanInputError(
-                    f"missing; expected {', '.join(required)}", source=source, line=n, field=name
-                )
-        yield n, obj
+    lines = _lines(text, comments=False)
+    yield from _jsonl_objects(lines, str(path), what, max_rows, required, walk=True)
 
 
 def iter_jsonl_stream(
@@ -658,8 +641,21 @@ def iter_jsonl_stream(
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """:func:`iter_jsonl_objects` read as a stream (:func:`iter_text_lines`), each line parsed
     with ``walk=False``: for files too large to hold (a trace to import)."""
-    source = str(path)
     lines = iter_text_lines(path, what=what, max_bytes=max_bytes, max_line_bytes=max_line_bytes)
+    yield from _jsonl_objects(lines, str(path), what, max_rows, required, walk=False)
+
+
+def _jsonl_objects(
+    lines: Iterable[tuple[int, str]],
+    source: str,
+    what: str,
+    max_rows: int,
+    required: Sequence[str],
+    *,
+    walk: bool,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The checks of both readers: each line a JSON object with the ``required`` keys, at most
+    ``max_rows`` of them."""
     for count, (n, line) in enumerate(lines, 1):
         if count > max_rows:
             raise PlanInputError(
@@ -667,7 +663,7 @@ def iter_jsonl_stream(
                 source=source,
                 line=n,
             )
-        obj = parse_json(line, source=source, line=n, walk=False)
+        obj = parse_json(line, source=source, line=n, walk=walk)
         if not isinstance(obj, dict):
             raise PlanInputError(
                 f"expected a JSON object, got {type(obj).__name__}", source=source, line=n
