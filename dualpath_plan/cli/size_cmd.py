@@ -59,7 +59,7 @@ def size(
             sc, spec, target_aps=target_aps, deadline_s=deadline, max_nodes=max_nodes
         )
         answers = {
-            m: (s.prefill_nodes, s.decode_nodes)
+            m: (s.prefill_nodes, s.decode_nodes, s.outcome)
             for m, s in sizing.modes.items()
             if s.outcome is not None
         }
@@ -71,7 +71,7 @@ def size(
         return
     # Offline answers do not depend on the SLOs: an unmet SLO is reported per mode.
     result = evaluate(sc, spec.serving, strict=False)
-    intervals = mode_intervals(sc, spec.serving, tuple(result.modes))
+    intervals = mode_intervals(sc, spec.serving, tuple(result.modes), result.modes)
     if as_json:
         print_json(report.size_payload(result, intervals))
     else:

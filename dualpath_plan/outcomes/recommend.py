@@ -301,8 +301,9 @@ def recommend(
             sc,
             cfg,
             {
-                m: (rec.candidate.prefill_nodes, rec.candidate.decode_nodes)
+                m: (rec.candidate.prefill_nodes, rec.candidate.decode_nodes, o)
                 for m, rec in recommended.items()
+                if (o := rec.candidate.modes[m]) is not None
             },
         ),
     )

@@ -12,11 +12,11 @@ carries its source's errors only: the error of the transfer itself is not known.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.outcomes.serving import mode_core
+from dualpath_plan.outcomes.serving import ModeOutcome, mode_core
 from dualpath_plan.physics.modes import REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, numeric_bounds
@@ -32,9 +32,6 @@ Z = 1.959963984540054
 class Interval:
     low: float
     high: float
-
-    def contains(self, value: float) -> bool:
-        return self.low <= value <= self.high
 
 
 @dataclass(frozen=True)
@@ -65,9 +62,10 @@ def perturbations(sc: Scenario) -> list[Perturbation]:
     # node and the nodes that transfer from it) move together, fully correlated.
     fits: dict[tuple[str, str], tuple[float, float]] = {}
     for node in (sc.prefill_node, sc.decode_node):
+        # (A field set with --set has lost its standard error: profiles/registry.py.)
         for field, err in node.calibration_stderr.items():
-            if field not in sc.overridden and err > 0:
-                fits[(_fit_of(node, field), field)] = (float(getattr(node, field)), err)
+            if err > 0:
+                fits[(node.calibrated_by(field), field)] = (float(getattr(node, field)), err)
     for (origin, field), (value, err) in fits.items():
         out.append(_perturb_fit(sc, origin, field, value, err))
     if not out:
@@ -105,20 +103,13 @@ def _clipped(
     return max(value - err, bounds[0]), min(value + err, bounds[1])
 
 
-def _fit_of(node: NodeProfile, field: str) -> str:
-    """Whose fit a node's value of ``field`` is: the measured node it was transferred from
-    (the registry cites the transfer), or the node's own."""
-    transferred = any(src.startswith("transferred from") for src in node.sources.get(field, []))
-    return (node.efficiencies_from or node.id) if transferred else node.id
-
-
 def _perturb_fit(sc: Scenario, origin: str, field: str, value: float, err: float) -> Perturbation:
     """The scenario with ``field`` of every node calibrated by ``origin``'s fit moved to one
     standard error below and above its value."""
     lo, hi = _clipped(NodeProfile, field, value, err)
 
     def moved(node: NodeProfile, v: float) -> NodeProfile:
-        if field not in node.calibration_stderr or _fit_of(node, field) != origin:
+        if field not in node.calibration_stderr or node.calibrated_by(field) != origin:
             return node
         out = _moved(node, field, v)
         assert isinstance(out, NodeProfile)
@@ -154,13 +145,15 @@ def intervals_of(
     sc: Scenario,
     outcome: Callable[[Scenario], dict[str, float]],
     moves: list[Perturbation] | None = None,
+    centre: dict[str, float] | None = None,
 ) -> dict[str, Interval | None] | None:
-    """Intervals of every named value ``outcome`` returns for a scenario; None when nothing
-    in the scenario carries a standard error (not calibrated, or speed of light)."""
+    """Intervals of every named value ``outcome`` returns for a scenario (``centre``: its
+    values for ``sc`` where the caller has them already); None when nothing in the scenario
+    carries a standard error (not calibrated, or speed of light)."""
     moves = perturbations(sc) if moves is None else moves
     if not moves:
         return None
-    centre = outcome(sc)
+    centre = outcome(sc) if centre is None else centre
     shifted = [(outcome(p.below), outcome(p.above), p.step) for p in moves]
     return {
         name: interval(v, [(lo[name], hi[name], step) for lo, hi, step in shifted])
@@ -190,9 +183,13 @@ class OutcomeIntervals:
 
 
 def mode_intervals(
-    sc: Scenario, cfg: ServingConfig, modes: tuple[ModeName, ...] = REPORT_MODES
+    sc: Scenario,
+    cfg: ServingConfig,
+    modes: tuple[ModeName, ...] = REPORT_MODES,
+    known: Mapping[ModeName, ModeOutcome] | None = None,
 ) -> OutcomeIntervals:
-    """Intervals of every mode's throughput, JCT and APS from the calibration's errors."""
+    """Intervals of every mode's throughput, JCT and APS from the calibration's errors;
+    ``known``: the modes' outcomes on ``sc`` already evaluated (not evaluated again)."""
 
     def outcome(s: Scenario) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -210,7 +207,12 @@ def mode_intervals(
         return out
 
     moves = perturbations(sc)
-    found = intervals_of(sc, outcome, moves)
+    centre = (
+        {f"{m}.{k}": float(getattr(known[m], k)) for m in modes for k in METRICS}
+        if known is not None and all(m in known for m in modes)
+        else None
+    )
+    found = intervals_of(sc, outcome, moves, centre)
     if found is None:
         return OutcomeIntervals(CONFIDENCE, {}, no_interval_reason(sc))
     by_mode: dict[str, dict[str, Interval | None]] = {
@@ -221,16 +223,17 @@ def mode_intervals(
 
 
 def answer_intervals(
-    sc: Scenario, cfg: ServingConfig, answers: dict[ModeName, tuple[int, int]]
+    sc: Scenario, cfg: ServingConfig, answers: dict[ModeName, tuple[int, int, ModeOutcome]]
 ) -> OutcomeIntervals:
-    """Intervals of each mode's outcome at its own cluster (``answers``: mode -> (P, D)),
-    e.g. inverse sizing's smallest cluster or recommend's best split. The cluster itself is
-    kept: the interval says how sure the answer's throughput, JCT and APS are there."""
+    """Intervals of each mode's outcome at its own cluster (``answers``: mode -> (P, D, the
+    outcome there)), e.g. inverse sizing's smallest cluster or recommend's best split. The
+    cluster itself is kept: the interval says how sure the answer's throughput, JCT and APS
+    are there."""
     by_mode: dict[str, dict[str, Interval | None]] = {}
     fields: tuple[str, ...] = ()
-    for m, (p, d) in answers.items():
+    for m, (p, d, o) in answers.items():
         at = replace(sc, prefill_nodes=p, decode_nodes=d)
-        iv = mode_intervals(at, cfg, (m,))
+        iv = mode_intervals(at, cfg, (m,), {m: o})
         if iv.reason is not None:
             return OutcomeIntervals(CONFIDENCE, {}, iv.reason)
         by_mode[m] = iv.by_mode[m]

@@ -34,6 +34,7 @@ from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import MAX_PROFILE_BYTES, AtomicGroup, check_toml_nesting, load_toml
 from dualpath_plan.profiles.schemas import (
     KINDS,
+    TRANSFERRED_FROM,
     GpuProfile,
     ModelProfile,
     NodeProfile,
@@ -427,7 +428,7 @@ class Registry:
         data["sources"] = {
             **node.sources,
             **{
-                f: [f"transferred from node '{origin.id}': {s}" for s in origin.sources.get(f, [])]
+                f: [TRANSFERRED_FROM.format(origin.id) + s for s in origin.sources.get(f, [])]
                 for f in taken
             },
         }

@@ -173,6 +173,9 @@ class GpuProfile(ProfileBase):
 
 
 EfficiencySource = Literal["measured", "transferred", "datasheet"]
+# How the registry cites a calibration field it transferred from another node (its origin's
+# id), ahead of the origin's own source.
+TRANSFERRED_FROM = "transferred from node '{}': "
 
 
 class NodeProfile(ProfileBase):
@@ -254,6 +257,15 @@ class NodeProfile(ProfileBase):
     # ... and, for dense models (tensor parallel within a node), two all-reduces per layer,
     # each this latency plus its bytes over NVLink.
     tp_allreduce_latency_s: NonNegative = 0.0
+
+    def calibrated_by(self, field: str) -> str:
+        """Whose calibration ``field`` holds: the measured node it was transferred from (the
+        registry cites each transferred field with TRANSFERRED_FROM), or this node's own."""
+        if self.efficiencies_from is not None:
+            mark = TRANSFERRED_FROM.format(self.efficiencies_from)
+            if any(src.startswith(mark) for src in self.sources.get(field, [])):
+                return self.efficiencies_from
+        return self.id
 
     @model_validator(mode="after")
     def _efficiency_source(self) -> NodeProfile:

@@ -54,15 +54,9 @@ class NodeEfficiencies:
             for f in NodeProfile.CALIBRATION_FIELDS
             if getattr(node, f) != defaults[f].default
         }
-        # The registry cites every field it transferred (profiles/registry.py, _transferred).
         set_here = tuple(f for f in overridden if f in NodeProfile.CALIBRATION_FIELDS)
         own = (
-            tuple(
-                f
-                for f in values
-                if f not in set_here
-                and not any(src.startswith("transferred from") for src in node.sources.get(f, []))
-            )
+            tuple(f for f in values if f not in set_here and node.calibrated_by(f) == node.id)
             if node.efficiency_source == "transferred"
             else ()
         )
