@@ -50,6 +50,7 @@ COMMANDS: dict[str, str] = {
     "size": "size_cmd",
     "recommend": "recommend_cmd",
     "sweep": "sweep_cmd",
+    "simulate": "simulate_cmd",
     "ratio": "physics_cmd",
     "trend": "physics_cmd",
     "bounds": "paths_cmd",

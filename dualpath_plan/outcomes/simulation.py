@@ -79,6 +79,11 @@ BETA_COMPUTE_S = 5.0
 QUOTA_PER_LAYER_S = 0.300
 HIGH_TOKEN_MARGIN = 1.05
 
+# Online, a run is stable when the turns that start after the warm-up are at least this share
+# of those the arrivals offer (APS x mean turns x the measured span): an unstable queue lets
+# agents start ever fewer turns.
+STABLE_SHARE = 0.9
+
 # Event kinds.
 _TURN, _SERVER, _FORWARD, _DELAY, _AGENT, _WINDOW = range(6)
 # Phases of a turn that wait on links.
@@ -93,9 +98,10 @@ class SimConfig:
     mode: ModeName = "dualpath"
     agents: int | None = 2048
     aps: float | None = None
-    # Online: arrivals over this long (default three lifetimes of the longest agent at light
-    # load) and turns measured after the warm-up (default one such lifetime: the arrival
-    # rate of turns is steady only once the first agents' longest trajectories could end).
+    # Online: arrivals over this long (default four lifetimes of the longest agent at light
+    # load) and turns measured after the warm-up (default two such lifetimes: the rate of
+    # turns is steady only once the first agents' longest trajectories could end, and under
+    # load a lifetime stretches).
     duration_s: float | None = None
     warmup_s: float | None = None
     seed: int = 0
@@ -104,6 +110,7 @@ class SimConfig:
     queued_utilization: float = 0.25
     prefill_quota_s: float | None = None  # a forward pass at most; default 300 ms x layers
     max_events: int = 500_000_000
+    keep_turns: bool = False  # every turn's record (--trace-out); otherwise only statistics
 
     def __post_init__(self) -> None:
         if (self.agents is None) == (self.aps is None):
@@ -193,6 +200,24 @@ class ServerSeries:
 
 
 @dataclass(frozen=True)
+class TurnLog:
+    """Every turn's record, in turn order (agent by agent): when it started, its latencies,
+    where it ran and which side read its KV (NaN latencies: not finished by the end)."""
+
+    agent: np.ndarray
+    turn: np.ndarray  # index within the agent's trajectory
+    start_s: np.ndarray
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    done_s: np.ndarray
+    prefill_gpu: np.ndarray
+    decode_node: np.ndarray
+    read_on_decode: np.ndarray  # bool
+    hit_gbyte: np.ndarray
+    prompt_tokens: np.ndarray
+
+
+@dataclass(frozen=True)
 class SimResult:
     """What a simulation measured. Offline: the JCT of all agents and the throughput while the
     cluster is saturated (from 10% to 50% of all turns done); online: the throughput over the
@@ -223,7 +248,9 @@ class SimResult:
     snic_bytes: np.ndarray  # [window, node]: storage reads per node (P nodes, then D)
     servers: tuple[ServerSeries, ...]
     unfinished: int  # online: agents still running at the end
-    stable: bool  # online: the queue did not grow without bound
+    stable: bool  # online: the measured turn rate kept up with the offered one
+    offered_turns_per_s: float  # online: APS x mean turns per agent
+    turn_log: TurnLog | None = None
 
 
 class _Server:
@@ -452,8 +479,8 @@ def simulate(
             + sc.workload.tool_latency_s
         )
         life = d.trajectory_turns.longest * cycle
-        duration = cfg.duration_s if cfg.duration_s is not None else 3.0 * life
-        warmup = cfg.warmup_s if cfg.warmup_s is not None else min(life, duration / 2)
+        duration = cfg.duration_s if cfg.duration_s is not None else 4.0 * life
+        warmup = cfg.warmup_s if cfg.warmup_s is not None else min(2.0 * life, duration / 2)
         cfg = replace(cfg, duration_s=duration, warmup_s=warmup)
     if cfg.online:
         assert cfg.aps is not None
@@ -562,6 +589,9 @@ class _Engine:
         gpu_tokens_s = b / (self.t0 + b * pm.u_s) * mean_prompt
         self.beta = BETA_COMPUTE_S * gpu_tokens_s
         self.alpha = [ALPHA_READ_S * r for r in self.read_rate]  # bytes, per node
+        self.offered = (
+            (cfg.aps or 0.0) * sc.turn_demand.trajectory_turns.mean if cfg.online else 0.0
+        )
         # The even mode's share of reads on the DE side (the sides' read capacity).
         self.split = float(np.asarray(asm.links.even_share))
 
@@ -590,6 +620,7 @@ class _Engine:
         on_de = [False] * n_turns_total
         pending = [0] * n_turns_total  # jobs left in the current phase
         t_start = [0.0] * n_turns_total
+        t_started = [False] * n_turns_total
         t_prefilled = [0.0] * n_turns_total
         remaining_u = self.u.tolist()
         kv_pass = self.kv_pass.tolist()
@@ -639,6 +670,9 @@ class _Engine:
         read_queue, read_bytes = self.read_queue, self.read_bytes
         agents_alive = 0
         window_turns = 0
+        measured_starts = 0
+        warmup = cfg.warmup if cfg.online else 0.0
+        duration = cfg.duration if cfg.online else math.inf
 
         def schedule(s: _Server) -> None:
             nonlocal seq
@@ -869,8 +903,11 @@ class _Engine:
             push(heap, (at, seq, _TURN, t, 0))
 
         def start_turn(t: int) -> None:
-            nonlocal in_flight, live_kv
+            nonlocal in_flight, live_kv, measured_starts
             t_start[t] = now
+            t_started[t] = True
+            if warmup <= now <= duration:
+                measured_starts += 1
             in_flight += 1
             live_kv += kv_prompt[t]
             if assign(t):
@@ -904,7 +941,14 @@ class _Engine:
         while heap:
             now, _, kind, a, b = pop(heap)
             if now > horizon:
-                break
+                # Online, arrivals are over: a queue that kept up drains (every measured agent
+                # finishes), one that did not stops here.
+                horizon = math.inf
+                offered = self.offered * (cfg.duration - cfg.warmup)
+                stable = measured_starts >= STABLE_SHARE * offered
+                if not stable:
+                    now = cfg.duration
+                    break
             events += 1
             if kind == _SERVER:
                 s = servers[a]
@@ -963,12 +1007,9 @@ class _Engine:
                 last_read = list(read_bytes)
                 windows.append((now, window_turns, in_flight, live_kv, busy, gb, rb))
                 window_turns = 0
-                if heap and (agents_alive > 0 or cfg.online):
+                if agents_alive > 0 or (cfg.online and now < cfg.duration):
                     seq += 1
                     push(heap, (now + window, seq, _WINDOW, 0, 0))
-                if cfg.online and in_flight > 20 * max(self.t_max, 1.0) * 600:
-                    stable = False
-                    break
             if events & 4095 == 0:
                 if progress := self.progress:
                     w = wallclock.perf_counter()
@@ -979,146 +1020,151 @@ class _Engine:
                     raise PlanInputError(
                         f"more than {cfg.max_events:,} events: shorten the run", field="--duration"
                     )
-        end = now if not cfg.online else min(now, cfg.duration)
+        self.t_start = np.asarray(t_start)
+        self.t_started = np.asarray(t_started)
         return self._result(
-            ttft,
-            tpot,
-            done_time,
-            agent_end,
-            windows,
-            events,
-            wall0,
-            end,
-            de_read,
-            all_read,
-            gpu_busy_time,
-            stable,
+            _Outcome(
+                ttft=ttft,
+                tpot=tpot,
+                done=done_time,
+                agent_end=agent_end,
+                windows=windows,
+                events=events,
+                wall_s=wallclock.perf_counter() - wall0,
+                end_s=now,
+                de_read=de_read,
+                all_read=all_read,
+                stable=stable,
+                pe_gpu=np.asarray(pe_gpu),
+                de_node=np.asarray(de_node),
+                on_de=np.asarray(on_de),
+            )
         )
 
-    def _result(
-        self,
-        ttft,
-        tpot,
-        done_time,
-        agent_end,
-        windows,
-        events,
-        wall0,
-        end,  # type: ignore[no-untyped-def]
-        de_read,
-        all_read,
-        gpu_busy_time,
-        stable,
-    ) -> SimResult:
+    def _result(self, o: _Outcome) -> SimResult:
         cfg, turns = self.cfg, self.turns
-        start_times = (
-            np.repeat(self.arrivals, turns.agent_turns) if turns.agent_turns.size else np.zeros(0)
-        )
-        done = np.isfinite(done_time)
+        done = np.isfinite(o.done)
+        started = self.t_started
         if cfg.online:
-            lo, hi = cfg.warmup, end
-            measured = done & (done_time >= lo)
-            count = int(np.count_nonzero(measured & (done_time <= hi)))
-            throughput = count / (hi - lo) if hi > lo else 0.0
+            lo, hi = cfg.warmup, cfg.duration
+            # Turns that start in the measured span, agents that arrive in it.
+            measured = started & (self.t_start >= lo) & (self.t_start <= hi)
+            finished = measured & done
+            throughput = int(np.count_nonzero(finished)) / (hi - lo)
             span = (lo, hi)
-            agents_in = (self.arrivals >= lo) & np.isfinite(agent_end)
-            jct_agents = (agent_end - self.arrivals)[agents_in]
+            agents_in = (self.arrivals >= lo) & (self.arrivals <= hi) & np.isfinite(o.agent_end)
+            jct_agents = (o.agent_end - self.arrivals)[agents_in]
             jct = float(jct_agents.mean()) if jct_agents.size else math.nan
-            unfinished = int(np.count_nonzero(~np.isfinite(agent_end)))
+            unfinished = int(np.count_nonzero(~np.isfinite(o.agent_end)))
         else:
-            order = np.sort(done_time[done])
+            # Offline: the throughput while the cluster is saturated, from 10% to 50% of all
+            # turns done (most agents still run; the drain after is the stragglers').
+            order = np.sort(o.done[done])
             n = order.size
-            lo_i, hi_i = int(0.1 * n), max(int(0.5 * n), int(0.1 * n) + 1)
-            if n >= 20:
-                span = (float(order[lo_i]), float(order[min(hi_i, n - 1)]))
-                throughput = (
-                    (min(hi_i, n - 1) - lo_i) / (span[1] - span[0])
-                    if span[1] > span[0]
-                    else math.nan
-                )
+            lo_i, hi_i = n // 10, max(n // 2, n // 10 + 1)
+            if n >= 20 and order[hi_i] > order[lo_i]:
+                span = (float(order[lo_i]), float(order[hi_i]))
+                throughput = (hi_i - lo_i) / (span[1] - span[0])
             else:
                 span = (0.0, float(order[-1]) if n else 0.0)
-                throughput = n / span[1] if span[1] > 0 else math.nan
-            measured = done
-            jct = float(np.nanmax(agent_end)) if agent_end.size else 0.0
-            jct_agents = agent_end - self.arrivals
+                throughput = n / span[1] if span[1] > 0 else 0.0
+            finished = done
+            jct = float(np.max(o.agent_end)) if o.agent_end.size else 0.0
+            jct_agents = o.agent_end - self.arrivals
             unfinished = 0
-        del start_times
         window = cfg.window_s
-        w_end = np.array([w[0] for w in windows])
-        busy = np.array([w[4] for w in windows]) if windows else np.zeros((0, len(self.servers)))
-        gpu = np.array([w[5] for w in windows]) if windows else np.zeros((0, self.gpus))
-        reads = np.array([w[6] for w in windows]) if windows else np.zeros((0, self.P + self.D))
-        in_span = (
-            (w_end > span[0] + window) & (w_end <= span[1]) if w_end.size else w_end.astype(bool)
-        )
+        w = o.windows
+        w_end = np.array([x[0] for x in w], dtype=np.float64)
+        busy = np.array([x[4] for x in w], dtype=np.float64).reshape(len(w), len(self.servers))
+        gpu = np.array([x[5] for x in w], dtype=np.float64).reshape(len(w), self.gpus)
+        reads = np.array([x[6] for x in w], dtype=np.float64).reshape(len(w), self.P + self.D)
+        # Windows wholly inside the measured span.
+        in_span = (w_end - window >= span[0]) & (w_end <= span[1])
         if not in_span.any():
             in_span = np.ones(w_end.size, dtype=bool)
+
+        def mean_in_span(u: np.ndarray) -> float:
+            return float(u[in_span].mean()) if u.size else math.nan
+
         series: list[ServerSeries] = []
         for gi, gr in enumerate(self.groups):
             ids = self.group_servers[gi]
-            if not ids:
+            if ids:
+                u = busy[:, ids].mean(axis=1) / window
                 series.append(
-                    ServerSeries(gr.name, 0, gr.capacity, False, np.zeros(w_end.size), math.nan)
+                    ServerSeries(gr.name, len(ids), gr.capacity, True, u, mean_in_span(u))
                 )
-                continue
-            u = busy[:, ids].mean(axis=1) / window if busy.size else np.zeros(0)
-            mean_u = float(u[in_span].mean()) if u.size else math.nan
-            series.append(ServerSeries(gr.name, len(ids), gr.capacity, True, u, mean_u))
-        dec = busy[:, self.decode_server] / window if busy.size else np.zeros(0)
-        series.append(
-            ServerSeries(
-                "de_decode",
-                1,
-                math.nan,
-                True,
-                dec,
-                float(dec[in_span].mean()) if dec.size else math.nan,
+            else:
+                # Not simulated as a queue: its utilization is its load over its capacity.
+                series.append(ServerSeries(gr.name, 0, gr.capacity, False, np.zeros(0), math.nan))
+        gu = np.minimum(gpu / window, 1.0).mean(axis=1)
+        series.append(ServerSeries("pe_prefill", self.gpus, math.nan, True, gu, mean_in_span(gu)))
+        log = None
+        if cfg.keep_turns:
+            agent = np.repeat(np.arange(turns.agent_turns.size), turns.agent_turns)
+            log = TurnLog(
+                agent=agent,
+                turn=np.arange(agent.size) - np.repeat(turns.first, turns.agent_turns),
+                start_s=np.where(started, self.t_start, np.nan),
+                ttft_s=o.ttft,
+                tpot_s=o.tpot,
+                done_s=o.done,
+                prefill_gpu=o.pe_gpu,
+                decode_node=o.de_node,
+                read_on_decode=o.on_de,
+                hit_gbyte=turns.fields[:, 0] / 1e9,
+                prompt_tokens=turns.cached + turns.append,
             )
-        )
-        gu = gpu.mean(axis=1) / window if gpu.size else np.zeros(0)
-        series.append(
-            ServerSeries(
-                "pe_compute",
-                self.gpus,
-                math.nan,
-                True,
-                gu,
-                float(gu[in_span].mean()) if gu.size else math.nan,
-            )
-        )
-        # Storage reads per node and window: max over avg across the nodes, mean over windows.
-        r = reads[in_span] if reads.size else reads
-        snic = _max_over_avg(r)
-        g = gpu[in_span] if gpu.size else gpu
         return SimResult(
             config=cfg,
             scheduler=self.scheduler,
             mode=cfg.mode,
             turns=int(np.count_nonzero(done)),
             agents=int(self.arrivals.size),
-            events=events,
-            wall_s=wallclock.perf_counter() - wall0,
-            sim_time_s=float(end),
+            events=o.events,
+            wall_s=o.wall_s,
+            sim_time_s=float(o.end_s),
             throughput_turns_per_s=float(throughput),
             throughput_span_s=(float(span[0]), float(span[1])),
             jct_s=jct,
             agent_jct_s=Distribution.of(jct_agents[np.isfinite(jct_agents)]),
-            ttft_s=Distribution.of(ttft[measured & np.isfinite(ttft)]),
-            tpot_s=Distribution.of(tpot[measured & np.isfinite(tpot)]),
-            decode_path_fraction=de_read / all_read if all_read > 0 else 0.0,
-            snic_max_over_avg=snic,
-            prefill_max_over_avg=_max_over_avg(g),
+            ttft_s=Distribution.of(o.ttft[finished & np.isfinite(o.ttft)]),
+            tpot_s=Distribution.of(o.tpot[finished & np.isfinite(o.tpot)]),
+            decode_path_fraction=o.de_read / o.all_read if o.all_read > 0 else 0.0,
+            snic_max_over_avg=_max_over_avg(reads[in_span]),
+            prefill_max_over_avg=_max_over_avg(gpu[in_span]),
             window_s=window,
             window_end_s=w_end,
-            turns_done=np.array([w[1] for w in windows], dtype=np.int64),
-            in_flight=np.array([w[2] for w in windows], dtype=np.int64),
-            working_set_gbyte=np.array([w[3] for w in windows]) / 1e9,
+            turns_done=np.array([x[1] for x in w], dtype=np.int64),
+            in_flight=np.array([x[2] for x in w], dtype=np.int64),
+            working_set_gbyte=np.array([x[3] for x in w], dtype=np.float64) / 1e9,
             snic_bytes=reads,
             servers=tuple(series),
             unfinished=unfinished,
-            stable=stable,
+            stable=o.stable,
+            offered_turns_per_s=self.offered,
+            turn_log=log,
         )
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What the event loop leaves for the statistics."""
+
+    ttft: np.ndarray
+    tpot: np.ndarray
+    done: np.ndarray
+    agent_end: np.ndarray
+    windows: list[tuple[float, int, int, float, list[float], list[float], list[float]]]
+    events: int
+    wall_s: float
+    end_s: float
+    de_read: float
+    all_read: float
+    stable: bool
+    pe_gpu: np.ndarray
+    de_node: np.ndarray
+    on_de: np.ndarray
 
 
 def _max_over_avg(per_window: np.ndarray) -> float:

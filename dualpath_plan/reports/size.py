@@ -127,6 +127,16 @@ def _turns(sc: Scenario) -> str:
     )
 
 
+def scenario_line(sc: Scenario) -> str:
+    """The cluster, storage and workload in one line (rich markup), the first of a report."""
+    return (
+        f"[bold]{sc.model.id}[/bold] on [bold]{sc.prefill_nodes}P{sc.decode_nodes}D[/bold] "
+        f"({sc.prefill_node.id} x {sc.prefill_node.gpus_per_node} {sc.prefill_gpu.id} / "
+        f"{sc.decode_node.id}), storage {sc.storage.id if sc.storage else 'unlimited'}, "
+        f"workload {sc.workload.id} ({_turns(sc)})"
+    )
+
+
 def _unit(seconds: list[float]) -> tuple[float, str]:
     """One unit for a column of durations (hours when the longest is an hour or more)."""
     return (3600.0, "h") if max(seconds, default=0.0) >= 3600 else (1.0, "s")
@@ -151,12 +161,7 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
     def bound(m: str, metric: str) -> Interval | None:
         return iv.get(m, {}).get(metric)
 
-    console.print(
-        f"[bold]{sc.model.id}[/bold] on [bold]{sc.prefill_nodes}P{sc.decode_nodes}D[/bold] "
-        f"({sc.prefill_node.id} x {sc.prefill_node.gpus_per_node} {sc.prefill_gpu.id} / "
-        f"{sc.decode_node.id}), storage {sc.storage.id if sc.storage else 'unlimited'}, "
-        f"workload {sc.workload.id} ({_turns(sc)})"
-    )
+    console.print(scenario_line(sc))
     console.print(
         f"cache-compute ratio {r.gb_per_pflop:.1f} GB/PFLOP, hit rate {sc.turn_demand.hit_rate:.1%}"
     )

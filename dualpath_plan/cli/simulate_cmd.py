@@ -1,0 +1,199 @@
+"""``dualpath-plan simulate``: the discrete-event simulation of a cluster, optionally beside the
+analytical model."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
+from dualpath_plan.cli.options import scenario_options
+from dualpath_plan.errors import PlanInputError
+from dualpath_plan.files import AtomicWriter, atomic_write
+from dualpath_plan.outcomes.simulation import SIM_SCHEDULERS, SimConfig, SimResult, simulate
+from dualpath_plan.physics.modes import mode as mode_named
+from dualpath_plan.reports import simulate as report
+from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.spec import ScenarioSpec
+
+
+def _output(path: Path | None, flag: str, suffixes: tuple[str, ...], inputs: list[Path]) -> None:
+    """An output file: a known suffix, and never one of the run's inputs."""
+    if path is None:
+        return
+    if path.suffix.lower() not in suffixes:
+        raise PlanInputError(
+            f"{path}: expected a file ending in {' or '.join(suffixes)}", field=flag
+        )
+    for source in inputs:
+        if path.exists() and source.exists() and path.samefile(source):
+            raise PlanInputError(f"{path} is an input of this run; choose another file", field=flag)
+
+
+def _compare(sc: Scenario, r: SimResult) -> report.Analytical:
+    """The analytical model for the same cluster and load: ``size``'s offline outcome, or the
+    online model at the simulated arrival rate."""
+    from dualpath_plan.outcomes.serving import evaluate_mode
+
+    c = r.config
+    if not c.online:
+        from dualpath_plan.scenario.spec import ServingConfig
+
+        assert c.agents is not None
+        o = evaluate_mode(sc, r.mode, ServingConfig(agents=c.agents))
+        return report.Analytical(
+            o.throughput_turns_per_s, o.ttft_s, o.tpot_s, o.jct_s, "size, offline"
+        )
+    import math
+
+    import numpy as np
+    from dualpath_plan.outcomes.at_rate import rate_points
+
+    assert c.aps is not None
+    p = rate_points(sc, r.mode, np.asarray([c.aps]))
+    beyond = bool(p.beyond[0])
+
+    def value(a: np.ndarray) -> float | None:
+        v = float(a[0])
+        return None if beyond or not math.isfinite(v) else v
+
+    return report.Analytical(
+        c.aps * sc.turn_demand.trajectory_turns.mean,
+        value(p.ttft_s),
+        value(p.tpot_s),
+        value(p.agent_jct_s),
+        f"size --aps {c.aps:g}",
+    )
+
+
+@scenario_options(groups=("profiles", "cluster", "serving", "terms"))
+def simulate_cmd(
+    spec: ScenarioSpec,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode", help="basic, basic_layerwise, dualpath_unscheduled, even, dualpath or oracle."
+        ),
+    ] = "dualpath",
+    aps: Annotated[
+        float | None,
+        typer.Option(
+            "--aps",
+            help="Online: Poisson arrivals of this many agents/s (otherwise offline: --agents "
+            "started together).",
+            show_default=False,
+        ),
+    ] = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(
+            "--duration",
+            help="Online: seconds of arrivals (default four lifetimes of the longest agent at "
+            "light load).",
+            show_default=False,
+        ),
+    ] = None,
+    warmup: Annotated[
+        float | None,
+        typer.Option(
+            "--warmup",
+            help="Online: seconds before turns are measured (default two such lifetimes).",
+            show_default=False,
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same output).")] = 0,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            help=f"{' or '.join(SIM_SCHEDULERS)} (default: the mode's own: paper for even, "
+            "dualpath and oracle, round_robin for the others).",
+            show_default=False,
+        ),
+    ] = None,
+    window: Annotated[
+        float,
+        typer.Option("--window", help="Seconds per window of the time series and of max/avg."),
+    ] = 10.0,
+    compare: Annotated[
+        bool,
+        typer.Option(
+            "--compare", help="Also run the analytical model and print both with the error."
+        ),
+    ] = False,
+    series_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write the time series per window (.csv) or a chart (.svg).",
+            show_default=False,
+        ),
+    ] = None,
+    trace_out: Annotated[
+        Path | None,
+        typer.Option("--trace-out", help="Write every turn's record (.jsonl).", show_default=False),
+    ] = None,
+    as_json: JsonOpt = False,
+    profiles: ProfilesOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Simulate the cluster event by event (agents replaying turns, the paper's scheduler or
+    round robin, bandwidth shared on every link): JCT, throughput, TTFT and TPOT percentiles,
+    storage-read balance and the KV working set; on the paper's default (DeepSeek-V3.2,
+    2P4D, paper-64k, 2,048 agents offline) unless told otherwise."""
+    m = mode_named(mode).name
+    cfg = SimConfig(
+        mode=m,
+        agents=None if aps is not None else spec.agents,
+        aps=aps,
+        duration_s=duration,
+        warmup_s=warmup,
+        seed=seed,
+        scheduler=scheduler,  # type: ignore[arg-type]  # checked by SimConfig
+        window_s=window,
+        keep_turns=trace_out is not None,
+    )
+    if aps is None and (duration is not None or warmup is not None):
+        raise PlanInputError(
+            "--duration and --warmup are for online runs (--aps)", field="--duration"
+        )
+    sc = Scenario.from_spec(load_registry(profiles, set_), spec)
+    inputs = [Path(p) for p in (profiles or [])]
+    _output(series_out, "--out", (".csv", ".svg"), inputs)
+    _output(trace_out, "--trace-out", (".jsonl",), inputs)
+    progress = _progress() if sys.stderr.isatty() else None
+    try:
+        result = simulate(sc, cfg, progress)
+    finally:
+        if progress is not None:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+    analytical = _compare(sc, result) if compare else None
+    if series_out is not None:
+        if series_out.suffix.lower() == ".svg":
+            atomic_write(series_out, report.simulate_svg(sc, result), field="--out")
+        else:
+            with AtomicWriter(series_out, field="--out", newline="") as handle:
+                handle.writelines(report.series_csv_lines(result))
+    if trace_out is not None:
+        with AtomicWriter(trace_out, field="--trace-out") as handle:
+            handle.writelines(report.turn_log_lines(result))
+    if as_json:
+        print_json(report.simulate_payload(sc, result, analytical))
+    else:
+        report.render_simulate(sc, result, stdout, analytical)
+
+
+def _progress():  # type: ignore[no-untyped-def]
+    def show(done: int, total: int) -> None:
+        sys.stderr.write(f"\rsimulating: {done:,} of {total:,} turns done ")
+        sys.stderr.flush()
+
+    return show
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate")(simulate_cmd)
