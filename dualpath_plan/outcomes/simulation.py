@@ -643,9 +643,23 @@ class _Engine:
         gpu_busy_time = [0.0] * G
         gpu_node = self.gpu_node
         waiting: deque[int] = deque()  # the global FIFO (every PE overloaded)
+        g_pn = G // P
+        node_min_tok = [0.0] * P  # per prefill node: its least-loaded GPU's tokens, and which
+        node_min_gpu = [n * g_pn for n in range(P)]
+
+        def refresh_node(node: int) -> None:
+            first = node * g_pn
+            best = first
+            for g in range(first + 1, first + g_pn):
+                if gpu_tokens[g] < gpu_tokens[best]:
+                    best = g
+            node_min_gpu[node] = best
+            node_min_tok[node] = gpu_tokens[best]
+
         # Decode nodes.
         de_seq = [0] * D
         de_tokens = [0.0] * D
+        de_token_sum = 0.0
         de_active = [0] * D
         de_queue: list[deque[int]] = [deque() for _ in range(D)]
         slots = self.decode_slots
@@ -692,78 +706,91 @@ class _Engine:
             s.n += 1
             schedule(s)
 
+        # Per phase: the queued link groups (their servers per node, coefficients for x = 0
+        # and x = 1) and the fixed crossing time of the others, per unit of each demand field.
+        queued_of: list[list[tuple[str, list[int], tuple[float, ...], tuple[float, ...]]]] = [
+            [] for _ in range(3)
+        ]
+        fixed_of: list[list[tuple[tuple[float, ...], tuple[float, ...]]]] = [[] for _ in range(3)]
+        for gi, gr in enumerate(groups):
+            c0 = gr.coef
+            c1 = tuple(a + b for a, b in zip(gr.coef, gr.dcoef, strict=True))
+            if gr.queued:
+                queued_of[gr.phase].append((gr.side, group_servers[gi], c0, c1))
+            else:
+                cap = gr.capacity
+                fixed_of[gr.phase].append((tuple(c / cap for c in c0), tuple(c / cap for c in c1)))
+
         def start_phase(t: int, phase: int, delay_extra: float) -> int:
             """Start a turn's jobs of one phase; returns how many it waits for."""
             nonlocal seq
-            x = 1.0 if on_de[t] else 0.0
-            row = field_rows[t]
+            de = on_de[t]
+            h, mi, ga, aw = field_rows[t]
             count = 0
-            delay = delay_extra
-            for gi, gr in enumerate(groups):
-                if gr.phase != phase:
-                    continue
-                load = 0.0
-                for f in range(4):
-                    c = gr.coef[f] + gr.dcoef[f] * x
-                    if c:
-                        load += c * row[f]
+            for side, ids, c0, c1 in queued_of[phase]:
+                c = c1 if de else c0
+                load = c[0] * h + c[1] * mi + c[2] * ga + c[3] * aw
                 if load <= 0.0:
                     continue
-                if gr.queued:
-                    ids = group_servers[gi]
-                    if gr.side == "pe":
-                        idx = ids[gpu_node[pe_gpu[t]]]
-                    elif gr.side == "de":
-                        idx = ids[de_node[t]]
-                    else:
-                        idx = ids[0]
-                    add_job(idx, load, t * 4 + phase)
-                    count += 1
+                if side == "pe":
+                    idx = ids[gpu_node[pe_gpu[t]]]
+                elif side == "de":
+                    idx = ids[de_node[t]]
                 else:
-                    dt = load / gr.capacity
+                    idx = ids[0]
+                add_job(idx, load, t * 4 + phase)
+                count += 1
+            if phase != _WRITE:
+                delay = delay_extra
+                for f0, f1 in fixed_of[phase]:
+                    f = f1 if de else f0
+                    dt = f[0] * h + f[1] * mi + f[2] * ga + f[3] * aw
                     if dt > delay:
                         delay = dt
-            if delay > 0 and phase != _WRITE:
-                seq += 1
-                push(heap, (now + delay, seq, _DELAY, t, phase))
-                count += 1
+                if delay > 0:
+                    seq += 1
+                    push(heap, (now + delay, seq, _DELAY, t, phase))
+                    count += 1
             return count
 
         def assign(t: int) -> bool:
             """Pick the turn's prefill GPU, decode node and read path; False: every PE is
             overloaded (the turn waits in the global queue)."""
-            nonlocal rr_pe, rr_de, rr_path, de_read, all_read
+            nonlocal rr_pe, rr_de, rr_path, de_read, all_read, de_token_sum
             tok = prompt[t]
             h = hit[t]
             if self.scheduler == "paper":
+                # PE (Algorithm 1): per node, its GPU with the fewest unfinished tokens; the
+                # node's read queue puts it in the low- or high-read category.
                 best_low, best_high = -1, -1
                 low_tok, high_tok = math.inf, math.inf
-                for g in range(G):
-                    gt = gpu_tokens[g]
+                for node in range(P):
+                    gt = node_min_tok[node]
                     if gt > beta:
                         continue
-                    node = gpu_node[g]
                     if read_queue[node] <= alpha[node]:
                         if gt < low_tok:
-                            best_low, low_tok = g, gt
+                            best_low, low_tok = node, gt
                     elif gt < high_tok:
-                        best_high, high_tok = g, gt
-                g = best_low if best_low >= 0 else best_high
-                if g < 0:
+                        best_high, high_tok = node, gt
+                node = best_low if best_low >= 0 else best_high
+                if node < 0:
                     return False
+                g = node_min_gpu[node]
                 # DE: the nodes with room, not high-token, fewest sequences; else the high-token
                 # one with the fewest tokens (section 6, phase 2 on one group).
-                z = HIGH_TOKEN_MARGIN * (tok + sum(de_tokens)) / D
+                z = HIGH_TOKEN_MARGIN * (tok + de_token_sum) / D
                 pick, pick_seq = -1, 1 << 60
                 alt, alt_tok = -1, math.inf
                 for e in range(D):
                     if de_seq[e] >= slots:
                         continue
-                    if de_tokens[e] + tok <= z:
+                    te = de_tokens[e]
+                    if te + tok <= z:
                         if de_seq[e] < pick_seq:
                             pick, pick_seq = e, de_seq[e]
-                    elif de_tokens[e] < alt_tok:
-                        alt, alt_tok = e, de_tokens[e]
+                    elif te < alt_tok:
+                        alt, alt_tok = e, te
                 e = pick if pick >= 0 else alt
                 if e < 0:
                     e = min(range(D), key=de_tokens.__getitem__)
@@ -774,8 +801,10 @@ class _Engine:
                 rr_de += 1
             pe_gpu[t], de_node[t] = g, e
             gpu_tokens[g] += tok
+            refresh_node(gpu_node[g])
             de_seq[e] += 1
             de_tokens[e] += tok
+            de_token_sum += tok
             side_de = False
             if dual and h > 0:
                 if self.mode.split == "even":
@@ -874,11 +903,12 @@ class _Engine:
             add_job(self.decode_server, gen[t] if gen[t] > 0 else 1e-9, t * 4 + 3)
 
         def decoded(t: int) -> None:
-            nonlocal done_count, in_flight, window_turns, live_kv, agents_alive
+            nonlocal done_count, in_flight, window_turns, live_kv, agents_alive, de_token_sum
             e = de_node[t]
             de_active[e] -= 1
             de_seq[e] -= 1
             de_tokens[e] -= prompt[t]
+            de_token_sum -= prompt[t]
             if de_queue[e]:
                 start_decode(de_queue[e].popleft())
             g = gen[t]
@@ -979,6 +1009,7 @@ class _Engine:
                 for t in gpu_batch[g]:
                     gpu_tokens[g] -= prompt[t]
                     move_part_done(t)
+                refresh_node(gpu_node[g])
                 gpu_batch[g] = []
                 start_pass(g)
                 if waiting:
