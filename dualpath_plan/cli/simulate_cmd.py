@@ -13,7 +13,13 @@ from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import AtomicWriter, atomic_write
-from dualpath_plan.outcomes.simulation import SIM_SCHEDULERS, SimConfig, SimResult, simulate
+from dualpath_plan.outcomes.simulation import (
+    SIM_SCHEDULERS,
+    SimConfig,
+    SimResult,
+    TurnRecord,
+    simulate,
+)
 from dualpath_plan.physics.modes import mode as mode_named
 from dualpath_plan.reports import simulate as report
 from dualpath_plan.scenario import Scenario
@@ -154,7 +160,6 @@ def simulate_cmd(
         seed=seed,
         scheduler=scheduler,  # type: ignore[arg-type]  # checked by SimConfig
         window_s=window,
-        keep_turns=trace_out is not None,
     )
     if aps is None and (duration is not None or warmup is not None):
         raise PlanInputError(
@@ -165,22 +170,35 @@ def simulate_cmd(
     _output(series_out, "--out", (".csv", ".svg"), inputs)
     _output(trace_out, "--trace-out", (".jsonl",), inputs)
     progress = _progress() if sys.stderr.isatty() else None
+    # The per-turn log streams to its file as turns finish (memory stays bounded); the file
+    # is put in place only when the run completes.
+    log = AtomicWriter(trace_out, field="--trace-out") if trace_out is not None else None
     try:
-        result = simulate(sc, cfg, progress)
+        sink = None
+        if log is not None:
+            handle = log.handle
+
+            def sink(rec: TurnRecord) -> None:
+                handle.write(report.turn_line(rec))
+
+        result = simulate(sc, cfg, progress, sink)
+        analytical = _compare(sc, result) if compare else None
+        if series_out is not None:
+            if series_out.suffix.lower() == ".svg":
+                atomic_write(series_out, report.simulate_svg(sc, result), field="--out")
+            else:
+                with AtomicWriter(series_out, field="--out", newline="") as handle:
+                    handle.writelines(report.series_csv_lines(result))
+    except BaseException:
+        if log is not None:
+            log.abort()
+        raise
     finally:
         if progress is not None:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
-    analytical = _compare(sc, result) if compare else None
-    if series_out is not None:
-        if series_out.suffix.lower() == ".svg":
-            atomic_write(series_out, report.simulate_svg(sc, result), field="--out")
-        else:
-            with AtomicWriter(series_out, field="--out", newline="") as handle:
-                handle.writelines(report.series_csv_lines(result))
-    if trace_out is not None:
-        with AtomicWriter(trace_out, field="--trace-out") as handle:
-            handle.writelines(report.turn_log_lines(result))
+    if log is not None:
+        log.commit()
     if as_json:
         print_json(report.simulate_payload(sc, result, analytical))
     else:

@@ -49,7 +49,9 @@ from __future__ import annotations
 
 import heapq
 import math
+import random
 import time as wallclock
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -64,9 +66,9 @@ from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import LINK_TABLE, LINKS, Demand, turn_load_columns
 from dualpath_plan.physics.modes import MODE_TABLE, ModeName
 from dualpath_plan.physics.workload import TurnCounts
-from dualpath_plan.scenario.assemble import assemble
+from dualpath_plan.scenario.assemble import Assembly, assemble
 from dualpath_plan.scenario.bundle import Scenario
-from dualpath_plan.solvers.closed_form import solve
+from dualpath_plan.solvers.closed_form import Solution, solve
 
 SimScheduler = Literal["paper", "round_robin"]
 SIM_SCHEDULERS: tuple[str, ...] = ("paper", "round_robin")
@@ -109,8 +111,15 @@ class SimConfig:
     window_s: float = 10.0
     queued_utilization: float = 0.25
     prefill_quota_s: float | None = None  # a forward pass at most; default 300 ms x layers
+    # The paper's beta caps a PE's "assigned, unfinished" tokens (section 6). Read here as the
+    # tokens waiting for a pass (reading or ready): a turn leaves the count when a pass takes
+    # it. True counts a running pass too; passes then stay near half of beta's 5 s of work and
+    # a compute-bound cluster loses about 13% of its throughput (docs/model.md section 10).
+    beta_counts_running_pass: bool = False
+    # A profile's turns all the mean turn (as the analytical model), or an agent's context
+    # growing over its turns (turn k of n caches 2 x mean x (k + 1/2) / n).
+    context_growth: bool = False
     max_events: int = 500_000_000
-    keep_turns: bool = False  # every turn's record (--trace-out); otherwise only statistics
 
     def __post_init__(self) -> None:
         if (self.agents is None) == (self.aps is None):
@@ -200,24 +209,6 @@ class ServerSeries:
 
 
 @dataclass(frozen=True)
-class TurnLog:
-    """Every turn's record, in turn order (agent by agent): when it started, its latencies,
-    where it ran and which side read its KV (NaN latencies: not finished by the end)."""
-
-    agent: np.ndarray
-    turn: np.ndarray  # index within the agent's trajectory
-    start_s: np.ndarray
-    ttft_s: np.ndarray
-    tpot_s: np.ndarray
-    done_s: np.ndarray
-    prefill_gpu: np.ndarray
-    decode_node: np.ndarray
-    read_on_decode: np.ndarray  # bool
-    hit_gbyte: np.ndarray
-    prompt_tokens: np.ndarray
-
-
-@dataclass(frozen=True)
 class SimResult:
     """What a simulation measured. Offline: the JCT of all agents and the throughput while the
     cluster is saturated (from 10% to 50% of all turns done); online: the throughput over the
@@ -250,7 +241,6 @@ class SimResult:
     unfinished: int  # online: agents still running at the end
     stable: bool  # online: the measured turn rate kept up with the offered one
     offered_turns_per_s: float  # online: APS x mean turns per agent
-    turn_log: TurnLog | None = None
 
 
 class _Server:
@@ -361,17 +351,23 @@ def _link_groups(
 
 
 @dataclass(frozen=True)
-class _Turns:
-    """Every turn's contents, drawn up front (the loop only reads them)."""
+class _Kinds:
+    """The distinct contents a turn can have, and how a turn finds its own. A profile's turn
+    k of an agent with n turns is kind ``offset[n] + k`` (its context grows over the agent's
+    turns); a trace's turn is a row drawn by weight (``cumulative``). Memory is per kind, not
+    per turn."""
 
-    cached: np.ndarray  # tokens
-    append: np.ndarray
-    generated: np.ndarray
-    fields: np.ndarray  # [turn, field]: the demand fields of _FIELDS, bytes
-    flops: np.ndarray
-    kv_prompt: np.ndarray  # bytes of the prompt's KV
-    agent_turns: np.ndarray  # turns per agent
-    first: np.ndarray  # first turn index of each agent
+    hit: list[float]  # bytes: the demand fields of _FIELDS
+    miss: list[float]
+    gen_kv: list[float]
+    writeback: list[float]
+    u: list[float]  # prefill compute of the turn (s), with the serialized copy
+    kv_pass: list[float]  # HBM the turn holds during its pass
+    prompt: list[float]  # tokens
+    generated: list[float]
+    kv_prompt: list[float]  # bytes of the prompt's KV (the working set)
+    offset: dict[int, int] | None
+    cumulative: list[float] | None
 
 
 def draw_turn_counts(counts: TurnCounts, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -394,26 +390,46 @@ def draw_turn_counts(counts: TurnCounts, n: int, rng: np.random.Generator) -> np
     return np.maximum(np.ceil(out - 1e-9), 1).astype(np.int64)
 
 
-def _draw_turns(sc: Scenario, agents: int, rng: np.random.Generator) -> _Turns:
+def _turn_kinds(
+    sc: Scenario,
+    counts: np.ndarray,
+    peak: float,
+    copy_per_byte: float,
+    layers: int,
+    growth: bool,
+) -> _Kinds:
+    """Every kind of turn the run can see: its tokens, the demand fields (the link table's
+    options apply in its coefficients), its prefill compute u = F / peak (+ the copy serialized
+    with compute) and what it holds in HBM during its pass (one of ``layers`` layers)."""
     d = sc.turn_demand
-    counts = draw_turn_counts(d.trajectory_turns, agents, rng)
-    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    total = int(counts.sum())
     rows = d.weight.size
-    model = sc.model
-    if sc.workload.trace_file is None and rows == 1:
+    offset: dict[int, int] | None = None
+    cumulative: list[float] | None = None
+    if sc.workload.trace_file is None and rows == 1 and not growth:
+        # Every turn is the profile's mean turn (what the analytical model assumes).
+        offset = {int(n): 0 for n in counts}
+        cached = np.asarray(d.context_tokens - d.append_tokens, dtype=np.float64)[:1]
+        append = np.asarray(d.append_tokens, dtype=np.float64)[:1] * np.ones(1)
+        generated = np.asarray(d.generated_tokens, dtype=np.float64)[:1] * np.ones(1)
+    elif sc.workload.trace_file is None and rows == 1:
         # An agent's context grows over its turns: turn k of n caches 2 x mean x (k + 1/2)/n.
-        k = np.arange(total) - np.repeat(first, counts)
-        n = np.repeat(counts, counts)
+        ns = sorted({int(n) for n in counts})
+        offset, start = {}, 0
+        parts = []
         cached_mean = float(d.context_tokens[0] - d.append_tokens[0])
-        cached = 2.0 * cached_mean * (k + 0.5) / n
-        append = np.full(total, float(d.append_tokens[0]))
-        generated = np.full(total, float(d.generated_tokens[0]))
+        for n in ns:
+            offset[n] = start
+            start += n
+            parts.append(2.0 * cached_mean * (np.arange(n) + 0.5) / n)
+        cached = np.concatenate(parts) if parts else np.zeros(0)
+        append = np.full(cached.size, float(d.append_tokens[0]))
+        generated = np.full(cached.size, float(d.generated_tokens[0]))
     else:
-        pick = rng.choice(rows, size=total, p=d.weight / d.weight.sum())
-        append = np.asarray(d.append_tokens)[pick]
-        cached = np.asarray(d.context_tokens)[pick] - append
-        generated = np.asarray(d.generated_tokens)[pick]
+        append = np.asarray(d.append_tokens, dtype=np.float64) * np.ones(rows)
+        cached = np.asarray(d.context_tokens, dtype=np.float64) - append
+        generated = np.asarray(d.generated_tokens, dtype=np.float64) * np.ones(rows)
+        cumulative = np.cumsum(d.weight / d.weight.sum()).tolist()
+    model = sc.model
     if sc.workload.is_abstract:
         per_token = float(sc.workload.kv_bytes_per_token or 0.0)
         hit = cached * per_token
@@ -422,22 +438,87 @@ def _draw_turns(sc: Scenario, agents: int, rng: np.random.Generator) -> _Turns:
         gen_kv = generated * per_token
         kv_prompt = (cached + append) * per_token
     else:
-        hit = np.asarray(phys.kv_bytes_for_context(model, cached))
-        flops = np.asarray(phys.prefill_flops(model, cached, append))
-        miss = np.asarray(phys.kv_bytes_new_tokens(model, append))
-        gen_kv = np.asarray(phys.kv_bytes_new_tokens(model, generated))
-        kv_prompt = np.asarray(phys.kv_bytes_for_context(model, cached + append))
-    fields = np.stack([hit, miss, gen_kv, miss], axis=1)
-    return _Turns(cached, append, generated, fields, flops, kv_prompt, counts, first)
+        hit = np.asarray(phys.kv_bytes_for_context(model, cached), dtype=np.float64)
+        flops = np.asarray(phys.prefill_flops(model, cached, append), dtype=np.float64)
+        miss = np.asarray(phys.kv_bytes_new_tokens(model, append), dtype=np.float64)
+        gen_kv = np.asarray(phys.kv_bytes_new_tokens(model, generated), dtype=np.float64)
+        kv_prompt = np.asarray(phys.kv_bytes_for_context(model, cached + append), dtype=np.float64)
+    return _Kinds(
+        hit=hit.tolist(),
+        miss=miss.tolist(),
+        gen_kv=gen_kv.tolist(),
+        writeback=miss.tolist(),
+        u=(flops / peak + hit * copy_per_byte).tolist(),
+        kv_pass=(kv_prompt / layers).tolist(),
+        prompt=(cached + append).tolist(),
+        generated=generated.tolist(),
+        kv_prompt=kv_prompt.tolist(),
+        offset=offset,
+        cumulative=cumulative,
+    )
 
 
-ProgressHook = Callable[[float, float], None]
+class _Histogram:
+    """Latencies on log-spaced bins (2,000 per decade from 1 us to 1e7 s: percentiles to 0.12%
+    of the value), the mean exact: memory bounded however many turns a run has."""
+
+    PER_DECADE = 2000
+    LOW = -6.0  # log10 of the first bin's lower edge
+    BINS = 13 * PER_DECADE
+
+    __slots__ = ("count", "counts", "total", "zeros")
+
+    def __init__(self) -> None:
+        self.counts = [0] * self.BINS
+        self.total = 0.0
+        self.count = 0
+        self.zeros = 0  # values of 0 (a turn generating no tokens has no TPOT to speak of)
+
+    def add(self, v: float) -> None:
+        self.count += 1
+        self.total += v
+        if v <= 0.0:
+            self.zeros += 1
+            return
+        i = int((math.log10(v) - self.LOW) * self.PER_DECADE)
+        self.counts[min(max(i, 0), self.BINS - 1)] += 1
+
+    def distribution(self) -> Distribution:
+        if self.count == 0:
+            return Distribution(math.nan, math.nan, math.nan, math.nan, 0)
+        counts = np.asarray(self.counts, dtype=np.float64)
+        cum = self.zeros + np.cumsum(counts)
+        edges = 10.0 ** (self.LOW + np.arange(self.BINS + 1) / self.PER_DECADE)
+
+        def q(share: float) -> float:
+            rank = share * self.count
+            if rank <= self.zeros:
+                return 0.0
+            i = int(np.searchsorted(cum, rank, side="left"))
+            i = min(i, self.BINS - 1)
+            below = cum[i - 1] if i > 0 else self.zeros
+            inside = (rank - below) / counts[i] if counts[i] > 0 else 0.5
+            # Geometric interpolation within the bin.
+            return float(edges[i] * (edges[i + 1] / edges[i]) ** inside)
+
+        return Distribution(self.total / self.count, q(0.5), q(0.9), q(0.99), self.count)
+
+
+# A completed turn, as ``turn_sink`` receives it: agent, turn index, start, TTFT, TPOT, end,
+# prefill GPU, decode node, read on the decode side, hit bytes, prompt tokens.
+TurnRecord = tuple[int, int, float, float, float, float, int, int, bool, float, float]
+TurnSink = Callable[[TurnRecord], None]
+ProgressHook = Callable[[int, int], None]
 
 
 def simulate(
-    sc: Scenario, cfg: SimConfig = SimConfig(), progress: ProgressHook | None = None
+    sc: Scenario,
+    cfg: SimConfig = SimConfig(),
+    progress: ProgressHook | None = None,
+    turn_sink: TurnSink | None = None,
 ) -> SimResult:
-    """Simulate ``sc`` in ``cfg.mode``; ``progress(done, total)`` is called now and then."""
+    """Simulate ``sc`` in ``cfg.mode``; ``progress(done, total)`` is called now and then, and
+    ``turn_sink`` with every turn as it completes (``--trace-out``)."""
     check_feasible(sc)
     mode = MODE_TABLE[cfg.mode]
     scheduler: SimScheduler = cfg.scheduler or (
@@ -486,56 +567,64 @@ def simulate(
         assert cfg.aps is not None
         # Poisson arrivals over the duration: the count first, then the times.
         expected = cfg.aps * cfg.duration
-        n_agents = int(rng.poisson(expected))
-        arrivals = np.sort(rng.random(n_agents) * cfg.duration)
-        if n_agents * mean_turns > 50_000_000:
+        if expected * mean_turns > MAX_TURNS:
             raise PlanInputError(
-                f"about {n_agents * mean_turns:,.0f} turns: shorten --duration or lower --aps",
+                f"about {expected * mean_turns:,.0f} turns (at most {MAX_TURNS:,}): shorten "
+                "--duration or lower --aps",
                 field="--duration",
             )
+        n_agents = int(rng.poisson(expected))
+        arrivals = np.sort(rng.random(n_agents) * cfg.duration)
     else:
         assert cfg.agents is not None
         n_agents = cfg.agents
         arrivals = np.zeros(n_agents)
-    turns = _draw_turns(sc, max(n_agents, 1), rng)
-    if n_agents == 0:
-        turns = replace(turns, agent_turns=turns.agent_turns[:0], first=turns.first[:0])
-
-    engine = _Engine(sc, cfg, scheduler, asm, sol, groups, turns, arrivals, t_max, progress)
+    counts = draw_turn_counts(d.trajectory_turns, n_agents, rng)
+    if int(counts.sum()) > MAX_TURNS:
+        raise PlanInputError(
+            f"{int(counts.sum()):,} turns (at most {MAX_TURNS:,}): fewer agents",
+            field="--agents",
+        )
+    engine = _Engine(sc, cfg, scheduler, asm, sol, groups, counts, arrivals, progress, turn_sink)
     return engine.run()
 
 
+# The most turns one run simulates (about 80 bytes of state per agent and a few per turn, but
+# hours of wall time beyond this).
+MAX_TURNS = 100_000_000
+
+
 class _Engine:
-    """The event loop's state (one run)."""
+    """The event loop's state (one run). Every agent has at most one turn in flight, so the
+    state of a turn in flight is kept per agent: memory grows with the agents and the kinds of
+    turns, not with the turns simulated."""
 
     def __init__(
         self,
         sc: Scenario,
         cfg: SimConfig,
         scheduler: SimScheduler,
-        asm,  # type: ignore[no-untyped-def]
-        sol,  # type: ignore[no-untyped-def]
+        asm: Assembly,
+        sol: Solution,
         groups: list[_LinkGroup],
-        turns: _Turns,
+        counts: np.ndarray,
         arrivals: np.ndarray,
-        t_max: float,
         progress: ProgressHook | None,
+        turn_sink: TurnSink | None,
     ) -> None:
         self.sc, self.cfg, self.scheduler = sc, cfg, scheduler
         self.mode = MODE_TABLE[cfg.mode]
-        self.turns, self.arrivals, self.t_max = turns, arrivals, t_max
-        self.progress = progress
+        self.counts, self.arrivals = counts, arrivals
+        self.progress, self.turn_sink = progress, turn_sink
         P, D = sc.prefill_nodes, sc.decode_nodes
         g_pn = sc.prefill_node.gpus_per_node
         self.P, self.D, self.gpus = P, D, P * g_pn
-        self.gpu_node = [i // g_pn for i in range(self.gpus)]
-        pm = asm.pe.prefill
-        dg = asm.de.decode
-        self.pm, self.dg = pm, dg
-        # Servers: index 0.. in one list; per group and node.
+        pm, dg = asm.pe.prefill, asm.de.decode
+        assert pm is not None and dg is not None
+        # Servers: one list; per link group, one per node of its side (none if not queued).
         self.servers: list[_Server] = []
         self.groups = groups
-        self.group_servers: list[list[int]] = []  # [group][node] server index
+        self.group_servers: list[list[int]] = []
         for gr in groups:
             count = P if gr.side == "pe" else D if gr.side == "de" else 1
             ids = []
@@ -543,39 +632,29 @@ class _Engine:
                 ids.append(len(self.servers))
                 self.servers.append(_Server(len(self.servers), gr.capacity))
             self.group_servers.append(ids)
-        # Decode: one server for the group; progress per second of each sequence = 1 / step(n).
+        # Decode: one server for the group; each sequence advances 1 / step(n) tokens per s.
         top = max(int(dg.max_batch), 1)
         steps = np.asarray(dg.step_array_s(np.arange(1, top + 1, dtype=np.float64)))
-        self.decode_rates = [1.0 / float(steps[0])] + [1.0 / float(s) for s in steps]
+        self.decode_rates = [1.0 / float(steps[0])] + [1.0 / float(x) for x in steps]
         self.decode_server = len(self.servers)
         self.servers.append(_Server(self.decode_server, 0.0, self.decode_rates))
         self.decode_slots = max(top // D, 1)  # sequences per decode node
-        # Reads: per node (P then D) its read server, rate and queue.
-        read_groups = [
-            i for i, gr in enumerate(groups) if gr.phase == _READ and gr.side in ("pe", "de")
-        ]
-        self.read_server = [-1] * (P + D)
+        # Each node's storage reads (P nodes, then D): the rate of its read link group.
         self.read_rate = [math.inf] * (P + D)
-        for i in read_groups:
-            gr = groups[i]
-            base = 0 if gr.side == "pe" else P
-            for node, s in enumerate(self.group_servers[i]):
-                if gr.capacity < self.read_rate[base + node]:
-                    self.read_server[base + node] = s
-                    self.read_rate[base + node] = gr.capacity
-        self.read_queue = [0.0] * (P + D)  # bytes assigned and not yet read
-        self.read_bytes = [0.0] * (P + D)  # bytes read (done) per node, cumulative
-        # Prefill: per GPU; compute of a turn u = flops / peak (+ the serialized copy).
-        peak = (
-            float(np.sum(sc.turn_demand.prefill_flops * sc.turn_demand.weight)) / pm.t1_s
-            if pm.t1_s > 0
-            else math.inf
-        )
-        mean_hit = float(np.sum(sc.turn_demand.hit_bytes * sc.turn_demand.weight))
+        for gr in groups:
+            if gr.phase == _READ and gr.side in ("pe", "de"):
+                base = 0 if gr.side == "pe" else P
+                for node in range(P if gr.side == "pe" else D):
+                    self.read_rate[base + node] = min(self.read_rate[base + node], gr.capacity)
+        # Prefill compute of a turn: its FLOPs at the engine's peak (t1 of the mean turn), and
+        # without layer-wise prefill the KV copy serialized with it (copy_s of the mean turn).
+        w = sc.turn_demand.weight
+        mean_flops = float(np.sum(sc.turn_demand.prefill_flops * w))
+        mean_hit = float(np.sum(sc.turn_demand.hit_bytes * w))
+        peak = mean_flops / pm.t1_s if pm.t1_s > 0 else math.inf
         copy_per_byte = pm.copy_s / mean_hit if mean_hit > 0 else 0.0
-        self.u = turns.flops / peak + turns.fields[:, 0] * copy_per_byte
         layers = sc.model.num_layers if self.mode.layerwise else 1
-        self.kv_pass = turns.kv_prompt / layers  # HBM a turn holds during its pass
+        self.kinds = _turn_kinds(sc, counts, peak, copy_per_byte, layers, cfg.context_growth)
         self.hbm_free = float(np.asarray(pm.free_hbm_bytes))
         self.t0 = pm.t0_s
         self.quota = (
@@ -583,79 +662,65 @@ class _Engine:
             if cfg.prefill_quota_s is not None
             else QUOTA_PER_LAYER_S * sc.model.num_layers
         )
-        self.prompt_tokens = turns.cached + turns.append
-        mean_prompt = float(np.mean(self.prompt_tokens)) if self.prompt_tokens.size else 0.0
+        # beta: the tokens one GPU prefills in 5 s at its largest batch; alpha: the bytes a
+        # node reads in 3 s (both "profiled in advance", paper A.4).
+        mean_prompt = float(np.sum(sc.turn_demand.context_tokens * w))
         b = max(min(float(np.asarray(pm.batch_cap)), (self.quota - self.t0) / pm.u_s), 1.0)
-        gpu_tokens_s = b / (self.t0 + b * pm.u_s) * mean_prompt
-        self.beta = BETA_COMPUTE_S * gpu_tokens_s
-        self.alpha = [ALPHA_READ_S * r for r in self.read_rate]  # bytes, per node
-        self.offered = (
-            (cfg.aps or 0.0) * sc.turn_demand.trajectory_turns.mean if cfg.online else 0.0
-        )
+        self.beta = BETA_COMPUTE_S * b / (self.t0 + b * pm.u_s) * mean_prompt
+        self.alpha = [ALPHA_READ_S * r for r in self.read_rate]
+        self.offered = (cfg.aps or 0.0) * sc.turn_demand.trajectory_turns.mean
         # The even mode's share of reads on the DE side (the sides' read capacity).
         self.split = float(np.asarray(asm.links.even_share))
 
-    # The loop itself is in run(): locals for speed.
-    def run(self) -> SimResult:  # one event loop, kept in one place for speed
-        cfg, turns = self.cfg, self.turns
+    def run(self) -> SimResult:
+        """The event loop (one function, its state in locals: the hot path)."""
+        cfg, kinds = self.cfg, self.kinds
         P, D, G = self.P, self.D, self.gpus
+        g_pn = G // P
         heap: list[tuple[float, int, int, int, int]] = []
         push, pop = heapq.heappush, heapq.heappop
         seq = 0
         servers = self.servers
-        groups = self.groups
-        group_servers = self.group_servers
-        fields = turns.fields
         dual = self.mode.split != "pe_only" and not self.mode.io_free
+        even = self.mode.split == "even"
+        paper = self.scheduler == "paper"
         io_free = self.mode.io_free
-        rng = np.random.default_rng(cfg.seed + 1)
-        even_draws = (
-            rng.random(int(turns.agent_turns.sum()) + 1) if self.mode.split == "even" else None
-        )
-
-        n_turns_total = int(turns.agent_turns.sum())
-        # Per turn state (indexed by turn id = agent's first + k).
-        pe_gpu = np.zeros(n_turns_total, dtype=np.int32).tolist()
-        de_node = np.zeros(n_turns_total, dtype=np.int32).tolist()
-        on_de = [False] * n_turns_total
-        pending = [0] * n_turns_total  # jobs left in the current phase
-        t_start = [0.0] * n_turns_total
-        t_started = [False] * n_turns_total
-        t_prefilled = [0.0] * n_turns_total
-        remaining_u = self.u.tolist()
-        kv_pass = self.kv_pass.tolist()
-        prompt = self.prompt_tokens.tolist()
-        gen = turns.generated.tolist()
-        hit = fields[:, 0].tolist()
-        field_rows = fields.tolist()
-        kv_prompt = turns.kv_prompt.tolist()
-        agent_of = np.repeat(np.arange(turns.agent_turns.size), turns.agent_turns).tolist()
-        agent_first = turns.first.tolist()
-        agent_n = turns.agent_turns.tolist()
+        tokens_leave_at_start = not cfg.beta_counts_running_pass
+        draws = random.Random(cfg.seed + 1)  # the even split's and a trace's turn draws
+        k_hit, k_miss, k_gen_kv, k_wb = kinds.hit, kinds.miss, kinds.gen_kv, kinds.writeback
+        k_u, k_pass, k_prompt, k_gen = kinds.u, kinds.kv_pass, kinds.prompt, kinds.generated
+        k_kv = kinds.kv_prompt
+        offset, cumulative = kinds.offset, kinds.cumulative
+        growth = cfg.context_growth
+        n_agents = self.arrivals.size
+        total_turns = int(self.counts.sum())
+        agent_n = self.counts.tolist()
         agent_start = self.arrivals.tolist()
         tool = self.sc.workload.tool_latency_s
-
-        # Prefill GPUs.
+        sink = self.turn_sink
+        # The turn each agent has in flight: its index, kind and state.
+        turn_k = [0] * n_agents
+        kind = [0] * n_agents
+        pe_gpu = [0] * n_agents
+        de_node = [0] * n_agents
+        on_de = [False] * n_agents
+        pending = [0] * n_agents  # jobs left in the current phase
+        t_start = [0.0] * n_agents
+        t_prefilled = [0.0] * n_agents
+        moving = [False] * n_agents  # phase B started (with the turn's first pass)
+        remaining_u = [0.0] * n_agents  # compute left (chunked prefill)
+        agent_end = [math.nan] * n_agents
+        # Prefill GPUs and the global FIFO of turns no PE can take.
         gpu_tokens = [0.0] * G
         gpu_ready: list[deque[int]] = [deque() for _ in range(G)]
         gpu_busy = [False] * G
         gpu_batch: list[list[int]] = [[] for _ in range(G)]
-        gpu_busy_time = [0.0] * G
-        gpu_node = self.gpu_node
-        waiting: deque[int] = deque()  # the global FIFO (every PE overloaded)
-        g_pn = G // P
+        gpu_busy_time = [0.0] * G  # passes ended, cumulative
+        pass_start = [0.0] * G  # of the running pass
+        gpu_node = [g // g_pn for g in range(G)]
+        waiting: deque[int] = deque()
         node_min_tok = [0.0] * P  # per prefill node: its least-loaded GPU's tokens, and which
         node_min_gpu = [n * g_pn for n in range(P)]
-
-        def refresh_node(node: int) -> None:
-            first = node * g_pn
-            best = first
-            for g in range(first + 1, first + g_pn):
-                if gpu_tokens[g] < gpu_tokens[best]:
-                    best = g
-            node_min_gpu[node] = best
-            node_min_tok[node] = gpu_tokens[best]
-
         # Decode nodes.
         de_seq = [0] * D
         de_tokens = [0.0] * D
@@ -663,37 +728,50 @@ class _Engine:
         de_active = [0] * D
         de_queue: list[deque[int]] = [deque() for _ in range(D)]
         slots = self.decode_slots
-        # Stats.
-        ttft = np.full(n_turns_total, np.nan)
-        tpot = np.full(n_turns_total, np.nan)
-        done_time = np.full(n_turns_total, np.nan)
-        agent_end = np.full(len(agent_n), np.nan)
-        de_read = 0.0
-        all_read = 0.0
-        rr_pe = 0
-        rr_de = 0
-        rr_path = 0
-        live_kv = 0.0
-        in_flight = 0
-        windows: list[tuple[float, int, int, float, list[float], list[float], list[float]]] = []
-        done_count = 0
-        events = 0
-        now = 0.0
+        # Reads per node (P, then D): bytes assigned and not yet read, bytes read.
+        read_queue = [0.0] * (P + D)
+        read_bytes = [0.0] * (P + D)
+        read_rate, alpha, beta = self.read_rate, self.alpha, self.beta
         t0, quota, hbm_free = self.t0, self.quota, self.hbm_free
-        alpha, beta, read_rate = self.alpha, self.beta, self.read_rate
-        read_queue, read_bytes = self.read_queue, self.read_bytes
-        agents_alive = 0
-        window_turns = 0
-        measured_starts = 0
+        # Statistics.
+        ttft_hist, tpot_hist = _Histogram(), _Histogram()
         warmup = cfg.warmup if cfg.online else 0.0
         duration = cfg.duration if cfg.online else math.inf
+        tenth, half = total_turns // 10, max(total_turns // 2, total_turns // 10 + 1)
+        span_lo = span_hi = math.nan
+        measured_starts = 0
+        measured_done = 0
+        de_read = all_read = 0.0
+        rr_pe = rr_de = rr_path = 0
+        live_kv = 0.0
+        in_flight = 0
+        agents_alive = 0
+        done_count = 0
+        window_turns = 0
+        windows: list[tuple[float, int, int, float, list[float], list[float], list[float]]] = []
+        events = 0
+        now = 0.0
+
+        # Per phase: the queued link groups (side, servers per node, coefficients at x = 0
+        # and x = 1) and the others' crossing time per unit of each demand field.
+        queued_of: list[list[tuple[str, list[int], tuple[float, ...], tuple[float, ...]]]] = [
+            [] for _ in range(3)
+        ]
+        fixed_of: list[list[tuple[tuple[float, ...], tuple[float, ...]]]] = [[] for _ in range(3)]
+        for gi, gr in enumerate(self.groups):
+            c0 = gr.coef
+            c1 = tuple(a + b for a, b in zip(gr.coef, gr.dcoef, strict=True))
+            if gr.queued:
+                queued_of[gr.phase].append((gr.side, self.group_servers[gi], c0, c1))
+            else:
+                cap = gr.capacity
+                fixed_of[gr.phase].append((tuple(c / cap for c in c0), tuple(c / cap for c in c1)))
 
         def schedule(s: _Server) -> None:
             nonlocal seq
             s.version += 1
             if s.n:
-                fin = s.jobs[0][0]
-                dt = (fin - s.v) / s.rate()
+                dt = (s.jobs[0][0] - s.v) / s.rate()
                 seq += 1
                 push(heap, (now + (dt if dt > 0 else 0.0), seq, _SERVER, s.index, s.version))
 
@@ -706,26 +784,12 @@ class _Engine:
             s.n += 1
             schedule(s)
 
-        # Per phase: the queued link groups (their servers per node, coefficients for x = 0
-        # and x = 1) and the fixed crossing time of the others, per unit of each demand field.
-        queued_of: list[list[tuple[str, list[int], tuple[float, ...], tuple[float, ...]]]] = [
-            [] for _ in range(3)
-        ]
-        fixed_of: list[list[tuple[tuple[float, ...], tuple[float, ...]]]] = [[] for _ in range(3)]
-        for gi, gr in enumerate(groups):
-            c0 = gr.coef
-            c1 = tuple(a + b for a, b in zip(gr.coef, gr.dcoef, strict=True))
-            if gr.queued:
-                queued_of[gr.phase].append((gr.side, group_servers[gi], c0, c1))
-            else:
-                cap = gr.capacity
-                fixed_of[gr.phase].append((tuple(c / cap for c in c0), tuple(c / cap for c in c1)))
-
-        def start_phase(t: int, phase: int, delay_extra: float) -> int:
-            """Start a turn's jobs of one phase; returns how many it waits for."""
+        def start_phase(a: int, phase: int) -> int:
+            """Start the jobs of one phase of agent a's turn; how many it waits for."""
             nonlocal seq
-            de = on_de[t]
-            h, mi, ga, aw = field_rows[t]
+            de = on_de[a]
+            i = kind[a]
+            h, mi, ga, aw = k_hit[i], k_miss[i], k_gen_kv[i], k_wb[i]
             count = 0
             for side, ids, c0, c1 in queued_of[phase]:
                 c = c1 if de else c0
@@ -733,15 +797,15 @@ class _Engine:
                 if load <= 0.0:
                     continue
                 if side == "pe":
-                    idx = ids[gpu_node[pe_gpu[t]]]
+                    idx = ids[gpu_node[pe_gpu[a]]]
                 elif side == "de":
-                    idx = ids[de_node[t]]
+                    idx = ids[de_node[a]]
                 else:
                     idx = ids[0]
-                add_job(idx, load, t * 4 + phase)
+                add_job(idx, load, a * 4 + phase)
                 count += 1
             if phase != _WRITE:
-                delay = delay_extra
+                delay = 0.0
                 for f0, f1 in fixed_of[phase]:
                     f = f1 if de else f0
                     dt = f[0] * h + f[1] * mi + f[2] * ga + f[3] * aw
@@ -749,21 +813,31 @@ class _Engine:
                         delay = dt
                 if delay > 0:
                     seq += 1
-                    push(heap, (now + delay, seq, _DELAY, t, phase))
+                    push(heap, (now + delay, seq, _DELAY, a, phase))
                     count += 1
             return count
 
-        def assign(t: int) -> bool:
-            """Pick the turn's prefill GPU, decode node and read path; False: every PE is
-            overloaded (the turn waits in the global queue)."""
+        def refresh_node(node: int) -> None:
+            first = node * g_pn
+            best = first
+            for g in range(first + 1, first + g_pn):
+                if gpu_tokens[g] < gpu_tokens[best]:
+                    best = g
+            node_min_gpu[node] = best
+            node_min_tok[node] = gpu_tokens[best]
+
+        def assign(a: int) -> bool:
+            """Agent a's turn gets its prefill GPU, decode node and read path; False: every
+            PE is overloaded (the turn waits in the global queue)."""
             nonlocal rr_pe, rr_de, rr_path, de_read, all_read, de_token_sum
-            tok = prompt[t]
-            h = hit[t]
-            if self.scheduler == "paper":
+            i = kind[a]
+            tok = k_prompt[i]
+            h = k_hit[i]
+            if paper:
                 # PE (Algorithm 1): per node, its GPU with the fewest unfinished tokens; the
                 # node's read queue puts it in the low- or high-read category.
-                best_low, best_high = -1, -1
-                low_tok, high_tok = math.inf, math.inf
+                best_low = best_high = -1
+                low_tok = high_tok = math.inf
                 for node in range(P):
                     gt = node_min_tok[node]
                     if gt > beta:
@@ -777,8 +851,8 @@ class _Engine:
                 if node < 0:
                     return False
                 g = node_min_gpu[node]
-                # DE: the nodes with room, not high-token, fewest sequences; else the high-token
-                # one with the fewest tokens (section 6, phase 2 on one group).
+                # DE: the nodes with room, not high-token, fewest sequences; else the
+                # high-token one with the fewest tokens (section 6, phase 2 on one group).
                 z = HIGH_TOKEN_MARGIN * (tok + de_token_sum) / D
                 pick, pick_seq = -1, 1 << 60
                 alt, alt_tok = -1, math.inf
@@ -799,7 +873,7 @@ class _Engine:
                 rr_pe += 1
                 e = rr_de % D
                 rr_de += 1
-            pe_gpu[t], de_node[t] = g, e
+            pe_gpu[a], de_node[a] = g, e
             gpu_tokens[g] += tok
             refresh_node(gpu_node[g])
             de_seq[e] += 1
@@ -807,10 +881,10 @@ class _Engine:
             de_token_sum += tok
             side_de = False
             if dual and h > 0:
-                if self.mode.split == "even":
-                    assert even_draws is not None
-                    side_de = bool(even_draws[t] < self.split)
-                elif self.scheduler == "paper":
+                if even:
+                    side_de = draws.random() < self.split
+                elif paper:
+                    # The side whose node has the shorter read queue (in seconds of reads).
                     pn, dn = gpu_node[g], P + e
                     side_de = read_queue[dn] / read_rate[dn] < read_queue[pn] / read_rate[pn]
                 else:
@@ -818,28 +892,38 @@ class _Engine:
                     # 13: with P < D a PE node reads more than its share).
                     side_de = rr_path % 2 == 1
                     rr_path += 1
-            on_de[t] = side_de
+            on_de[a] = side_de
             all_read += h
             if side_de:
                 de_read += h
             return True
 
-        def begin_read(t: int) -> None:
-            node = (P + de_node[t]) if on_de[t] else gpu_node[pe_gpu[t]]
-            read_queue[node] += hit[t]
-            n = 0 if io_free else start_phase(t, _READ, 0.0)
-            pending[t] = n
+        def begin_read(a: int) -> None:
+            if io_free:  # the oracle reads nothing
+                read_done(a)
+                return
+            node = (P + de_node[a]) if on_de[a] else gpu_node[pe_gpu[a]]
+            read_queue[node] += k_hit[kind[a]]
+            n = start_phase(a, _READ)
+            pending[a] = n
             if n == 0:
-                read_done(t)
+                read_done(a)
 
-        def read_done(t: int) -> None:
-            node = (P + de_node[t]) if on_de[t] else gpu_node[pe_gpu[t]]
-            read_queue[node] -= hit[t]
-            read_bytes[node] += hit[t]
-            g = pe_gpu[t]
-            gpu_ready[g].append(t)
+        def read_done(a: int) -> None:
+            if not io_free:
+                node = (P + de_node[a]) if on_de[a] else gpu_node[pe_gpu[a]]
+                h = k_hit[kind[a]]
+                read_queue[node] -= h
+                read_bytes[node] += h
+            g = pe_gpu[a]
+            gpu_ready[g].append(a)
             if not gpu_busy[g]:
                 start_pass(g)
+
+        def begin_move(a: int) -> None:
+            # Phase B starts with the turn's first pass; the pass itself is one more wait.
+            moving[a] = True
+            pending[a] = (0 if io_free else start_phase(a, _MOVE)) + 1
 
         def start_pass(g: int) -> None:
             nonlocal seq
@@ -850,140 +934,153 @@ class _Engine:
             used_hbm = 0.0
             span = t0
             while ready:
-                t = ready[0]
-                u = remaining_u[t]
-                if batch and used_hbm + kv_pass[t] > hbm_free:
+                a = ready[0]
+                u = remaining_u[a]
+                need = k_pass[kind[a]]
+                if batch and used_hbm + need > hbm_free:
                     break
-                if span + u > quota and batch:
+                if batch and span + u > quota:
                     part = quota - span
                     if part <= 0:
                         break
                     # Chunked prefill: this pass computes part of the turn, the rest waits at
                     # the head of the queue for the next one.
-                    remaining_u[t] = u - part
+                    remaining_u[a] = u - part
                     span += part
-                    if pending[t] >= 0 and t_prefilled[t] == 0.0:
-                        _begin_move(t)
+                    if not moving[a]:
+                        begin_move(a)
                     break
                 ready.popleft()
-                batch.append(t)
-                used_hbm += kv_pass[t]
+                batch.append(a)
+                used_hbm += need
                 span += u
-                remaining_u[t] = 0.0
-                if t_prefilled[t] == 0.0:
-                    _begin_move(t)
+                remaining_u[a] = 0.0
+                if tokens_leave_at_start:
+                    gpu_tokens[g] -= k_prompt[kind[a]]
+                if not moving[a]:
+                    begin_move(a)
+            if tokens_leave_at_start:
+                refresh_node(gpu_node[g])
             gpu_busy[g] = True
             gpu_batch[g] = batch
-            gpu_busy_time[g] += span
+            pass_start[g] = now
             seq += 1
             push(heap, (now + span, seq, _FORWARD, g, 0))
 
-        def _begin_move(t: int) -> None:
-            # Phase B starts with the turn's first pass; the pass itself is one more wait.
-            t_prefilled[t] = -1.0  # marks phase B started
-            n = 0 if io_free else start_phase(t, _MOVE, 0.0)
-            pending[t] = n + 1
+        def move_part_done(a: int) -> None:
+            pending[a] -= 1
+            if pending[a] == 0:
+                t_prefilled[a] = now
+                e = de_node[a]
+                if de_active[e] < slots:
+                    start_decode(a)
+                else:
+                    de_queue[e].append(a)
 
-        def move_part_done(t: int) -> None:
-            pending[t] -= 1
-            if pending[t] == 0:
-                prefilled(t)
+        def start_decode(a: int) -> None:
+            de_active[de_node[a]] += 1
+            gen = k_gen[kind[a]]
+            add_job(self.decode_server, gen if gen > 0 else 1e-9, a * 4 + 3)
 
-        def prefilled(t: int) -> None:
-            t_prefilled[t] = now
-            ttft[t] = now - t_start[t]
-            e = de_node[t]
-            if de_active[e] < slots:
-                start_decode(t)
-            else:
-                de_queue[e].append(t)
-
-        def start_decode(t: int) -> None:
-            de_active[de_node[t]] += 1
-            add_job(self.decode_server, gen[t] if gen[t] > 0 else 1e-9, t * 4 + 3)
-
-        def decoded(t: int) -> None:
+        def decoded(a: int) -> None:
             nonlocal done_count, in_flight, window_turns, live_kv, agents_alive, de_token_sum
-            e = de_node[t]
+            nonlocal span_lo, span_hi, measured_done
+            i = kind[a]
+            e = de_node[a]
             de_active[e] -= 1
             de_seq[e] -= 1
-            de_tokens[e] -= prompt[t]
-            de_token_sum -= prompt[t]
+            de_tokens[e] -= k_prompt[i]
+            de_token_sum -= k_prompt[i]
             if de_queue[e]:
                 start_decode(de_queue[e].popleft())
-            g = gen[t]
-            tpot[t] = (now - t_prefilled[t]) / g if g > 0 else 0.0
-            done_time[t] = now
+            gen = k_gen[i]
+            ttft = t_prefilled[a] - t_start[a]
+            tpot = (now - t_prefilled[a]) / gen if gen > 0 else 0.0
+            if warmup <= t_start[a] <= duration:
+                ttft_hist.add(ttft)
+                tpot_hist.add(tpot)
+                measured_done += 1
             done_count += 1
+            if done_count == tenth:
+                span_lo = now
+            if done_count == half:
+                span_hi = now
             window_turns += 1
             in_flight -= 1
+            live_kv -= k_kv[i]
+            if sink is not None:
+                sink(
+                    (a, turn_k[a], t_start[a], ttft, tpot, now, pe_gpu[a], e, on_de[a],
+                     k_hit[i], k_prompt[i])
+                )  # fmt: skip
             if not io_free:
-                pending[t] = start_phase(t, _WRITE, 0.0)
-            a = agent_of[t]
-            live_kv -= kv_prompt[t]
-            if t + 1 < agent_first[a] + agent_n[a]:
-                next_turn(t + 1, now + tool)
+                start_phase(a, _WRITE)
+            if turn_k[a] + 1 < agent_n[a]:
+                nonlocal seq
+                turn_k[a] += 1
+                seq += 1
+                push(heap, (now + tool, seq, _TURN, a, 0))
             else:
                 agent_end[a] = now
                 agents_alive -= 1
 
-        def next_turn(t: int, at: float) -> None:
-            nonlocal seq
-            seq += 1
-            push(heap, (at, seq, _TURN, t, 0))
-
-        def start_turn(t: int) -> None:
+        def start_turn(a: int) -> None:
             nonlocal in_flight, live_kv, measured_starts
-            t_start[t] = now
-            t_started[t] = True
+            k = turn_k[a]
+            if offset is not None:
+                kind[a] = offset[agent_n[a]] + (k if growth else 0)
+            else:
+                assert cumulative is not None
+                kind[a] = min(bisect_right(cumulative, draws.random()), len(cumulative) - 1)
+            i = kind[a]
+            t_start[a] = now
+            moving[a] = False
+            remaining_u[a] = k_u[i]
             if warmup <= now <= duration:
                 measured_starts += 1
             in_flight += 1
-            live_kv += kv_prompt[t]
-            if assign(t):
-                begin_read(t)
+            live_kv += k_kv[i]
+            if assign(a):
+                begin_read(a)
             else:
-                waiting.append(t)
+                waiting.append(a)
 
         def retry_waiting() -> None:
             while waiting:
-                t = waiting[0]
-                if not assign(t):
+                a = waiting[0]
+                if not assign(a):
                     return
                 waiting.popleft()
-                begin_read(t)
+                begin_read(a)
 
-        # Agents: offline all at 0; online at their arrival times.
         for a, at in enumerate(agent_start):
             seq += 1
             push(heap, (at, seq, _AGENT, a, 0))
         window = cfg.window_s
         seq += 1
         push(heap, (window, seq, _WINDOW, 0, 0))
-        horizon = cfg.duration if cfg.online else math.inf
+        horizon = duration
         last_busy = [0.0] * len(servers)
         last_gpu = [0.0] * G
         last_read = [0.0] * (P + D)
         wall0 = wallclock.perf_counter()
         next_report = wall0 + 0.25
-        total_turns = n_turns_total
         stable = True
         while heap:
-            now, _, kind, a, b = pop(heap)
+            now, _, what, a, b = pop(heap)
             if now > horizon:
-                # Online, arrivals are over: a queue that kept up drains (every measured agent
-                # finishes), one that did not stops here.
+                # Online, the arrivals are over: a queue that kept up drains (every measured
+                # agent finishes), one that did not stops here.
                 horizon = math.inf
-                offered = self.offered * (cfg.duration - cfg.warmup)
-                stable = measured_starts >= STABLE_SHARE * offered
+                stable = measured_starts >= STABLE_SHARE * self.offered * (duration - warmup)
                 if not stable:
-                    now = cfg.duration
+                    now = duration
                     break
             events += 1
-            if kind == _SERVER:
+            if what == _SERVER:
                 s = servers[a]
                 if b != s.version:
-                    continue
+                    continue  # superseded by a later change of its job count
                 s.advance(now)
                 jobs = s.jobs
                 limit = s.v + 1e-9 * (abs(s.v) + 1.0)
@@ -993,72 +1090,77 @@ class _Engine:
                     s.n -= 1
                 schedule(s)
                 for owner in finished:
-                    t, phase = divmod(owner, 4)
+                    agent, phase = divmod(owner, 4)
                     if phase == 3:
-                        decoded(t)
+                        decoded(agent)
                     elif phase == _READ:
-                        pending[t] -= 1
-                        if pending[t] == 0:
-                            read_done(t)
+                        pending[agent] -= 1
+                        if pending[agent] == 0:
+                            read_done(agent)
                     elif phase == _MOVE:
-                        move_part_done(t)
-                    # _WRITE: nothing waits on it
-            elif kind == _FORWARD:
-                g = a
-                gpu_busy[g] = False
-                for t in gpu_batch[g]:
-                    gpu_tokens[g] -= prompt[t]
-                    move_part_done(t)
-                refresh_node(gpu_node[g])
-                gpu_batch[g] = []
-                start_pass(g)
+                        move_part_done(agent)
+                    # _WRITE: nothing waits on the write-back
+            elif what == _FORWARD:
+                gpu_busy[a] = False
+                gpu_busy_time[a] += now - pass_start[a]
+                for agent in gpu_batch[a]:
+                    if not tokens_leave_at_start:
+                        gpu_tokens[a] -= k_prompt[kind[agent]]
+                    move_part_done(agent)
+                gpu_batch[a] = []
+                refresh_node(gpu_node[a])
+                start_pass(a)
                 if waiting:
                     retry_waiting()
-            elif kind == _DELAY:
-                t = a
+            elif what == _DELAY:
                 if b == _READ:
-                    pending[t] -= 1
-                    if pending[t] == 0:
-                        read_done(t)
+                    pending[a] -= 1
+                    if pending[a] == 0:
+                        read_done(a)
                 else:
-                    move_part_done(t)
-            elif kind == _TURN:
+                    move_part_done(a)
+            elif what == _TURN:
                 start_turn(a)
-            elif kind == _AGENT:
+            elif what == _AGENT:
                 agents_alive += 1
-                start_turn(agent_first[a])
+                start_turn(a)
             else:  # _WINDOW
                 for s in servers:
                     s.advance(now)
-                busy = [s.busy - last_busy[i] for i, s in enumerate(servers)]
+                busy = [s.busy - last_busy[j] for j, s in enumerate(servers)]
                 last_busy = [s.busy for s in servers]
-                gb = [min(gpu_busy_time[g] - last_gpu[g], window) for g in range(G)]
-                last_gpu = list(gpu_busy_time)
+                # Busy time up to now: passes ended and the running one so far.
+                cum = [
+                    gpu_busy_time[g] + (now - pass_start[g] if gpu_busy[g] else 0.0)
+                    for g in range(G)
+                ]
+                gb = [cum[g] - last_gpu[g] for g in range(G)]
+                last_gpu = cum
                 rb = [read_bytes[n] - last_read[n] for n in range(P + D)]
                 last_read = list(read_bytes)
                 windows.append((now, window_turns, in_flight, live_kv, busy, gb, rb))
                 window_turns = 0
-                if agents_alive > 0 or (cfg.online and now < cfg.duration):
+                if agents_alive > 0 or (cfg.online and now < duration):
                     seq += 1
                     push(heap, (now + window, seq, _WINDOW, 0, 0))
             if events & 4095 == 0:
-                if progress := self.progress:
+                if self.progress is not None:
                     w = wallclock.perf_counter()
                     if w >= next_report:
                         next_report = w + 0.25
-                        progress(done_count, total_turns)
+                        self.progress(done_count, total_turns)
                 if events > cfg.max_events:
                     raise PlanInputError(
                         f"more than {cfg.max_events:,} events: shorten the run", field="--duration"
                     )
-        self.t_start = np.asarray(t_start)
-        self.t_started = np.asarray(t_started)
         return self._result(
             _Outcome(
-                ttft=ttft,
-                tpot=tpot,
-                done=done_time,
-                agent_end=agent_end,
+                ttft=ttft_hist.distribution(),
+                tpot=tpot_hist.distribution(),
+                measured_done=measured_done,
+                span=(span_lo, span_hi),
+                done=done_count,
+                agent_end=np.asarray(agent_end, dtype=np.float64),
                 windows=windows,
                 events=events,
                 wall_s=wallclock.perf_counter() - wall0,
@@ -1066,23 +1168,15 @@ class _Engine:
                 de_read=de_read,
                 all_read=all_read,
                 stable=stable,
-                pe_gpu=np.asarray(pe_gpu),
-                de_node=np.asarray(de_node),
-                on_de=np.asarray(on_de),
             )
         )
 
     def _result(self, o: _Outcome) -> SimResult:
-        cfg, turns = self.cfg, self.turns
-        done = np.isfinite(o.done)
-        started = self.t_started
+        cfg = self.cfg
         if cfg.online:
             lo, hi = cfg.warmup, cfg.duration
-            # Turns that start in the measured span, agents that arrive in it.
-            measured = started & (self.t_start >= lo) & (self.t_start <= hi)
-            finished = measured & done
-            throughput = int(np.count_nonzero(finished)) / (hi - lo)
             span = (lo, hi)
+            throughput = o.measured_done / (hi - lo)
             agents_in = (self.arrivals >= lo) & (self.arrivals <= hi) & np.isfinite(o.agent_end)
             jct_agents = (o.agent_end - self.arrivals)[agents_in]
             jct = float(jct_agents.mean()) if jct_agents.size else math.nan
@@ -1090,16 +1184,14 @@ class _Engine:
         else:
             # Offline: the throughput while the cluster is saturated, from 10% to 50% of all
             # turns done (most agents still run; the drain after is the stragglers').
-            order = np.sort(o.done[done])
-            n = order.size
-            lo_i, hi_i = n // 10, max(n // 2, n // 10 + 1)
-            if n >= 20 and order[hi_i] > order[lo_i]:
-                span = (float(order[lo_i]), float(order[hi_i]))
+            total = int(self.counts.sum())
+            lo_i, hi_i = total // 10, max(total // 2, total // 10 + 1)
+            if total >= 20 and o.span[1] > o.span[0]:
+                span = o.span
                 throughput = (hi_i - lo_i) / (span[1] - span[0])
             else:
-                span = (0.0, float(order[-1]) if n else 0.0)
-                throughput = n / span[1] if span[1] > 0 else 0.0
-            finished = done
+                span = (0.0, o.end_s)
+                throughput = o.done / o.end_s if o.end_s > 0 else 0.0
             jct = float(np.max(o.agent_end)) if o.agent_end.size else 0.0
             jct_agents = o.agent_end - self.arrivals
             unfinished = 0
@@ -1126,31 +1218,14 @@ class _Engine:
                     ServerSeries(gr.name, len(ids), gr.capacity, True, u, mean_in_span(u))
                 )
             else:
-                # Not simulated as a queue: its utilization is its load over its capacity.
                 series.append(ServerSeries(gr.name, 0, gr.capacity, False, np.zeros(0), math.nan))
-        gu = np.minimum(gpu / window, 1.0).mean(axis=1)
+        gu = gpu.mean(axis=1) / window
         series.append(ServerSeries("pe_prefill", self.gpus, math.nan, True, gu, mean_in_span(gu)))
-        log = None
-        if cfg.keep_turns:
-            agent = np.repeat(np.arange(turns.agent_turns.size), turns.agent_turns)
-            log = TurnLog(
-                agent=agent,
-                turn=np.arange(agent.size) - np.repeat(turns.first, turns.agent_turns),
-                start_s=np.where(started, self.t_start, np.nan),
-                ttft_s=o.ttft,
-                tpot_s=o.tpot,
-                done_s=o.done,
-                prefill_gpu=o.pe_gpu,
-                decode_node=o.de_node,
-                read_on_decode=o.on_de,
-                hit_gbyte=turns.fields[:, 0] / 1e9,
-                prompt_tokens=turns.cached + turns.append,
-            )
         return SimResult(
             config=cfg,
             scheduler=self.scheduler,
             mode=cfg.mode,
-            turns=int(np.count_nonzero(done)),
+            turns=o.done,
             agents=int(self.arrivals.size),
             events=o.events,
             wall_s=o.wall_s,
@@ -1159,8 +1234,8 @@ class _Engine:
             throughput_span_s=(float(span[0]), float(span[1])),
             jct_s=jct,
             agent_jct_s=Distribution.of(jct_agents[np.isfinite(jct_agents)]),
-            ttft_s=Distribution.of(o.ttft[finished & np.isfinite(o.ttft)]),
-            tpot_s=Distribution.of(o.tpot[finished & np.isfinite(o.tpot)]),
+            ttft_s=o.ttft,
+            tpot_s=o.tpot,
             decode_path_fraction=o.de_read / o.all_read if o.all_read > 0 else 0.0,
             snic_max_over_avg=_max_over_avg(reads[in_span]),
             prefill_max_over_avg=_max_over_avg(gpu[in_span]),
@@ -1173,8 +1248,7 @@ class _Engine:
             servers=tuple(series),
             unfinished=unfinished,
             stable=o.stable,
-            offered_turns_per_s=self.offered,
-            turn_log=log,
+            offered_turns_per_s=self.offered if cfg.online else 0.0,
         )
 
 
@@ -1182,9 +1256,11 @@ class _Engine:
 class _Outcome:
     """What the event loop leaves for the statistics."""
 
-    ttft: np.ndarray
-    tpot: np.ndarray
-    done: np.ndarray
+    ttft: Distribution
+    tpot: Distribution
+    measured_done: int
+    span: tuple[float, float]  # offline: when 10% and 50% of the turns were done
+    done: int
     agent_end: np.ndarray
     windows: list[tuple[float, int, int, float, list[float], list[float], list[float]]]
     events: int
@@ -1193,9 +1269,6 @@ class _Outcome:
     de_read: float
     all_read: float
     stable: bool
-    pe_gpu: np.ndarray
-    de_node: np.ndarray
-    on_de: np.ndarray
 
 
 def _max_over_avg(per_window: np.ndarray) -> float:

@@ -13,7 +13,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from dualpath_plan.outcomes.simulation import Distribution, SimResult
+from dualpath_plan.outcomes.simulation import Distribution, SimResult, TurnRecord
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.recommend import nice_ticks, tick_label
 from dualpath_plan.reports.size import scenario_line
@@ -257,30 +257,29 @@ def series_csv_lines(r: SimResult) -> Iterator[str]:
         yield ",".join(row) + "\n"
 
 
-def turn_log_lines(r: SimResult) -> Iterator[str]:
-    """One JSON object per turn (the per-turn log of ``--trace-out``)."""
-    log = r.turn_log
-    assert log is not None, "the run kept no turn log"
-    for i in range(log.agent.size):
-        yield (
-            json.dumps(
-                {
-                    "agent": int(log.agent[i]),
-                    "turn": int(log.turn[i]),
-                    "start_s": _finite(float(log.start_s[i])),
-                    "ttft_s": _finite(float(log.ttft_s[i])),
-                    "tpot_s": _finite(float(log.tpot_s[i])),
-                    "done_s": _finite(float(log.done_s[i])),
-                    "prefill_gpu": int(log.prefill_gpu[i]),
-                    "decode_node": int(log.decode_node[i]),
-                    "read_on": "decode" if bool(log.read_on_decode[i]) else "prefill",
-                    "hit_gbyte": float(log.hit_gbyte[i]),
-                    "prompt_tokens": float(log.prompt_tokens[i]),
-                },
-                allow_nan=False,
-            )
-            + "\n"
+def turn_line(rec: TurnRecord) -> str:
+    """One turn of ``--trace-out`` as a JSON object on one line (turns in the order they
+    finish)."""
+    agent, turn, start, ttft, tpot, done, gpu, node, on_decode, hit, prompt = rec
+    return (
+        json.dumps(
+            {
+                "agent": agent,
+                "turn": turn,
+                "start_s": start,
+                "ttft_s": ttft,
+                "tpot_s": tpot,
+                "done_s": done,
+                "prefill_gpu": gpu,
+                "decode_node": node,
+                "read_on": "decode" if on_decode else "prefill",
+                "hit_gbyte": hit / 1e9,
+                "prompt_tokens": prompt,
+            },
+            allow_nan=False,
         )
+        + "\n"
+    )
 
 
 def simulate_svg(sc: Scenario, r: SimResult, width: int = 800, height: int = 420) -> str:
