@@ -7,6 +7,7 @@ import csv
 import io
 import math
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -350,3 +351,15 @@ def test_the_curve_never_overwrites_an_input(cli, tmp_path) -> None:
 def test_help_describes_the_rate_flags(cli) -> None:
     text = cli("size", "--help").out
     assert "--aps-curve" in text and "LO:HI:N" in text and "--out" in text
+
+
+def test_readme_rate_example_is_what_size_prints(cli) -> None:
+    # INV-16: the README's size --aps example is the command's output.
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("$ dualpath-plan size --aps 0.3\n") + len(
+        "$ dualpath-plan size --aps 0.3\n"
+    )
+    end = readme.index("```", start)
+    result = cli("size", "--aps", "0.3")
+    assert result.code == 0
+    assert readme[start:end].strip() == result.out.strip()
