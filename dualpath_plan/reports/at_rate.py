@@ -107,6 +107,11 @@ def _per_token(seconds: float) -> str:
     return f"{seconds:,.2f} s" if seconds >= 1 else f"{seconds * 1e3:.1f} ms"
 
 
+def _ttft(seconds: float) -> str:
+    """A TTFT in s, or in ms below a tenth of a second (a small model at the speed of light)."""
+    return f"{seconds:,.2f} s" if seconds >= 0.1 else f"{seconds * 1e3:.1f} ms"
+
+
 def _gbyte(g: float) -> str:
     return f"{g / 1e3:,.2f} TB" if g >= 1e3 else f"{g:,.1f} GB"
 
@@ -152,7 +157,7 @@ def render_rate(r: RateReport, console: Console) -> None:
         table.add_row(
             m,
             util,
-            f"{float(p.ttft_s[0]):.2f} s",
+            _ttft(float(p.ttft_s[0])),
             _per_token(float(p.tpot_s[0])),
             _t(float(p.agent_jct_s[0])),
             _gbyte(float(p.kv_working_set_gbyte[0])),
@@ -199,7 +204,7 @@ def render_curve(r: RateReport, console: Console, out: str | None = None) -> Non
                 cells += ["beyond", "beyond"]
                 continue
             ttft = float(p.ttft_s[i])
-            cells += [f"{ttft:.2f} s{' *' if ttft > slo else ''}", _per_token(float(p.tpot_s[i]))]
+            cells += [_ttft(ttft) + (" *" if ttft > slo else ""), _per_token(float(p.tpot_s[i]))]
         table.add_row(*cells)
     console.print(table)
     console.print(f"*: above the TTFT SLO ({slo:g} s)")
