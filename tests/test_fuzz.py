@@ -79,6 +79,12 @@ def invocations(draw):
         for flag in ("--agents", "--ttft-slo", "--tpot-slo"):
             if draw(st.booleans()):
                 args += [flag, draw(st.sampled_from(HOSTILE_NUMBERS))]
+        rate = draw(st.sampled_from([None, "--aps", "--aps-curve"]))
+        if rate == "--aps":
+            args += [rate, draw(st.sampled_from([*HOSTILE_NUMBERS, "0.3"]))]
+        elif rate == "--aps-curve":
+            curves = ["0.05:0.6:12", "0:1:2", "1:0:3", "0.1:0.2:0", "nan:1:3", "0:inf:3", "x"]
+            args += [rate, draw(st.sampled_from(curves))]
     if command == "ratio":
         args += [
             "--model",

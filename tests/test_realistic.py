@@ -266,6 +266,8 @@ def test_every_scenario_report_says_which_efficiencies_are_in_force(cli) -> None
     commands = [
         ("size",),
         ("size", "--target-aps", "0.5"),
+        ("size", "--aps", "0.3"),
+        ("size", "--aps-curve", "0.1:0.5:3"),
         ("paths",),
         ("bounds",),
         ("recommend", "--budget-nodes", "6"),

@@ -56,6 +56,7 @@ def _compare(sc: Scenario, r: SimResult) -> report.Analytical:
     import math
 
     import numpy as np
+
     from dualpath_plan.outcomes.at_rate import rate_points
 
     assert c.aps is not None

@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.files import atomic_write
+from dualpath_plan.outcomes.at_rate import rate_report
 from dualpath_plan.outcomes.serving import evaluate
 from dualpath_plan.outcomes.sizing import MAX_NODES, sizing_report
 from dualpath_plan.outcomes.uncertainty import answer_intervals, mode_intervals
+from dualpath_plan.physics.workload import trace_path
+from dualpath_plan.profiles.registry import Registry
+from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
+from dualpath_plan.reports import at_rate
 from dualpath_plan.reports import size as report
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
+
+# Rates of one --aps-curve at most: a chart or a table of more says nothing more, and the
+# model at a rate is vectorized, so this many take milliseconds.
+MAX_CURVE_POINTS = 10_000
 
 
 @scenario_options()
@@ -37,6 +50,37 @@ def size(
             show_default=False,
         ),
     ] = None,
+    aps: Annotated[
+        float | None,
+        typer.Option(
+            "--aps",
+            help="Per mode at this arrival rate (agents/s, > 0) on the given cluster: TTFT, TPOT, "
+            "one agent's JCT (all its turns), the KV working set and the busiest link's "
+            "utilization, or why the rate is beyond the mode's capacity.",
+            show_default=False,
+        ),
+    ] = None,
+    aps_curve: Annotated[
+        str | None,
+        typer.Option(
+            "--aps-curve",
+            help="LO:HI:N: the same at N rates from LO to HI agents/s (0 <= LO < HI, 2 <= N <= "
+            f"{MAX_CURVE_POINTS:,}, evenly spaced): TTFT and TPOT per mode against the rate; "
+            "with --out FILE.csv every number, or FILE.svg a chart of TTFT per mode with the "
+            "TTFT SLO.",
+            show_default=False,
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="With --aps-curve: write FILE.csv (a row per rate and mode) or FILE.svg (TTFT "
+            "against the rate per mode, the TTFT SLO drawn), through a temporary file renamed "
+            "into place.",
+            show_default=False,
+        ),
+    ] = None,
     max_nodes: Annotated[
         int,
         typer.Option(
@@ -50,10 +94,29 @@ def size(
     """Offline JCT, online agents/s under the SLOs, TTFT, TPOT, the binding links and the
     decode-path share for basic, even, dualpath and oracle, on the paper's default
     (DeepSeek-V3.2, 2P4D dualpath-hopper nodes, paper-64k, 2,048 agents); or, with --target-aps
-    or --deadline, the smallest cluster per mode that meets the target."""
+    or --deadline, the smallest cluster per mode that meets the target; or, with --aps or
+    --aps-curve, the online model of this cluster at given arrival rates."""
     if target_aps is not None and deadline is not None:
         raise PlanInputError("give --target-aps or --deadline, not both", field="--deadline")
-    sc = Scenario.from_spec(load_registry(profiles, set_), spec)
+    given = [f for f, v in (("--aps", aps), ("--aps-curve", aps_curve)) if v is not None]
+    if len(given) == 2:
+        raise PlanInputError("give --aps or --aps-curve, not both", field="--aps-curve")
+    if given and (target_aps is not None or deadline is not None):
+        other = "--target-aps" if target_aps is not None else "--deadline"
+        raise PlanInputError(
+            f"sizes the given cluster at a rate; {other} searches for a cluster: give one",
+            field=given[0],
+        )
+    if out is not None and aps_curve is None:
+        raise PlanInputError("is written by --aps-curve only", field="--out")
+    rates = _rates(aps, aps_curve)  # bad values fail before any profile is read
+    if out is not None and out.suffix.lower() not in (".csv", ".svg"):
+        raise PlanInputError(f"expected a .csv or .svg file, got {out.name!r}", field="--out")
+    registry = load_registry(profiles, set_)
+    sc = Scenario.from_spec(registry, spec)
+    if rates is not None:
+        _at_rates(sc, registry, spec, rates, curve=aps_curve is not None, out=out, as_json=as_json)
+        return
     if target_aps is not None or deadline is not None:
         sizing = sizing_report(
             sc, spec, target_aps=target_aps, deadline_s=deadline, max_nodes=max_nodes
@@ -76,6 +139,76 @@ def size(
         print_json(report.size_payload(result, intervals))
     else:
         report.render_size(result, stdout, intervals)
+
+
+def _rates(aps: float | None, curve: str | None) -> np.ndarray | None:
+    """The arrival rates of --aps or --aps-curve LO:HI:N (None: neither given)."""
+    if aps is not None:
+        if not (math.isfinite(aps) and 0 < aps <= MAX_MAGNITUDE):
+            raise PlanInputError(
+                f"expected agents/s > 0 and at most {MAX_MAGNITUDE:g}, got {aps!r}", field="--aps"
+            )
+        return np.array([aps])
+    if curve is None:
+        return None
+    parts = curve.split(":")
+    bad = PlanInputError(
+        f"expected LO:HI:N, agents/s 0 <= LO < HI <= {MAX_MAGNITUDE:g} and 2 <= N <= "
+        f"{MAX_CURVE_POINTS:,} points, got {curve!r}",
+        field="--aps-curve",
+    )
+    if len(parts) != 3:
+        raise bad
+    try:
+        start, stop, count = float(parts[0]), float(parts[1]), int(parts[2])
+    except ValueError:
+        raise bad from None
+    if not (0 <= start < stop <= MAX_MAGNITUDE and 2 <= count <= MAX_CURVE_POINTS):
+        raise bad  # NaN fails the comparisons too
+    return np.linspace(start, stop, count)
+
+
+def _at_rates(
+    sc: Scenario,
+    registry: Registry,
+    spec: ScenarioSpec,
+    rates: np.ndarray,
+    *,
+    curve: bool,
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    result = rate_report(sc, spec.serving, rates)
+    if out is not None:
+        _refuse_input(out, sc, registry)
+        data = (
+            at_rate.curve_svg(result) if out.suffix.lower() == ".svg" else at_rate.curve_csv(result)
+        )
+        atomic_write(out, data, field="--out")
+    if as_json:
+        print_json(
+            at_rate.curve_payload(result, str(out) if out else None)
+            if curve
+            else at_rate.rate_payload(result)
+        )
+    elif curve:
+        at_rate.render_curve(result, stdout, str(out) if out else None)
+    else:
+        at_rate.render_rate(result, stdout)
+
+
+def _refuse_input(out: Path, sc: Scenario, registry: Registry) -> None:
+    """An output never replaces what the run read: a profile on the search path or the
+    workload's trace file."""
+    read = [*registry.indexed, *registry.origins.values()]
+    if sc.workload.trace_file:
+        read.append(trace_path(sc.workload, registry.origins.get(("workload", sc.workload.id))))
+    if out.exists() and any(p.exists() and out.samefile(p) for p in read):
+        raise PlanInputError(
+            "is an input of this run (a profile or the workload's trace); write elsewhere",
+            source=str(out),
+            field="--out",
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -209,17 +209,17 @@ class ModeCore:
         return float(self.online.aps[0])
 
 
-def mode_core(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeCore:
-    """The saturated optimum, offline JCT and online APS of one cluster in a mode; raises
-    InfeasibleError where the cluster does not run in it."""
+def runnable(sc: Scenario, mode: OutcomeMode) -> tuple[Saturated, float]:
+    """The saturated optimum of one cluster in a mode and its throughput (turns/s, finite and
+    > 0); raises InfeasibleError where the cluster does not run in it. What every outcome of
+    one cluster (``mode_core``, ``outcomes/at_rate.py``) starts from, so they refuse a cluster
+    for the same reason."""
     P, D = sc.prefill_nodes, sc.decode_nodes
     # Node counts, weights and one decode request first: the clearest reasons a cluster is too
     # small, the same in every mode.
     check_feasible(sc)
     sat = saturated(sc, mode, P, D)
     pm = sat.prefill
-    group = sat.assembly.de.decode  # one cluster: the group of its D decode nodes
-    assert group is not None
     if not bool(sat.feasible):
         per = float(
             phys.kv_bytes_for_context(sc.model, sc.turn_demand.mean(sc.turn_demand.context_tokens))
@@ -246,6 +246,40 @@ def mode_core(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeCore:
             "capacity left for this workload)",
             field="cluster",
         )
+    return sat, t_max
+
+
+def agent_time_s(sc: Scenario, ttft_s: Num, tpot_s: Num) -> Num:
+    """One agent's time online, all its turns: turns x (TTFT + generated x TPOT + tool
+    latency). The one definition: the KV working set (``kv_working_set_gbyte``) holds each
+    agent's context for this long, and ``size --aps`` reports it as the agent's JCT."""
+    d = sc.turn_demand
+    gen = d.mean(d.generated_tokens)
+    return d.trajectory_turns.mean * (ttft_s + gen * tpot_s + sc.workload.tool_latency_s)
+
+
+def kv_working_set_gbyte(sc: Scenario, aps: Num, agent_s: Num) -> Num:
+    """The online KV working set by Little's law (paper 2.5): agents in the system (the
+    arrival rate x each one's time, ``agent_time_s``) x half the tokens of a trajectory (its
+    context grows from nothing to the total) x KV bytes per token, in GB; 0 at no arrivals
+    (an unbounded agent time there holds nothing). Vectorized over ``aps`` and ``agent_s``."""
+    d = sc.turn_demand
+    total = sc.workload.total_tokens or (d.mean(d.context_tokens) + d.mean(d.generated_tokens))
+    per_token = phys.kv_bytes_per_token(sc.model)
+    rate, time = np.asarray(aps, dtype=np.float64), np.asarray(agent_s, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        gbyte = np.where(rate > 0, rate * time * total / 2.0 * per_token, 0.0) / 1e9
+    return float(gbyte) if gbyte.ndim == 0 else gbyte
+
+
+def mode_core(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeCore:
+    """The saturated optimum, offline JCT and online APS of one cluster in a mode; raises
+    InfeasibleError where the cluster does not run in it."""
+    sat, t_max = runnable(sc, mode)
+    pm = sat.prefill
+    group = sat.assembly.de.decode  # one cluster: the group of its D decode nodes
+    assert group is not None
+    sol = sat.solution
     d = sc.turn_demand
     gen = d.mean(d.generated_tokens)
     # Offline: the closed system while all N agents run (the operating point), then drained.
@@ -284,11 +318,7 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
     t_on, p_on = float(on.ttft_s[0]), float(on.tpot_s[0])
     limit = on.limit_names()[0]
     gpus = P * sc.prefill_node.gpus_per_node
-    agent_time = turns * (t_on + gen * p_on + tool)
-    total = sc.workload.total_tokens or (d.mean(d.context_tokens) + gen)
-    working_set = (
-        aps * agent_time * total / 2.0 * phys.kv_bytes_per_token(sc.model) if aps > 0 else 0.0
-    )
+    working_set = kv_working_set_gbyte(sc, aps, agent_time_s(sc, t_on, p_on))
     return ModeOutcome(
         mode=mode,
         throughput_turns_per_s=t_max,
@@ -307,7 +337,7 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
         if x / gpus * pm.u_s < 1
         else cap,
         decode_batch=b_dec,
-        working_set_gbyte=working_set / 1e9,
+        working_set_gbyte=float(working_set),
         latency_bound=cfg.agents / cycle_min < t_max,
         aps_limit=limit,
         slo_aps=slo_aps,

@@ -22,6 +22,7 @@ from dualpath_plan.reports.provenance import (
     intervals_payload,
 )
 from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.spec import ServingConfig
 
 
 def limits_payload(limits: Mapping[str, LinkLimit]) -> dict[str, Any]:
@@ -69,27 +70,32 @@ def mode_payload(o: ModeOutcome) -> dict[str, Any]:
     }
 
 
+def inputs_payload(sc: Scenario, cfg: ServingConfig) -> dict[str, Any]:
+    """The scenario a size report ran, by ids, node counts and serving settings."""
+    return {
+        "model": sc.model.id,
+        "workload": sc.workload.id,
+        "prefill_node": sc.prefill_node.id,
+        "decode_node": sc.decode_node.id,
+        "prefill_gpu": sc.prefill_gpu.id,
+        "decode_gpu": sc.decode_gpu.id,
+        "storage": sc.storage.id if sc.storage else None,
+        "prefill_nodes": sc.prefill_nodes,
+        "decode_nodes": sc.decode_nodes,
+        "agents": cfg.agents,
+        "ttft_slo_s": cfg.ttft_slo_s,
+        "tpot_slo_s": cfg.tpot_slo_s,
+        "max_utilization": cfg.max_utilization,
+    }
+
+
 def size_payload(r: SizeReport, intervals: OutcomeIntervals | None = None) -> dict[str, Any]:
     sc, cfg = r.scenario, r.config
     modes: dict[str, dict[str, Any]] = {m: mode_payload(o) for m, o in r.modes.items()}
     for m in modes:
         modes[m].update(interval_fields(intervals, m))
     return {
-        "inputs": {
-            "model": sc.model.id,
-            "workload": sc.workload.id,
-            "prefill_node": sc.prefill_node.id,
-            "decode_node": sc.decode_node.id,
-            "prefill_gpu": sc.prefill_gpu.id,
-            "decode_gpu": sc.decode_gpu.id,
-            "storage": sc.storage.id if sc.storage else None,
-            "prefill_nodes": sc.prefill_nodes,
-            "decode_nodes": sc.decode_nodes,
-            "agents": cfg.agents,
-            "ttft_slo_s": cfg.ttft_slo_s,
-            "tpot_slo_s": cfg.tpot_slo_s,
-            "max_utilization": cfg.max_utilization,
-        },
+        "inputs": inputs_payload(sc, cfg),
         "efficiencies": efficiency_payload(sc),
         "intervals": intervals_payload(intervals) if intervals is not None else None,
         "gb_per_pflop": r.gb_per_pflop,
@@ -154,6 +160,14 @@ def _with_interval(text: str, i: Interval | None, fmt: Callable[[float], str]) -
     return f"{text} ({fmt(i.low)} to {fmt(i.high)})" if i is not None else text
 
 
+def render_header(sc: Scenario, console: Console) -> None:
+    """The cluster, its nodes, storage and workload, and the cache-compute ratio: the first
+    lines of every ``size`` report of one cluster."""
+    console.print(scenario_line(sc))
+    d = sc.turn_demand
+    console.print(f"cache-compute ratio {d.gb_per_pflop:.1f} GB/PFLOP, hit rate {d.hit_rate:.1%}")
+
+
 def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | None = None) -> None:
     sc, cfg = r.scenario, r.config
     iv = intervals.by_mode if intervals is not None else {}
@@ -161,10 +175,7 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
     def bound(m: str, metric: str) -> Interval | None:
         return iv.get(m, {}).get(metric)
 
-    console.print(scenario_line(sc))
-    console.print(
-        f"cache-compute ratio {r.gb_per_pflop:.1f} GB/PFLOP, hit rate {sc.turn_demand.hit_rate:.1%}"
-    )
+    render_header(sc, console)
     modes = r.modes
     jct = _unit([o.jct_s for o in modes.values()])
     offline = Table(title=f"offline: {cfg.agents:,} agents started together (RL rollout)")
