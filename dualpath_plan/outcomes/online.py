@@ -7,7 +7,9 @@ request waits for the running batch (mean residual tau/2) and then its own, the 
 is b = lambda_g t0 / (1 - lambda_g u); near the batch cap B it also waits for later batches
 (Kingman: W_B = rho/(1-rho) tau(B)/(2B), rho against the capped rate B / tau(B)); so
 
-    TTFT = R + 1.5 tau(b) + W_B + W_io,
+    TTFT = R + 1.5 tau(b) + W_B + W_io   (b >= 1; below one request per pass the GPU idles
+                                            and the running pass's wait is Kingman's for the
+                                            GPU's regular arrivals, c^2 / G),
 
 R the part of the KV read not hidden behind compute, W_io the M/D/1 wait of the binding I/O
 link (one node serves a turn's read), lambda_g the arrival rate at the busiest GPU. TPOT is the
@@ -141,7 +143,21 @@ class OnlineQueue:
             rho = lam / self.t_io
             mu = self.t_io / self.io_nodes
             wait_io = np.where(np.isfinite(self.t_io), c2 * rho / (2.0 * mu * (1.0 - rho)), 0.0)
-            ttft = pm.read_latency_s + 1.5 * (pm.t0_s + batch * pm.u_s) + wait_batches + wait_io
+            # The running pass: at or above one request per pass (b >= 1, the GPU always busy)
+            # a request waits out its residual, tau(b)/2, then its own pass. Below that a pass
+            # holds one request and the GPU idles between passes; the scheduler deals the
+            # turns to the G GPUs in turn or by load, not at random, so a GPU's arrivals are
+            # far more regular than the Poisson stream (gaps' c^2 / G, an Erlang-G gap for
+            # Poisson): Kingman's G/D/1 wait for a pass of one, at most the residual.
+            tau_1 = pm.t0_s + pm.u_s
+            batch_own = np.maximum(batch, 1.0)
+            tau_own = pm.t0_s + batch_own * pm.u_s
+            rho_1 = np.minimum(lam_g * tau_1, 1.0)
+            wait_idle = np.where(
+                rho_1 < 1.0, c2 / self.gpus * rho_1 / (2.0 * (1.0 - rho_1)) * tau_1, math.inf
+            )
+            wait_running = np.minimum(wait_idle, tau_own / 2.0)
+            ttft = pm.read_latency_s + wait_running + tau_own + wait_batches + wait_io
         if len(self.groups) == 1:
             b_d = decode_little_batch(self.groups[0], lam, self.generated)
             tpot = decode_step(self.groups[0], np.maximum(b_d, 1.0))

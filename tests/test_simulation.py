@@ -1,0 +1,258 @@
+"""Cross-validation of the analytical model against the discrete-event simulation
+(outcomes/simulation.py; issue 13): saturated throughput, determinism, the schedulers' read
+imbalance, and the online TTFT at a given arrival rate.
+
+The throughput checks run a workload of identical turns (a trace of one repeated row), so that
+every turn is the mean turn the closed form assumes: a profile workload grows an agent's
+context over its turns, and the offline throughput the simulation measures (10% to 50% of the
+turns done) counts early, short turns (see test_offline_throughput_of_growing_contexts). The
+closed form is taken with the ideal scheduler (no imbalance factor): the simulation schedules
+by itself. Mixed node groups are not simulated yet, so not checked here.
+
+Heavier cases (more agents, the full paper workload) run with SIMULATION_SLOW=1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dualpath_plan.outcomes.online import online_queue
+from dualpath_plan.outcomes.serving import saturated
+from dualpath_plan.outcomes.simulation import SimConfig, SimResult, simulate
+from dualpath_plan.physics.engines import Scheduling
+from dualpath_plan.physics.modes import ModeName
+from dualpath_plan.profiles.registry import Overrides, Registry
+from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.assemble import assemble
+from dualpath_plan.scenario.spec import ScenarioSpec
+from dualpath_plan.solvers.closed_form import solve
+
+SLOW = os.environ.get("SIMULATION_SLOW", "") == "1"
+slow = pytest.mark.skipif(not SLOW, reason="set SIMULATION_SLOW=1 for the heavier simulations")
+
+TURNS = 20  # per agent: short lifetimes keep the online runs small
+AGENTS = 1024  # offline: enough to saturate every configuration below with the paper scheduler
+THROUGHPUT_TOL = 0.05
+TTFT_TOL = 0.20
+
+
+def _constant_workload(root: Path, generated: int) -> Path:
+    """A workload profile whose trace repeats the paper-64k mean turn: every turn identical."""
+    d = root / "workload"
+    d.mkdir(parents=True)
+    rows = ["trajectory_id,append_tokens,generated_tokens,context_tokens"]
+    for agent in range(8):
+        rows += [f"{agent},429,{generated},32721"] * TURNS
+    (d / "const.csv").write_text("\n".join(rows) + "\n")
+    (d / "xval-const.toml").write_text(
+        'kind = "workload"\nname = "identical turns"\n'
+        'description = "The paper-64k mean turn, repeated (cross-validation)."\n'
+        f"turns = {TURNS}\nappend_tokens = 429\ngenerated_tokens = {generated}\n"
+        'context_tokens = 32721\ntrace_file = "const.csv"\n'
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("xval")
+    return {
+        "short": _constant_workload(base / "short", 176),
+        "long": _constant_workload(base / "long", 3000),  # decode-bound
+    }
+
+
+def _scenario(root: Path, sets: tuple[str, ...] = ()) -> Scenario:
+    reg = Registry.load([root], overrides=Overrides.parse(list(sets)), use_env=False)
+    return Scenario.from_spec(reg, ScenarioSpec(workload="xval-const"))
+
+
+def _closed_form(sc: Scenario, mode: ModeName) -> tuple[float, tuple[str, ...], float]:
+    """The closed form's turns/s without the scheduler imbalance, its binding links, and the
+    figure size reports (with the imbalance)."""
+    ideal = dataclasses.replace(sc, scheduling=Scheduling(policy="ideal"))
+    s = saturated(ideal, mode, sc.prefill_nodes, sc.decode_nodes).solution
+    own = saturated(sc, mode, sc.prefill_nodes, sc.decode_nodes).solution
+    return (
+        float(s.throughput_turns_per_s),
+        tuple(s.binding()),
+        float(own.throughput_turns_per_s),
+    )
+
+
+# (configuration, workload, overrides, mode, binding links of the closed form)
+GRID = [
+    ("snic", "short", (), "basic", ("pe_snic_read",)),
+    ("storage", "short", ("storage.aggregate_read_gbyte_s=30",), "basic", ("storage_read",)),
+    ("snic", "short", ("node.snic_gbit_s=100",), "dualpath", ("pe_snic_read", "de_snic_read")),
+    ("decode", "long", (), "basic", ("de_decode",)),
+    ("decode", "long", (), "dualpath", ("de_decode",)),
+    ("decode", "long", (), "oracle", ("de_decode",)),
+]
+
+# Where the simulation with the paper's scheduler stays clearly below the closed form: not a
+# tolerance question but a term the closed form lacks (measured: -17% to -25%).
+BETA_GAP = (
+    "the paper scheduler's beta (unfinished tokens per GPU at most 5 s of compute) caps a "
+    "GPU's work in flight: compute-bound, the steady batch is about beta / 2 (batching "
+    "efficiency b / (b + h) about 0.82, not the HBM cap's 0.99); storage-bound, admission "
+    "stalls while a GPU's reads and pass hold its tokens, and storage idles every other window"
+)
+GAPS = [
+    ("compute", "short", (), "dualpath", ("pe_compute",)),
+    ("compute", "short", (), "oracle", ("pe_compute",)),
+    ("storage", "short", ("storage.aggregate_read_gbyte_s=30",), "dualpath", ("storage_read",)),
+]
+
+
+def _check_throughput(
+    profiles: dict[str, Path],
+    workload: str,
+    sets: tuple[str, ...],
+    mode: ModeName,
+    binding: tuple[str, ...],
+    agents: int = AGENTS,
+    scheduler: str | None = None,
+) -> None:
+    sc = _scenario(profiles[workload], sets)
+    t_ideal, bound, t_size = _closed_form(sc, mode)
+    assert set(bound) == set(binding), bound
+    # size's own figure carries the analytical imbalance: never above the ideal one.
+    assert t_size <= t_ideal * (1 + 1e-9)
+    r = simulate(sc, SimConfig(mode=mode, agents=agents, scheduler=scheduler))  # type: ignore[arg-type]
+    err = r.throughput_turns_per_s / t_ideal - 1
+    assert abs(err) <= THROUGHPUT_TOL, (mode, binding, r.throughput_turns_per_s, t_ideal, err)
+
+
+@pytest.mark.parametrize(("config", "workload", "sets", "mode", "binding"), GRID)
+def test_saturated_throughput_matches_the_closed_form(
+    profiles, config, workload, sets, mode, binding
+) -> None:
+    """Offline, saturated: the simulation's turns/s within 5% of the closed form (ideal
+    scheduler) where one link binds: SNIC, storage, decode; basic, dualpath, oracle."""
+    _check_throughput(profiles, workload, sets, mode, binding)
+
+
+@pytest.mark.xfail(strict=True, reason=BETA_GAP)
+@pytest.mark.parametrize(("config", "workload", "sets", "mode", "binding"), GAPS)
+def test_paper_scheduler_below_the_closed_form(
+    profiles, config, workload, sets, mode, binding
+) -> None:
+    _check_throughput(profiles, workload, sets, mode, binding)
+
+
+@slow
+@pytest.mark.parametrize("mode", ["dualpath", "oracle"])
+def test_compute_bound_without_the_token_cap_matches(profiles, mode) -> None:
+    """Compute-bound with the blind scheduler (no beta): the closed form's batch at the cap is
+    reached once enough agents queue (the passes run to the compute quota, so it takes
+    thousands of agents to stay saturated)."""
+    _check_throughput(profiles, "short", (), mode, ("pe_compute",), 4096, "round_robin")
+
+
+def _as_dict(r: SimResult) -> dict:
+    out = {}
+    for f in dataclasses.fields(r):
+        v = getattr(r, f.name)
+        if f.name == "wall_s":
+            continue
+        if f.name == "servers":
+            v = [(s.name, s.servers, s.mean_utilization, s.utilization.tolist()) for s in v]
+        elif isinstance(v, np.ndarray):
+            v = v.tolist()
+        elif dataclasses.is_dataclass(v):
+            v = dataclasses.asdict(v)  # type: ignore[arg-type]
+        out[f.name] = v
+    return out
+
+
+def test_same_seed_same_result_other_seed_another() -> None:
+    """Same seed, identical results (every field but the wall time); another seed draws other
+    trajectories (turn counts: the paper-64k spread, shortened to 20 turns)."""
+    reg = Registry.load(overrides=Overrides.parse(["workload.turns=20"]), use_env=False)
+    sc = Scenario.from_spec(reg, ScenarioSpec())
+    cfg = SimConfig(mode="dualpath", agents=None, aps=1.0, duration_s=150.0, warmup_s=40.0)
+    a, b = simulate(sc, cfg), simulate(sc, cfg)
+    c = simulate(sc, dataclasses.replace(cfg, seed=1))
+    da, db, dc = _as_dict(a), _as_dict(b), _as_dict(c)
+    assert repr(da) == repr(db)
+    assert da["ttft_s"] != dc["ttft_s"] and da["agents"] != dc["agents"]
+    off = SimConfig(mode="basic", agents=64)
+    x, y, z = (simulate(sc, off), simulate(sc, off), simulate(sc, dataclasses.replace(off, seed=7)))
+    assert repr(_as_dict(x)) == repr(_as_dict(y))
+    assert x.jct_s != z.jct_s
+
+
+def test_round_robin_reads_are_less_balanced_than_the_paper_scheduler(profiles) -> None:
+    """The paper's Figure 13: storage-NIC max/avg 1.53 with round robin, 1.18 with its
+    scheduler (2P4D). Round robin alternates the two paths, so each of the 2 PE nodes reads a
+    quarter of the bytes against a sixth on average: 1.5."""
+    sc = _scenario(profiles["short"])
+    rr = simulate(sc, SimConfig(mode="dualpath", agents=512, scheduler="round_robin"))
+    paper = simulate(sc, SimConfig(mode="dualpath", agents=512, scheduler="paper"))
+    assert rr.snic_max_over_avg == pytest.approx(1.5, abs=0.05)
+    assert paper.snic_max_over_avg < 1.3
+    assert rr.snic_max_over_avg - paper.snic_max_over_avg > 0.2
+
+
+def _ttft(sc: Scenario, mode: ModeName, load: float, ideal: bool = False) -> tuple[float, float]:
+    """Simulated and analytical mean TTFT at ``load`` x the saturated turn rate."""
+    t_ideal, _, _ = _closed_form(sc, mode)
+    aps = load * t_ideal / sc.turn_demand.trajectory_turns.mean
+    model = dataclasses.replace(sc, scheduling=Scheduling(policy="ideal")) if ideal else sc
+    asm = assemble(model, mode, sc.prefill_nodes, sc.decode_nodes)
+    ttft, _ = online_queue(model, asm, solve(asm.links)).at(np.array([aps]))
+    r = simulate(sc, SimConfig(mode=mode, agents=None, aps=aps, seed=1))
+    assert r.stable and r.ttft_s.count > 500
+    return r.ttft_s.mean, float(ttft[0])
+
+
+ONLINE = [("dualpath", x) for x in (0.1, 0.3, 0.5, 0.65)] + [("basic", x) for x in (0.1, 0.3)]
+
+
+@pytest.mark.parametrize(("mode", "load"), ONLINE)
+def test_online_ttft_matches_the_simulation(profiles, mode, load) -> None:
+    """Below 70% of the saturated rate the analytical mean TTFT is within 20% of the
+    simulation's (identical turns, Poisson agents)."""
+    sim, model = _ttft(_scenario(profiles["short"]), mode, load)
+    assert math.isfinite(model)
+    assert abs(model / sim - 1) <= TTFT_TOL, (mode, load, sim, model)
+
+
+ROUND_ROBIN_IMBALANCE = (
+    "the round-robin imbalance factor (1 + v sqrt(2 ln n / k) = 1.29 on 16 GPUs) raises the "
+    "busiest GPU's rate, which the mean TTFT uses; the simulation's round robin deals every "
+    "GPU the same share of turns: +34% at 50% load, +84% at 70%"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=ROUND_ROBIN_IMBALANCE)
+@pytest.mark.parametrize("load", [0.5, 0.65])
+def test_online_ttft_basic_with_the_imbalance_factor(profiles, load) -> None:
+    sim, model = _ttft(_scenario(profiles["short"]), "basic", load)
+    assert abs(model / sim - 1) <= TTFT_TOL, (load, sim, model)
+
+
+@pytest.mark.parametrize("load", [0.5, 0.65])
+def test_online_ttft_basic_without_the_imbalance_factor(profiles, load) -> None:
+    """The same rates with the mean GPU's rate (the ideal scheduler's queue): within 20%."""
+    sim, model = _ttft(_scenario(profiles["short"]), "basic", load, ideal=True)
+    assert abs(model / sim - 1) <= TTFT_TOL, (load, sim, model)
+
+
+@slow
+@pytest.mark.xfail(strict=True, reason="contexts grow over an agent's turns: early turns are short")
+def test_offline_throughput_of_growing_contexts() -> None:
+    """A profile workload's offline throughput over 10% to 50% of the turns done counts the
+    agents' early turns, whose contexts are shorter than the mean: basic measures 48 turns/s
+    on paper-64k at 2,048 agents against a 39.1 turns/s SNIC capacity."""
+    sc = Scenario.from_spec(Registry.load(use_env=False), ScenarioSpec())
+    t_ideal, _, _ = _closed_form(sc, "basic")
+    r = simulate(sc, SimConfig(mode="basic", agents=2048))
+    assert r.throughput_turns_per_s <= t_ideal * (1 + THROUGHPUT_TOL)
