@@ -111,10 +111,12 @@ class SimConfig:
     window_s: float = 10.0
     queued_utilization: float = 0.25
     prefill_quota_s: float | None = None  # a forward pass at most; default 300 ms x layers
-    # The paper's beta caps a PE's "assigned, unfinished" tokens (section 6). Read here as the
-    # tokens waiting for a pass (reading or ready): a turn leaves the count when a pass takes
-    # it. True counts a running pass too; passes then stay near half of beta's 5 s of work and
-    # a compute-bound cluster loses about 13% of its throughput (docs/model.md section 10).
+    # The paper's PE choice orders engines by their "assigned, unfinished" tokens and skips
+    # those over beta (section 6). The order here counts every unfinished turn; the overload
+    # test only those waiting for a pass (reading or ready), so that a running pass does not
+    # stop an engine from queueing its next one. True counts the running pass in the test
+    # too: passes then stay near half of beta's 5 s of work and a compute-bound cluster loses
+    # about 13% of its throughput (docs/model.md section 10).
     beta_counts_running_pass: bool = False
     # A profile's turns all the mean turn (as the analytical model), or an agent's context
     # growing over its turns (turn k of n caches 2 x mean x (k + 1/2) / n).
@@ -685,7 +687,7 @@ class _Engine:
         even = self.mode.split == "even"
         paper = self.scheduler == "paper"
         io_free = self.mode.io_free
-        tokens_leave_at_start = not cfg.beta_counts_running_pass
+        beta_waiting = not cfg.beta_counts_running_pass
         draws = random.Random(cfg.seed + 1)  # the even split's and a trace's turn draws
         k_hit, k_miss, k_gen_kv, k_wb = kinds.hit, kinds.miss, kinds.gen_kv, kinds.writeback
         k_u, k_pass, k_prompt, k_gen = kinds.u, kinds.kv_pass, kinds.prompt, kinds.generated
@@ -711,7 +713,8 @@ class _Engine:
         remaining_u = [0.0] * n_agents  # compute left (chunked prefill)
         agent_end = [math.nan] * n_agents
         # Prefill GPUs and the global FIFO of turns no PE can take.
-        gpu_tokens = [0.0] * G
+        gpu_tokens = [0.0] * G  # unfinished: assigned, prefill not done (the load order)
+        gpu_waiting = [0.0] * G  # of those, not yet in a pass (the overload test, beta)
         gpu_ready: list[deque[int]] = [deque() for _ in range(G)]
         gpu_busy = [False] * G
         gpu_batch: list[list[int]] = [[] for _ in range(G)]
@@ -818,13 +821,16 @@ class _Engine:
             return count
 
         def refresh_node(node: int) -> None:
-            first = node * g_pn
-            best = first
-            for g in range(first + 1, first + g_pn):
-                if gpu_tokens[g] < gpu_tokens[best]:
-                    best = g
+            # The node's GPU with the fewest unfinished tokens among those not overloaded
+            # (inf: every GPU of the node is).
+            best, best_tok = node * g_pn, math.inf
+            for g in range(node * g_pn, node * g_pn + g_pn):
+                if (gpu_waiting[g] if beta_waiting else gpu_tokens[g]) > beta:
+                    continue
+                if gpu_tokens[g] < best_tok:
+                    best, best_tok = g, gpu_tokens[g]
             node_min_gpu[node] = best
-            node_min_tok[node] = gpu_tokens[best]
+            node_min_tok[node] = best_tok
 
         def assign(a: int) -> bool:
             """Agent a's turn gets its prefill GPU, decode node and read path; False: every
@@ -840,7 +846,7 @@ class _Engine:
                 low_tok = high_tok = math.inf
                 for node in range(P):
                     gt = node_min_tok[node]
-                    if gt > beta:
+                    if gt == math.inf:
                         continue
                     if read_queue[node] <= alpha[node]:
                         if gt < low_tok:
@@ -875,6 +881,7 @@ class _Engine:
                 rr_de += 1
             pe_gpu[a], de_node[a] = g, e
             gpu_tokens[g] += tok
+            gpu_waiting[g] += tok
             refresh_node(gpu_node[g])
             de_seq[e] += 1
             de_tokens[e] += tok
@@ -955,12 +962,10 @@ class _Engine:
                 used_hbm += need
                 span += u
                 remaining_u[a] = 0.0
-                if tokens_leave_at_start:
-                    gpu_tokens[g] -= k_prompt[kind[a]]
+                gpu_waiting[g] -= k_prompt[kind[a]]
                 if not moving[a]:
                     begin_move(a)
-            if tokens_leave_at_start:
-                refresh_node(gpu_node[g])
+            refresh_node(gpu_node[g])
             gpu_busy[g] = True
             gpu_batch[g] = batch
             pass_start[g] = now
@@ -1104,8 +1109,7 @@ class _Engine:
                 gpu_busy[a] = False
                 gpu_busy_time[a] += now - pass_start[a]
                 for agent in gpu_batch[a]:
-                    if not tokens_leave_at_start:
-                        gpu_tokens[a] -= k_prompt[kind[agent]]
+                    gpu_tokens[a] -= k_prompt[kind[agent]]
                     move_part_done(agent)
                 gpu_batch[a] = []
                 refresh_node(gpu_node[a])
