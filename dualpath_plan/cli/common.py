@@ -7,7 +7,7 @@ import math
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -15,6 +15,9 @@ from rich.console import Console
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.profiles.registry import Overrides, Registry
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
+
+if TYPE_CHECKING:
+    from dualpath_plan.scenario import Scenario
 
 ProfilesOpt = Annotated[
     list[Path] | None,
@@ -120,3 +123,19 @@ def parse_token_counts(text: str, name: str) -> list[float]:
     if not out:
         raise PlanInputError("expected at least one token count", field=name)
     return out
+
+
+def refuse_input(out: Path, sc: Scenario, registry: Registry, flag: str = "--out") -> None:
+    """An output never replaces what the run read: a profile on the search path or the
+    workload's trace file."""
+    from dualpath_plan.physics.workload import trace_path
+
+    read = [*registry.indexed, *registry.origins.values()]
+    if sc.workload.trace_file:
+        read.append(trace_path(sc.workload, registry.origins.get(("workload", sc.workload.id))))
+    if out.exists() and any(p.exists() and out.samefile(p) for p in read):
+        raise PlanInputError(
+            "is an input of this run (a profile or the workload's trace); write elsewhere",
+            source=str(out),
+            field=flag,
+        )

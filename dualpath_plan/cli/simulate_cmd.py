@@ -9,7 +9,15 @@ from typing import Annotated
 
 import typer
 
-from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
+from dualpath_plan.cli.common import (
+    JsonOpt,
+    ProfilesOpt,
+    SetOpt,
+    load_registry,
+    print_json,
+    refuse_input,
+    stdout,
+)
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import AtomicWriter, atomic_write
@@ -26,17 +34,12 @@ from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
 
 
-def _output(path: Path | None, flag: str, suffixes: tuple[str, ...], inputs: list[Path]) -> None:
-    """An output file: a known suffix, and never one of the run's inputs."""
-    if path is None:
-        return
-    if path.suffix.lower() not in suffixes:
+def _output(path: Path | None, flag: str, suffixes: tuple[str, ...]) -> None:
+    """An output file needs a known suffix."""
+    if path is not None and path.suffix.lower() not in suffixes:
         raise PlanInputError(
             f"{path}: expected a file ending in {' or '.join(suffixes)}", field=flag
         )
-    for source in inputs:
-        if path.exists() and source.exists() and path.samefile(source):
-            raise PlanInputError(f"{path} is an input of this run; choose another file", field=flag)
 
 
 def _compare(sc: Scenario, r: SimResult) -> report.Analytical:
@@ -166,10 +169,13 @@ def simulate_cmd(
         raise PlanInputError(
             "--duration and --warmup are for online runs (--aps)", field="--duration"
         )
-    sc = Scenario.from_spec(load_registry(profiles, set_), spec)
-    inputs = [Path(p) for p in (profiles or [])]
-    _output(series_out, "--out", (".csv", ".svg"), inputs)
-    _output(trace_out, "--trace-out", (".jsonl",), inputs)
+    _output(series_out, "--out", (".csv", ".svg"))
+    _output(trace_out, "--trace-out", (".jsonl",))
+    registry = load_registry(profiles, set_)
+    sc = Scenario.from_spec(registry, spec)
+    for path, flag in ((series_out, "--out"), (trace_out, "--trace-out")):
+        if path is not None:
+            refuse_input(path, sc, registry, flag)
     progress = _progress() if sys.stderr.isatty() else None
     # The per-turn log streams to its file as turns finish (memory stays bounded); the file
     # is put in place only when the run completes.

@@ -9,7 +9,15 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
+from dualpath_plan.cli.common import (
+    JsonOpt,
+    ProfilesOpt,
+    SetOpt,
+    load_registry,
+    print_json,
+    refuse_input,
+    stdout,
+)
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import atomic_write
@@ -17,7 +25,6 @@ from dualpath_plan.outcomes.at_rate import rate_report
 from dualpath_plan.outcomes.serving import evaluate
 from dualpath_plan.outcomes.sizing import MAX_NODES, sizing_report
 from dualpath_plan.outcomes.uncertainty import answer_intervals, mode_intervals
-from dualpath_plan.physics.workload import trace_path
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
 from dualpath_plan.reports import at_rate
@@ -180,7 +187,7 @@ def _at_rates(
 ) -> None:
     result = rate_report(sc, spec.serving, rates)
     if out is not None:
-        _refuse_input(out, sc, registry)
+        refuse_input(out, sc, registry)
         data = (
             at_rate.curve_svg(result) if out.suffix.lower() == ".svg" else at_rate.curve_csv(result)
         )
@@ -195,20 +202,6 @@ def _at_rates(
         at_rate.render_curve(result, stdout, str(out) if out else None)
     else:
         at_rate.render_rate(result, stdout)
-
-
-def _refuse_input(out: Path, sc: Scenario, registry: Registry) -> None:
-    """An output never replaces what the run read: a profile on the search path or the
-    workload's trace file."""
-    read = [*registry.indexed, *registry.origins.values()]
-    if sc.workload.trace_file:
-        read.append(trace_path(sc.workload, registry.origins.get(("workload", sc.workload.id))))
-    if out.exists() and any(p.exists() and out.samefile(p) for p in read):
-        raise PlanInputError(
-            "is an input of this run (a profile or the workload's trace); write elsewhere",
-            source=str(out),
-            field="--out",
-        )
 
 
 def register(app: typer.Typer) -> None:

@@ -334,7 +334,8 @@ def _link_groups(
         cap = float(capacity[link.name])
         if not math.isfinite(cap):
             continue
-        reads = link.reads_storage or link.name == "storage_read"
+        # A node's storage reads, or the storage cluster's (its outward direction).
+        reads = link.reads_storage or (link.side == "storage" and link.direction == "out")
         writes = coef[0] == 0 and coef[1] == 0 and dcoef[0] == 0 and dcoef[1] == 0
         phase = _READ if reads else _WRITE if writes else _MOVE
         key = (link.side, phase, coef, dcoef)
@@ -542,8 +543,9 @@ def simulate(
     util = {n: float(u) for n, u in zip(LINKS, np.asarray(sol.utilization), strict=True)}
     per_node = {**asm.pe.per_node, **asm.de.per_node}
     capacity = {k: float(np.asarray(v)) for k, v in per_node.items()}
-    capacity["storage_read"] = float(np.asarray(asm.links.capacity["storage_read"]))
-    capacity["storage_write"] = float(np.asarray(asm.links.capacity["storage_write"]))
+    for link in LINK_TABLE:  # the storage cluster's links: one per cluster
+        if link.side == "storage":
+            capacity[link.name] = float(np.asarray(asm.links.capacity[link.name]))
     groups = _link_groups(sc, cfg.mode, capacity, util, cfg.queued_utilization)
     pm = asm.pe.prefill
     group = asm.de.decode
@@ -1224,7 +1226,7 @@ class _Engine:
             else:
                 series.append(ServerSeries(gr.name, 0, gr.capacity, False, np.zeros(0), math.nan))
         gu = gpu.mean(axis=1) / window
-        series.append(ServerSeries("pe_prefill", self.gpus, math.nan, True, gu, mean_in_span(gu)))
+        series.append(ServerSeries("prefill GPUs", self.gpus, math.nan, True, gu, mean_in_span(gu)))
         return SimResult(
             config=cfg,
             scheduler=self.scheduler,

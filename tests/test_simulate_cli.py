@@ -1,0 +1,112 @@
+"""``dualpath-plan simulate`` as a command: its JSON (same seed, same bytes), its files (the
+per-window CSV, the SVG chart, the per-turn JSON Lines log: written whole or not at all, never
+over an input), ``--compare`` and bad input (one line, exit 2)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+# A small run: 48 agents of paper-64k shortened to 12 turns (seconds, not minutes).
+SMALL = ("--agents", "48", "--set", "workload.turns=12")
+
+
+def test_same_seed_gives_the_same_json_bytes(cli) -> None:
+    a = cli("simulate", *SMALL, "--json")
+    b = cli("simulate", *SMALL, "--json")
+    c = cli("simulate", *SMALL, "--json", "--seed", "3")
+    assert a.code == b.code == c.code == 0, a.err
+    assert a.out == b.out and a.out != c.out
+    data = a.json()
+    for key in ("throughput_turns_per_s", "jct_s", "snic_max_over_avg"):
+        assert data[key] is not None and data[key] > 0, key
+    for key in ("ttft_s", "tpot_s", "agent_jct_s"):
+        d = data[key]
+        assert 0 < d["p50"] <= d["p90"] <= d["p99"] and d["mean"] > 0, key
+    assert data["turns"] == data["ttft_s"]["count"] and data["load"]["kind"] == "offline"
+    assert "wall" not in a.out  # wall-clock figures would break the byte identity
+    online = cli(
+        "simulate", "--set", "workload.turns=12", "--aps", "0.5", "--duration", "400",
+        "--json",
+    )  # fmt: skip
+    assert online.code == 0, online.err
+    load = online.json()["load"]
+    assert load["kind"] == "online" and load["aps"] == 0.5 and load["warmup_s"] > 0
+
+
+def test_outputs_are_whole_files(cli, tmp_path: Path) -> None:
+    series, chart, log = tmp_path / "s.csv", tmp_path / "s.svg", tmp_path / "turns.jsonl"
+    r = cli("simulate", *SMALL, "--out", str(series), "--trace-out", str(log), "--json")
+    assert r.code == 0, r.err
+    turns = r.json()["turns"]
+    rows = list(csv.DictReader(io.StringIO(series.read_text())))
+    assert rows and {"time_s", "turns_per_s", "kv_working_set_gbyte"} <= set(rows[0])
+    assert sum(float(x["turns_per_s"]) for x in rows) * r.json()["window_s"] == pytest.approx(turns)
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(records) == turns
+    assert {"agent", "turn", "ttft_s", "tpot_s", "read_on"} <= set(records[0])
+    assert cli("simulate", *SMALL, "--out", str(chart)).code == 0
+    root = ET.fromstring(chart.read_text())
+    assert root.tag.endswith("svg") and len(root.findall(".//{*}polyline")) == 2
+
+
+def test_compare_gives_both_models_and_the_error(cli) -> None:
+    off = cli("simulate", *SMALL, "--compare", "--json").json()["analytical"]
+    assert off["throughput_turns_per_s"] > 0 and off["error"]["throughput"] is not None
+    on = cli(
+        "simulate", "--set", "workload.turns=12", "--aps", "0.5", "--duration", "400",
+        "--compare", "--json",
+    ).json()["analytical"]  # fmt: skip
+    assert on["source"].startswith("size --aps") and on["ttft_s"] > 0
+    text = cli("simulate", *SMALL, "--compare").out
+    assert "simulation vs analytical" in text and "efficiencies:" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (("--aps", "-1"), "--aps"),
+        (("--aps", "nan"), "--aps"),
+        (("--duration", "100"), "--duration"),
+        (("--aps", "0.1", "--duration", "100", "--warmup", "200"), "--warmup"),
+        (("--scheduler", "fastest"), "--scheduler"),
+        (("--mode", "turbo"), "--mode"),
+        (("--window", "0"), "--window"),
+        (("--agents", "0"), "--agents"),
+        (("--out", "series.txt"), "--out"),
+        (("--trace-out", "turns.csv"), "--trace-out"),
+    ],
+)
+def test_bad_input_is_one_line(cli, tmp_path: Path, monkeypatch, args, flag) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "series.txt").write_text("keep")
+    r = cli("simulate", *args)
+    assert r.code == 2, (args, r.out, r.err)
+    assert r.err.count("\n") == 1 and "Traceback" not in r.err and flag in r.err, r.err
+    assert (tmp_path / "series.txt").read_text() == "keep"
+
+
+def test_an_input_is_never_overwritten(cli, tmp_path: Path) -> None:
+    """The workload's trace file is an input: --out on it is refused, the file kept."""
+    d = tmp_path / "profiles" / "workload"
+    d.mkdir(parents=True)
+    trace = d / "turns.csv"
+    trace.write_text(
+        "trajectory_id,append_tokens,generated_tokens,context_tokens\n"
+        + "".join(f"{a},429,176,32721\n" for a in range(4) for _ in range(5))
+    )
+    (d / "const.toml").write_text(
+        'kind = "workload"\nname = "c"\ndescription = "c"\nturns = 5\nappend_tokens = 429\n'
+        'generated_tokens = 176\ncontext_tokens = 32721\ntrace_file = "turns.csv"\n'
+    )
+    before = trace.read_text()
+    args = ("simulate", "--profiles", str(tmp_path / "profiles"), "--workload", "const")
+    assert cli(*args, "--agents", "8").code == 0
+    bad = cli(*args, "--agents", "8", "--out", str(trace))
+    assert bad.code == 2 and "--out" in bad.err and "input" in bad.err, bad.err
+    assert trace.read_text() == before
