@@ -229,6 +229,15 @@ def render_simulate(
             _pct(_error(_finite(sim_jct), compare.jct_s)),
         )
         console.print(cmp)
+        console.print(
+            "error: the analytical figure over the simulated one, less 1"
+            + (
+                "; offline, the analytical TTFT is the operating point's (all agents running), "
+                "the simulated one the mean over every turn, the drain included"
+                if not c.online
+                else ""
+            )
+        )
     console.print(efficiency_line(sc))
     console.print(
         f"{r.events:,} events in {r.wall_s:.1f} s ({r.events / max(r.wall_s, 1e-9):,.0f} events/s)"
