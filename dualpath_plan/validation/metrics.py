@@ -53,6 +53,14 @@ class ModesInput(_Extra):
         return v
 
 
+class SimulateInput(ModesInput):
+    modes: tuple[str, ...] = Field(default=("dualpath",), min_length=1, max_length=6)
+    schedulers: tuple[Literal["paper", "round_robin"], ...] = Field(
+        default=("paper",), min_length=1, max_length=2
+    )
+    seed: int = Field(default=0, ge=0, le=2**31)
+
+
 class OrderingInput(ModesInput):
     modes: tuple[str, ...] = Field(min_length=2, max_length=20)
 
@@ -110,6 +118,32 @@ def _size(registry: Registry, spec: ScenarioSpec, extra: ModesInput) -> dict[str
         out["speedup.jct"] = size.speedup_jct
         if math.isfinite(size.speedup_aps):  # none where basic serves no agents
             out["speedup.aps"] = size.speedup_aps
+    return out
+
+
+# What a simulation reports as metrics (``MODE.SCHEDULER.NAME``).
+SIMULATE_METRICS = (
+    "throughput_turns_per_s",
+    "jct_s",
+    "snic_max_over_avg",
+    "prefill_max_over_avg",
+    "decode_path_fraction",
+)
+
+
+def _simulate(registry: Registry, spec: ScenarioSpec, extra: SimulateInput) -> dict[str, Value]:
+    """The discrete-event simulation, offline (``agents`` started together), per mode and
+    scheduler: its throughput, JCT and the balance of storage reads and prefill GPUs."""
+    from dualpath_plan.outcomes.simulation import SimConfig, simulate
+    from dualpath_plan.scenario import Scenario
+
+    sc = Scenario.from_spec(registry, spec)
+    out: dict[str, Value] = {}
+    for m in _modes(extra.modes):
+        for s in extra.schedulers:
+            r = simulate(sc, SimConfig(mode=m, agents=spec.agents, scheduler=s, seed=extra.seed))
+            for k in SIMULATE_METRICS:
+                out[f"{m}.{s}.{k}"] = float(getattr(r, k))
     return out
 
 
@@ -219,6 +253,9 @@ KINDS: dict[str, MetricKind] = {
         MetricKind("bounds", NoInput, _bounds, "the bottleneck-free P/D range", True),
         MetricKind("recommend", RecommendInput, _recommend, "the split per mode", True),
         MetricKind("ordering", OrderingInput, _ordering, "JCTs in an order of modes", True),
+        MetricKind(
+            "simulate", SimulateInput, _simulate, "the discrete-event simulation, offline", True
+        ),
         MetricKind("ratio", RatioInput, _ratio, "cache-compute ratio at given contexts"),
         MetricKind("workload_ratio", NoInput, _workload_ratio, "a workload's mean ratio"),
         MetricKind("trend", TrendInput, _trend, "a GPU's factors against a base GPU"),
