@@ -7,7 +7,8 @@ every turn is the mean turn the closed form assumes: a profile workload grows an
 context over its turns, and the offline throughput the simulation measures (10% to 50% of the
 turns done) counts early, short turns (see test_offline_throughput_of_growing_contexts). The
 closed form is taken with the ideal scheduler (no imbalance factor): the simulation schedules
-by itself. Mixed node groups are not simulated yet, so not checked here.
+by itself. Mixed hardware means a prefill side and a decode side of different nodes (the LP's
+several node groups per side are not simulated).
 
 Heavier cases (more agents, the full paper workload) run with SIMULATION_SLOW=1.
 """
@@ -273,3 +274,29 @@ def test_the_default_simulation_is_within_5_percent_of_size() -> None:
     assert r.ttft_s.count == r.turns and 0 < r.ttft_s.p50 <= r.ttft_s.p90 <= r.ttft_s.p99
     assert r.tpot_s.count == r.turns and 0 < r.tpot_s.p50 <= r.tpot_s.p99
     assert math.isfinite(r.snic_max_over_avg) and r.jct_s > 0
+
+
+@pytest.mark.parametrize(
+    ("workload", "sets", "mode", "binding"),
+    [
+        ("short", (), "basic", ("pe_prefill_batch",)),
+        ("short", ("node.snic_gbit_s=100",), "dualpath", ("pe_snic_read", "de_snic_read")),
+        ("long", (), "dualpath", ("de_decode",)),
+    ],
+)
+def test_mixed_prefill_and_decode_hardware(profiles, workload, sets, mode, binding) -> None:
+    """Hopper prefill nodes with Blackwell decode nodes (each side its own node, GPU and
+    engines): the simulation's saturated throughput within 5% of the closed form, bound by
+    the prefill batch without layer-wise prefill, by both sides' SNICs, or by decode."""
+    reg = Registry.load([profiles[workload]], overrides=Overrides.parse(list(sets)), use_env=False)
+    spec = ScenarioSpec(workload="xval-const", prefill_node="dgx-h100", decode_node="dgx-b200")
+    sc = Scenario.from_spec(reg, spec)
+    assert sc.prefill_gpu.id != sc.decode_gpu.id
+    t_ideal, bound, _ = _closed_form(sc, mode)
+    assert set(bound) == set(binding), bound
+    # Enough agents to fill the decode group's HBM-limited batch (B200's holds more).
+    group = saturated(sc, mode, sc.prefill_nodes, sc.decode_nodes).assembly.de.decode
+    assert group is not None
+    r = simulate(sc, SimConfig(mode=mode, agents=max(AGENTS, 2 * group.max_batch)))
+    err = r.throughput_turns_per_s / t_ideal - 1
+    assert abs(err) <= THROUGHPUT_TOL, (r.throughput_turns_per_s, t_ideal, err)
