@@ -225,24 +225,14 @@ def test_online_ttft_matches_the_simulation(profiles, mode, load) -> None:
     assert abs(model / sim - 1) <= TTFT_TOL, (mode, load, sim, model)
 
 
-ROUND_ROBIN_IMBALANCE = (
-    "the round-robin imbalance factor (1 + v sqrt(2 ln n / k) = 1.29 on 16 GPUs) raises the "
-    "busiest GPU's rate, which the mean TTFT uses; the simulation's round robin deals every "
-    "GPU the same share of turns: +34% at 50% load, +84% at 70%"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=ROUND_ROBIN_IMBALANCE)
 @pytest.mark.parametrize("load", [0.5, 0.65])
-def test_online_ttft_basic_with_the_imbalance_factor(profiles, load) -> None:
-    sim, model = _ttft(_scenario(profiles["short"]), "basic", load)
-    assert abs(model / sim - 1) <= TTFT_TOL, (load, sim, model)
-
-
-@pytest.mark.parametrize("load", [0.5, 0.65])
-def test_online_ttft_basic_without_the_imbalance_factor(profiles, load) -> None:
-    """The same rates with the mean GPU's rate (the ideal scheduler's queue): within 20%."""
-    sim, model = _ttft(_scenario(profiles["short"]), "basic", load, ideal=True)
+@pytest.mark.parametrize("ideal", [False, True])
+def test_online_ttft_basic_at_the_mean_gpus_rate(profiles, load, ideal) -> None:
+    """Basic under round robin at half and two thirds of capacity: the waits at the mean GPU's
+    rate, the imbalance factor (1.29 on 16 GPUs) deciding only stability, are within 20% of
+    the simulation, as with the ideal scheduler (at the busiest GPU's rate they were 34% to
+    84% high: blind dealing gives every GPU the same share of equal turns)."""
+    sim, model = _ttft(_scenario(profiles["short"]), "basic", load, ideal=ideal)
     assert abs(model / sim - 1) <= TTFT_TOL, (load, sim, model)
 
 
