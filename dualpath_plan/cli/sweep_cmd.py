@@ -83,7 +83,10 @@ def sweep(
     out: Annotated[
         Path | None,
         typer.Option(
-            "--out", help="Write every point to FILE.csv or FILE.jsonl.", show_default=False
+            "--out",
+            help="Write every point to FILE.csv or FILE.jsonl; floats with 9 significant "
+            "digits (Python's '%.9g', '.0' added to a whole number).",
+            show_default=False,
         ),
     ] = None,
     as_json: JsonOpt = False,
