@@ -744,3 +744,28 @@ def test_sweep_reasons_are_evaluate_modes(registry) -> None:
         assert bad.size
         for i in bad:
             assert got[i] == sw._reason(sc, mode, cfg, int(P[i]), int(D[i]))
+
+
+def test_stacked_queues_give_each_cluster_its_own_aps(registry) -> None:
+    # INV-22 for the intervals: the APS of many clusters of different scenarios and modes,
+    # searched at once (online.stack_queues), is each one's own, bit for bit.
+    from dualpath_plan.outcomes.online import stack_queues
+    from dualpath_plan.outcomes.uncertainty import perturbations
+
+    base = Scenario.from_ids(registry)
+    scenarios = [base, replace(base, prefill_nodes=3, decode_nodes=5)]
+    scenarios += [s for p in perturbations(base) for s in (p.below, p.above)]
+    for cfg in (ServingConfig(), ServingConfig(ttft_slo_s=0.5, max_utilization=1.0)):
+        queues, alone = [], []
+        for s in scenarios:
+            for mode in ("basic", "even", "dualpath", "oracle"):
+                sat = saturated(s, mode, s.prefill_nodes, s.decode_nodes)
+                q = online_queue(s, sat.assembly, sat.solution)
+                queues.append(q)
+                alone.append(online_aps(q, cfg))
+        stacked = stack_queues(queues)
+        assert len(stacked.groups) < len(queues)  # equal decode groups are one
+        together = online_aps(stacked, cfg)
+        for k, one in enumerate(alone):
+            for name in ("aps", "limit", "ttft_s", "tpot_s", "slo_aps"):
+                assert getattr(together, name)[k] == getattr(one, name)[0], (k, name)

@@ -212,6 +212,17 @@ class ModeCore:
 def mode_core(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeCore:
     """The saturated optimum, offline JCT and online APS of one cluster in a mode; raises
     InfeasibleError where the cluster does not run in it."""
+    sat, t_max, jct, cycle_min = mode_offline(sc, mode, cfg)
+    # Online: the one queueing model (outcomes/online.py), on this one cluster.
+    on = online_aps(online_queue(sc, sat.assembly, sat.solution), cfg)
+    return ModeCore(sat, t_max, jct, cycle_min, on)
+
+
+def mode_offline(
+    sc: Scenario, mode: OutcomeMode, cfg: ServingConfig
+) -> tuple[Saturated, float, float, float]:
+    """``mode_core`` without the online APS: the saturated optimum, its throughput, the
+    offline JCT and the per-agent cycle (intervals search the APS of many clusters at once)."""
     P, D = sc.prefill_nodes, sc.decode_nodes
     # Node counts, weights and one decode request first: the clearest reasons a cluster is too
     # small, the same in every mode.
@@ -252,9 +263,7 @@ def mode_core(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeCore:
     ttft_min = pm.read_latency_s + pm.forward_s(1.0)
     cycle_min = ttft_min + gen * group.step_s(1.0) + sc.workload.tool_latency_s
     jct = float(offline_jct_s(cfg.agents, t_max, cycle_min, d.trajectory_turns))
-    # Online: the one queueing model (outcomes/online.py), on this one cluster.
-    on = online_aps(online_queue(sc, sat.assembly, sol), cfg)
-    return ModeCore(sat, t_max, jct, cycle_min, on)
+    return sat, t_max, jct, cycle_min
 
 
 def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOutcome:
