@@ -22,6 +22,7 @@ from dualpath_plan.outcomes.sweep import (
 )
 from dualpath_plan.physics.modes import parse_modes
 from dualpath_plan.reports import sweep as report
+from dualpath_plan.reports.text_columns import FLOAT_DIGITS
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
 
@@ -84,8 +85,8 @@ def sweep(
         Path | None,
         typer.Option(
             "--out",
-            help="Write every point to FILE.csv or FILE.jsonl; floats with 9 significant "
-            "digits (Python's '%.9g', '.0' added to a whole number).",
+            help=f"Write every point to FILE.csv or FILE.jsonl; floats with {FLOAT_DIGITS} "
+            f"significant digits (Python's '%.{FLOAT_DIGITS}g', '.0' added to a whole number).",
             show_default=False,
         ),
     ] = None,
