@@ -148,8 +148,10 @@ def float_cells(values: np.ndarray, empty: bytes = b"", digits: int = FLOAT_DIGI
     # follows, in exponent notation after the first digit when more follow.
     q = np.where(sci, 0, e)
     dotted = np.where(sci, sig > 1, (e >= 0) & (sig > e + 1))
-    rows = np.flatnonzero(dotted)
-    body[2 * q[rows] + 1, rows] = _DOT
+    # By the digit it follows: a row of the matrix at a time (few distinct places).
+    after = np.bincount(q[dotted], minlength=digits) if dotted.any() else np.zeros(digits)
+    for k in np.flatnonzero(after).tolist():
+        body[2 * k + 1][dotted & (q == k)] = _DOT
     if sci.any():
         rows = np.flatnonzero(sci)
         ex = e[rows]
@@ -167,12 +169,14 @@ def float_cells(values: np.ndarray, empty: bytes = b"", digits: int = FLOAT_DIGI
     used[0] = bool(neg.any())
     used[1:6] = bool(small.any())
     used[6 : 6 + 2 * digits : 2] = True
-    used[6 + 2 * np.unique(q[dotted]) + 1] = True
+    used[6 + 2 * q[dotted] + 1] = True
     used[6 + 2 * digits : 8 + 2 * digits] = bool(whole.any())
     used[-5:] = bool(sci.any())
     bad = np.flatnonzero(~finite)
     slow_rows = np.flatnonzero(slow & finite & ~zero)
-    if bad.size or slow_rows.size:
+    if bad.size and not slow_rows.size and not empty:
+        out[:, bad] = 0  # empty cells
+    elif bad.size or slow_rows.size:
         texts = [empty, *(_python_float(float(x[i]), digits) for i in slow_rows)]
         which = np.concatenate([np.zeros(bad.size, np.intp), np.arange(1, slow_rows.size + 1)])
         extra = np.take(text_matrix(texts), which, axis=1)
@@ -189,10 +193,13 @@ def float_cells(values: np.ndarray, empty: bytes = b"", digits: int = FLOAT_DIGI
 
 def _scale(a: np.ndarray, k: np.ndarray) -> np.ndarray:
     """a x 10^k in one rounding (k within +-22: the powers are exact)."""
-    k = np.clip(k, -22, 22)
-    if not k.size or int(k.min()) >= 0:
+    if not k.size:
+        return a.copy()
+    low, high = int(k.min()), int(k.max())
+    if low >= 0 and high <= 22:
         return a * np.take(_POW10, k)
-    if int(k.max()) <= 0:
+    k = np.clip(k, -22, 22)
+    if high <= 0:
         return a / np.take(_POW10, -k)
     return np.where(k >= 0, a * _POW10[np.maximum(k, 0)], a / _POW10[np.maximum(-k, 0)])
 
