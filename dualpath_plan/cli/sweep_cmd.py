@@ -22,6 +22,7 @@ from dualpath_plan.outcomes.sweep import (
 )
 from dualpath_plan.physics.modes import parse_modes
 from dualpath_plan.reports import sweep as report
+from dualpath_plan.reports.text_columns import FLOAT_DIGITS
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
 
@@ -83,7 +84,10 @@ def sweep(
     out: Annotated[
         Path | None,
         typer.Option(
-            "--out", help="Write every point to FILE.csv or FILE.jsonl.", show_default=False
+            "--out",
+            help=f"Write every point to FILE.csv or FILE.jsonl; floats with {FLOAT_DIGITS} "
+            f"significant digits (Python's '%.{FLOAT_DIGITS}g', '.0' added to a whole number).",
+            show_default=False,
         ),
     ] = None,
     as_json: JsonOpt = False,

@@ -99,7 +99,7 @@ def rate_points(sc: Scenario, mode: ModeName, aps: np.ndarray) -> RatePoints:
         kv_working_set_gbyte=np.where(beyond, math.inf, working),
         utilization=lam / t_max,
         beyond=beyond,
-        turns=q.turns,
+        turns=sc.turn_demand.trajectory_turns.mean,
         saturated_turns_per_s=t_max,
     )
 

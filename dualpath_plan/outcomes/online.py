@@ -22,7 +22,9 @@ of itself, so an array of clusters gives what each one gives alone.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +52,7 @@ _IO_SIDE = np.asarray([{"pe": 0, "de": 1}.get(LINK_TABLE[i].side, 2) for i in _I
 
 
 def decode_little_batch(
-    group: DecodeGroup, turns_per_s: np.ndarray, generated: float
+    group: DecodeGroup, turns_per_s: np.ndarray, generated: float | np.ndarray
 ) -> np.ndarray:
     """``DecodeGroup.little_batch`` over an array of turn rates, for one decode group: the batch
     b with b = rate x generated x TPOT(b), at most the HBM-limited batch (the same step table
@@ -101,11 +103,12 @@ class OnlineQueue:
     cluster): the saturated throughput, the busiest prefill GPU, the prefill batch cap, the
     binding I/O link, and each cluster's decode group."""
 
-    turns: float  # mean turns per agent
-    generated: float  # mean generated tokens per turn
+    # Per cluster, or one number for all (``stack_queues``: each queue's own).
+    turns: float | np.ndarray  # mean turns per agent
+    generated: float | np.ndarray  # mean generated tokens per turn
     # Squared coefficient of variation of the gaps between turns arriving (1: Poisson); a
     # trace's burstiness (workload arrival_cv) scales the queueing waits (Kingman).
-    arrival_cv2: float
+    arrival_cv2: float | np.ndarray
     t_max: np.ndarray  # saturated turns/s
     gpus: np.ndarray  # prefill GPUs
     imbalance: np.ndarray  # the busiest prefill GPU's load over the mean
@@ -168,11 +171,13 @@ class OnlineQueue:
             tpot = decode_step(self.groups[0], np.maximum(b_d, 1.0))
         else:  # per decode group, over its clusters
             by_group = lam[self.order]
+            gen = np.asarray(self.generated, dtype=np.float64)
+            gen = gen[self.order] if gen.ndim else gen
             sorted_tpot = np.empty_like(by_group)
             for g, group in enumerate(self.groups):
                 s = slice(self.starts[g], self.starts[g + 1])
                 if s.start < s.stop:
-                    b_d = decode_little_batch(group, by_group[s], self.generated)
+                    b_d = decode_little_batch(group, by_group[s], gen[s] if gen.ndim else gen)
                     sorted_tpot[s] = decode_step(group, np.maximum(b_d, 1.0))
             tpot = np.empty_like(lam)
             tpot[self.order] = sorted_tpot
@@ -243,6 +248,55 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
         t_io=t_io,
         io_nodes=io_nodes,
         groups=groups,
+        order=order,
+        starts=np.searchsorted(group[order], np.arange(len(groups) + 1)),
+    )
+
+
+def stack_queues(queues: Sequence[OnlineQueue]) -> OnlineQueue:
+    """The clusters of several queues (of any scenarios and modes) as one queue, in order:
+    ``online_aps`` on it gives each cluster what it gives alone (every step is elementwise and
+    each cluster's search stops on its own), in one search instead of one per queue. Decode
+    groups with the same numbers (of one model) are one group."""
+
+    def per(q: OnlineQueue, v: object) -> np.ndarray:
+        return np.broadcast_to(np.asarray(v, dtype=np.float64), q.t_max.shape)
+
+    def cat(get: Callable[[OnlineQueue], object]) -> np.ndarray:
+        return np.concatenate([per(q, get(q)) for q in queues])
+
+    groups: list[DecodeGroup] = []
+    known: dict[tuple[object, ...], int] = {}
+    index = []
+    for q in queues:
+        local = np.empty(q.t_max.size, dtype=np.int64)
+        local[q.order] = np.repeat(np.arange(len(q.groups)), np.diff(q.starts))
+        mine = []
+        for g in q.groups:
+            key = (id(g.model), *(getattr(g, f.name) for f in fields(g) if f.name != "model"))
+            if key not in known:
+                known[key] = len(groups)
+                groups.append(g)
+            mine.append(known[key])
+        index.append(np.asarray(mine, dtype=np.int64)[local])
+    group = np.concatenate(index)
+    order = np.argsort(group, kind="stable")
+    # The prefill engine's numbers per cluster (its batch cap is the queue's own).
+    prefill: dict[str, Any] = {}
+    for name in ("t1_s", "t0_s", "copy_s", "read_latency_s"):
+        prefill[name] = np.concatenate([per(q, getattr(q.prefill, name)) for q in queues])
+    return OnlineQueue(
+        turns=cat(lambda q: q.turns),
+        generated=cat(lambda q: q.generated),
+        arrival_cv2=cat(lambda q: q.arrival_cv2),
+        t_max=cat(lambda q: q.t_max),
+        gpus=cat(lambda q: q.gpus),
+        imbalance=cat(lambda q: q.imbalance),
+        prefill=replace(queues[0].prefill, **prefill),
+        batch_cap=cat(lambda q: q.batch_cap),
+        t_io=cat(lambda q: q.t_io),
+        io_nodes=cat(lambda q: q.io_nodes),
+        groups=tuple(groups),
         order=order,
         starts=np.searchsorted(group[order], np.arange(len(groups) + 1)),
     )

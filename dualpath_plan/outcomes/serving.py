@@ -275,20 +275,28 @@ def kv_working_set_gbyte(sc: Scenario, aps: Num, agent_s: Num) -> Num:
 def mode_core(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeCore:
     """The saturated optimum, offline JCT and online APS of one cluster in a mode; raises
     InfeasibleError where the cluster does not run in it."""
+    sat, t_max, jct, cycle_min = mode_offline(sc, mode, cfg)
+    # Online: the one queueing model (outcomes/online.py), on this one cluster.
+    on = online_aps(online_queue(sc, sat.assembly, sat.solution), cfg)
+    return ModeCore(sat, t_max, jct, cycle_min, on)
+
+
+def mode_offline(
+    sc: Scenario, mode: OutcomeMode, cfg: ServingConfig
+) -> tuple[Saturated, float, float, float]:
+    """``mode_core`` without the online APS: the saturated optimum, its throughput, the
+    offline JCT and the per-agent cycle (intervals search the APS of many clusters at once)."""
     sat, t_max = runnable(sc, mode)
     pm = sat.prefill
     group = sat.assembly.de.decode  # one cluster: the group of its D decode nodes
     assert group is not None
-    sol = sat.solution
     d = sc.turn_demand
     gen = d.mean(d.generated_tokens)
     # Offline: the closed system while all N agents run (the operating point), then drained.
     ttft_min = pm.read_latency_s + pm.forward_s(1.0)
     cycle_min = ttft_min + gen * group.step_s(1.0) + sc.workload.tool_latency_s
     jct = float(offline_jct_s(cfg.agents, t_max, cycle_min, d.trajectory_turns))
-    # Online: the one queueing model (outcomes/online.py), on this one cluster.
-    on = online_aps(online_queue(sc, sat.assembly, sol), cfg)
-    return ModeCore(sat, t_max, jct, cycle_min, on)
+    return sat, t_max, jct, cycle_min
 
 
 def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOutcome:

@@ -30,6 +30,7 @@ from dualpath_plan.outcomes.serving import (
     offline_jct_s,
     saturated,
 )
+from dualpath_plan.physics.engines import check_weights_fit, weights_fit
 from dualpath_plan.physics.links import LINK_INDEX
 from dualpath_plan.profiles.registry import Overrides, Registry
 from dualpath_plan.profiles.schemas import KINDS, numeric_bounds, schema_for
@@ -477,6 +478,7 @@ def _reasons(
     if bad.size == 0:
         return out
     pairs, back = np.unique(pair[bad], return_inverse=True)
+    _weights_fit(sc, P[pairs], D[pairs], cache)
     said = [_cached_reason(sc, mode, cfg, P[i], D[i], cache) for i in pairs]
     out[bad] = np.asarray(said, dtype=object)[np.ravel(back)]
     return out
@@ -506,8 +508,53 @@ def _cached_reason(
 ) -> str:
     key = (mode, float(p), float(d))
     if key not in cache:
-        cache[key] = _reason(sc, mode, cfg, int(p), int(d))
+        cache[key] = _weights_reason(sc, float(p), float(d), cache) or _reason(
+            sc, mode, cfg, int(p), int(d)
+        )
     return cache[key]
+
+
+def _weights_reason(
+    sc: Scenario, p: float, d: float, cache: dict[tuple[str, float, float], str]
+) -> str:
+    """Why the weights do not fit at P prefill and D decode nodes ("": they fit), as
+    ``evaluate_mode`` says it first (its feasibility checks: the prefill side, then the
+    decode side), asked once per node count of a side rather than per pair and mode."""
+    if not (p >= 1 and d >= 1):
+        return ""  # evaluate_mode says why
+    for side, n in (("prefill", p), ("decode", d)):
+        key = (f"weights:{side}", n, 0.0)
+        if key not in cache:
+            _weights_fit(sc, np.asarray([p]), np.asarray([d]), cache)
+        if cache[key]:
+            return cache[key]
+    return ""
+
+
+def _weights_fit(
+    sc: Scenario, P: np.ndarray, D: np.ndarray, cache: dict[tuple[str, float, float], str]
+) -> None:
+    """Whether the weights fit at each of these node counts of each side, all at once (the
+    vectorized test of the assembly), and where not the message ``check_weights_fit`` gives,
+    into ``cache``."""
+    for side, counts, node, gpu in (
+        ("prefill", P, sc.prefill_node, sc.prefill_gpu),
+        ("decode", D, sc.decode_node, sc.decode_gpu),
+    ):
+        new = [
+            float(n) for n in np.unique(counts) if (f"weights:{side}", float(n), 0.0) not in cache
+        ]
+        if not new:
+            continue
+        fits = np.atleast_1d(weights_fit(sc.model, node, gpu, np.asarray(new)))
+        for n, ok in zip(new, fits.tolist(), strict=True):
+            reason = ""
+            if not ok:
+                try:
+                    check_weights_fit(sc.model, node, gpu, int(n), side)
+                except InfeasibleError as exc:
+                    reason = exc.detail
+            cache[(f"weights:{side}", n, 0.0)] = reason
 
 
 def _reason(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, p: int, d: int) -> str:

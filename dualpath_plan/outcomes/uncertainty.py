@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.outcomes.serving import ModeOutcome, mode_core
+from dualpath_plan.outcomes.online import OnlineQueue, online_aps, online_queue, stack_queues
+from dualpath_plan.outcomes.serving import ModeOutcome, mode_offline
 from dualpath_plan.physics.modes import REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, numeric_bounds
@@ -190,23 +191,19 @@ def mode_intervals(
 ) -> OutcomeIntervals:
     """Intervals of every mode's throughput, JCT and APS from the calibration's errors;
     ``known``: the modes' outcomes on ``sc`` already evaluated (not evaluated again)."""
+    moves = perturbations(sc)
+    # Every perturbed scenario's outcomes at once: the saturated optimum and JCT per
+    # scenario and mode, then one APS search over all of them (online.stack_queues: each
+    # cluster's APS is what it is alone).
+    shifted = [s for p in moves for s in (p.below, p.above)]
+    found_values = _mode_outcomes(shifted, modes, cfg)
+    table = {id(s): v for s, v in zip(shifted, found_values, strict=True)}
 
     def outcome(s: Scenario) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for m in modes:
-            try:
-                # The throughput, JCT and APS alone (evaluate_mode's, without its report).
-                o = mode_core(s, m, cfg)
-            except PlanInputError:
-                # One error away the cluster no longer runs (e.g. a larger HBM reserve leaves
-                # no room for a request): no interval for this mode, rather than a guess.
-                out |= {f"{m}.{metric}": math.nan for metric in METRICS}
-                continue
-            values = {"throughput_turns_per_s": o.t_max, "jct_s": o.jct_s, "aps": o.aps}
-            out |= {f"{m}.{metric}": values[metric] for metric in METRICS}
-        return out
+        if id(s) in table:
+            return table[id(s)]
+        return _mode_outcomes([s], modes, cfg)[0]
 
-    moves = perturbations(sc)
     centre = (
         {f"{m}.{k}": float(getattr(known[m], k)) for m in modes for k in METRICS}
         if known is not None and all(m in known for m in modes)
@@ -220,6 +217,35 @@ def mode_intervals(
     }
     fields = tuple(f"{p.kind}.{p.field}" for p in moves)
     return OutcomeIntervals(CONFIDENCE, by_mode, None, fields)
+
+
+def _mode_outcomes(
+    scenarios: list[Scenario], modes: tuple[ModeName, ...], cfg: ServingConfig
+) -> list[dict[str, float]]:
+    """Per scenario, each mode's throughput, JCT and APS (``mode_core``'s), NaN for a mode
+    the scenario cannot run; the APS of every scenario and mode in one search."""
+    out: list[dict[str, float]] = [{} for _ in scenarios]
+    queues: list[OnlineQueue] = []
+    where: list[tuple[int, ModeName]] = []
+    for i, s in enumerate(scenarios):
+        for m in modes:
+            try:
+                # The throughput, JCT and APS alone (evaluate_mode's, without its report).
+                sat, t_max, jct, _ = mode_offline(s, m, cfg)
+            except PlanInputError:
+                # One error away the cluster no longer runs (e.g. a larger HBM reserve leaves
+                # no room for a request): no interval for this mode, rather than a guess.
+                out[i] |= {f"{m}.{metric}": math.nan for metric in METRICS}
+                continue
+            out[i] |= {f"{m}.throughput_turns_per_s": t_max, f"{m}.jct_s": jct}
+            queues.append(online_queue(s, sat.assembly, sat.solution))
+            where.append((i, m))
+    if queues:
+        aps = online_aps(stack_queues(queues), cfg).aps
+        for (i, m), a in zip(where, aps.tolist(), strict=True):
+            out[i][f"{m}.aps"] = a
+    # Each mode's metrics in METRICS order, as one scenario at a time gave them.
+    return [{f"{m}.{k}": o[f"{m}.{k}"] for m in modes for k in METRICS} for o in out]
 
 
 def answer_intervals(

@@ -4,11 +4,12 @@ summary as JSON or a table."""
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import json
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,6 +24,7 @@ from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.sweep import SweepSummary, binding_label
 from dualpath_plan.profiles.schemas import NodeProfile
 from dualpath_plan.reports.provenance import efficiency_payload
+from dualpath_plan.reports.text_columns import float_cells, int_cells, join_cells, text_matrix
 from dualpath_plan.scenario.provenance import Efficiencies
 
 OUT_COLUMNS = (
@@ -67,31 +69,57 @@ class PointWriter:
             )
         # An exception being handled already when the sweep starts is not the sweep's failure.
         self.outer = sys.exc_info()[1]
-        self.file = AtomicWriter(path, newline="", field="--out")
-        self.handle: IO[str] = self.file.handle
+        self.file = AtomicWriter(path, binary=True, field="--out")
+        self.handle: IO[bytes] = self.file.handle
         self.jsonl = suffix != ".csv"
         self.columns = [*extra, *OUT_COLUMNS]
-        self.csv = None if self.jsonl else csv.writer(self.handle)
-        if self.csv:
-            self.csv.writerow(self.columns)
+        if not self.jsonl:
+            header = io.StringIO()
+            csv.writer(header).writerow(self.columns)
+            self.handle.write(header.getvalue().encode("utf-8", "backslashreplace"))
 
     def write(self, rows: dict[str, np.ndarray]) -> None:
-        """A chunk's points, in blocks of whole columns: each column formatted at once (the
-        columns that are one P/D pair's, ``_by_pair``, once per pair), then joined row by
-        row by ``csv.writer`` or a string join; the same text as one row at a time."""
+        """A chunk's points, in blocks of rows: each column's cells formatted at once as a
+        matrix of bytes (the columns that are one P/D pair's, ``_by_pair``, once per pair;
+        a column constant over the chunk once), the matrices joined side by side
+        (``text_columns.join_cells``) and written; the same text as writing one row at a
+        time, floats with ``FLOAT_DIGITS`` significant digits."""
         n = int(np.size(rows["point"]))
+        glue = self._glue()
         for start in range(0, n, _BLOCK):
             part = slice(start, min(start + _BLOCK, n))
-            cols = [_column(rows, c, part, self.jsonl) for c in self.columns]
-            if self.csv:
-                self.csv.writerows(zip(*cols, strict=False))
-            else:
-                keyed: list[Iterable[object]] = []
-                for k, (name, col) in enumerate(zip(self.columns, cols, strict=True)):
-                    keyed += [itertools.repeat(("{" if k == 0 else ", ") + json.dumps(name) + ": ")]
-                    keyed.append(col)
-                keyed.append(itertools.repeat("}\n"))
-                self.handle.writelines(map("".join, zip(*keyed, strict=False)))  # type: ignore[arg-type]
+            cells: list[np.ndarray] = []
+            for k, name in enumerate(self.columns):
+                cells += [glue[k], _column(rows, name, part, self.jsonl)]
+            cells.append(glue[-1])
+            text = join_cells(cells, part.stop - part.start)
+            reasons = rows.get("reason")
+            if reasons is not None and _REASON in text:
+                # The reasons (long, on a few rows) stand as one marker byte in the rows'
+                # text: the text is split there and each marker replaced by its reason.
+                texts: dict[object, bytes] = {}
+                said = [
+                    texts.get(r) or texts.setdefault(r, _text(r, self.jsonl))
+                    for r in reasons[part].tolist()
+                    if r is not None
+                ]
+                pieces = text.split(_REASON)
+                text = b"".join(
+                    itertools.chain.from_iterable(zip(pieces, [*said, b""], strict=True))
+                )
+            self.handle.write(text)
+
+    def _glue(self) -> list[np.ndarray]:
+        """The text before each column and at the end of a row: CSV's commas and line end,
+        or JSON's keys and braces."""
+        if self.jsonl:
+            texts = [
+                ("{" if k == 0 else ", ") + json.dumps(c) + ": " for k, c in enumerate(self.columns)
+            ]
+            texts.append("}\n")
+        else:
+            texts = ["", *[","] * (len(self.columns) - 1), "\r\n"]
+        return [text_matrix([t.encode()]) for t in texts]
 
     def close(self) -> None:
         """Called from the sweep's ``finally``: put the file in place if the sweep completed,
@@ -103,22 +131,21 @@ class PointWriter:
 
 
 # Rows formatted and written at once: a block's strings, not the chunk's, are held at a time.
-_BLOCK = 50_000
+_BLOCK = 10_000
 
 
-def _column(rows: dict[str, np.ndarray], name: str, part: slice, jsonl: bool) -> Iterable[object]:
-    """One column of a block of points (``part`` of the chunk) as CSV cells (numbers as
-    themselves, None empty: csv.writer writes a float as its repr) or JSON values (text). No
-    NaN or inf: infeasible points have empty (null) metrics. A column constant over the chunk
-    is one value repeated; a column of the P/D pair (``_by_pair``) is formatted once per pair
-    and spread over its points."""
+def _column(rows: dict[str, np.ndarray], name: str, part: slice, jsonl: bool) -> np.ndarray:
+    """One column of a block of points (``part`` of the chunk) as a matrix of bytes, a row
+    per point (one row for a cell every point shares): CSV cells (None empty) or JSON values.
+    No NaN or inf: infeasible points have empty (null) metrics. A column constant over the
+    chunk is formatted once; a column of the P/D pair (``_by_pair``) once per pair and spread
+    over its points."""
     key = "binding_mask" if name == "bottleneck" else name
     if key not in rows:  # aps and aps_limit when not computed
-        return itertools.repeat("null" if jsonl else None)
+        return text_matrix([b"null" if jsonl else b""])
     values = rows[key]
     if np.ndim(values) == 0:  # the mode
-        v = values.item()
-        return itertools.repeat(json.dumps(v) if jsonl else v)
+        return text_matrix([_text(values.item(), jsonl)])
     values = values[part]
     pair = rows.get("_pair")
     by_pair = pair is not None and key in set(np.asarray(rows["_by_pair"]).tolist())
@@ -127,13 +154,12 @@ def _column(rows: dict[str, np.ndarray], name: str, part: slice, jsonl: bool) ->
         assert pair is not None
         p = pair[part]
         starts = np.flatnonzero(np.diff(p, prepend=p[0] - 1)) if p.size else p
-        lengths = np.diff(np.append(starts, p.size))
-        cells = _cells(key, values[starts], feasible[starts], jsonl)
         if starts.size == p.size:
-            return cells
-        return np.repeat(np.asarray(cells, dtype=object), lengths).tolist()
+            return _cells(key, values, feasible, jsonl)
+        lengths = np.diff(np.append(starts, p.size))
+        return np.repeat(_cells(key, values[starts], feasible[starts], jsonl), lengths, axis=1)
     if values.size and _constant(values):
-        return itertools.repeat(_cells(key, values[:1], feasible[:1], jsonl)[0], values.size)
+        return _cells(key, values[:1], feasible[:1], jsonl)
     return _cells(key, values, feasible, jsonl)
 
 
@@ -146,40 +172,49 @@ def _constant(values: np.ndarray) -> bool:
     )
 
 
-def _cells(name: str, values: np.ndarray, feasible: np.ndarray, jsonl: bool) -> list[object]:
+def _text(v: object, jsonl: bool) -> bytes:
+    """A text cell (None: empty, null) as CSV (quoted where csv.writer quotes) or JSON."""
+    if jsonl:
+        return json.dumps(v).encode("utf-8", "backslashreplace")
+    if v is None:
+        return b""
+    line = io.StringIO()
+    csv.writer(line, lineterminator="").writerow([v, ""])
+    return line.getvalue()[:-1].encode("utf-8", "backslashreplace")
+
+
+def _labels(codes: np.ndarray, say: Callable[[int], object], jsonl: bool) -> np.ndarray:
+    """Cells of a column of a few distinct codes, each said once."""
+    distinct, back = np.unique(codes, return_inverse=True)
+    table = text_matrix([_text(say(int(c)), jsonl) for c in distinct])
+    return np.take(table, np.ravel(back), axis=1)
+
+
+def _cells(name: str, values: np.ndarray, feasible: np.ndarray, jsonl: bool) -> np.ndarray:
     """The cells of a column's values, as ``_clean`` and the row writers had them."""
     if name == "binding_mask":  # the bottleneck column: the names of the binding links
-        said: dict[int, object] = {}
-        out: list[object] = []
-        for m, ok in zip(values.tolist(), feasible.tolist(), strict=True):
-            key = m if ok else -1
-            if key not in said:
-                label = binding_label(m) if ok else None
-                said[key] = json.dumps(label) if jsonl else label
-            out.append(said[key])
-        return out
+        codes = np.where(feasible, values, -1)
+        return _labels(codes, lambda m: binding_label(m) if m >= 0 else None, jsonl)
     if name == "aps_limit":
-        labels = [APS_LIMITS[int(v)] if v >= 0 else None for v in values.tolist()]
-        return [json.dumps(v) for v in labels] if jsonl else labels  # type: ignore[return-value]
+        return _labels(values, lambda v: APS_LIMITS[v] if v >= 0 else None, jsonl)
     kind = values.dtype.kind
     if kind == "b":
-        return ["true" if v else "false" for v in values.tolist()] if jsonl else values.tolist()
+        table = text_matrix([b"false", b"true"] if jsonl else [b"False", b"True"])
+        return np.take(table, values.astype(np.intp), axis=1)
     if kind in "iu":
-        return list(map(str, values.tolist())) if jsonl else values.tolist()
+        return int_cells(values)
     if kind == "f":
-        floats = values.tolist()
-        cells: list[object] = list(map(float.__repr__, floats)) if jsonl else floats
-        bad = np.flatnonzero(~np.isfinite(values))
-        empty = "null" if jsonl else None
-        for i in bad.tolist():
-            cells[i] = empty
-        return cells
-    # object (the reason: text or None)
-    text = values.tolist()
-    if not jsonl:
-        return text
-    encoded: dict[object, str] = {}
-    return [encoded.setdefault(v, json.dumps(v)) if v is not None else "null" for v in text]
+        return float_cells(values, b"null" if jsonl else b"")
+    # object (the reason: text or None): a marker where there is one (PointWriter.write puts
+    # the text in), empty or null where not.
+    marked = np.asarray(values != None)  # noqa: E711  (elementwise, on an object array)
+    table = text_matrix([b"null" if jsonl else b"", _REASON])
+    return np.take(table, marked.astype(np.intp), axis=1)
+
+
+# Stands for a reason in a block's text (a byte no cell holds: control characters are
+# escaped in JSON, and neither link names, modes nor numbers have any).
+_REASON = b"\x01"
 
 
 def _share(summary: SweepSummary) -> dict[str, float]:
