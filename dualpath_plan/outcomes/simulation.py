@@ -10,7 +10,7 @@ instead of approximated. A turn:
    read path by the scheduler: ``paper`` (section 6: PE by token load in read-queue
    categories with the alpha = 3 s of reads and beta = 5 s of compute thresholds, DE by free
    HBM and token load, the read on the side whose node has the shorter read queue) or
-   ``round_robin`` (engines in turn, the path by a running split, blind to every queue);
+   ``round_robin`` (engines in turn, the two paths in turn, blind to every queue);
 2. reads its hit KV from storage into its reading node's DRAM buffer (phase A: the node's
    storage-read links and the storage cluster, bandwidth shared fairly among the reads in
    flight);
@@ -33,16 +33,18 @@ crosses them in its size over the capacity, without an event (a documented speed
 error is at most that utilization's queueing delay on a transfer far shorter than a turn).
 A turn's bytes on each link are the link table's (physics/links.py) for its path.
 
-Turn contents: a profile's turns grow an agent's context linearly (cached tokens of turn k of
-n: 2 x mean x (k + 1/2) / n, so the mean is the profile's and the longest context is twice
-it, as an agent's context grows by its appended and generated tokens); a trace's turns are
-drawn from its rows by weight. Turn counts per agent are drawn from the workload's
-distribution (``TurnCounts``).
+Turn contents: a profile's turns are its mean turn (what the analytical model assumes), or
+with ``context_growth`` an agent's context grows linearly (cached tokens of turn k of n:
+2 x mean x (k + 1/2) / n); a trace's turns are drawn from its rows by weight (not replayed
+session by session). Turn counts per agent are drawn from the workload's distribution
+(``TurnCounts``).
 
-The event loop is a binary heap of (time, sequence, kind, a, b) tuples; processor sharing
-runs on virtual time (each server's jobs finish in order of their virtual finish time, so an
-arrival or a departure is O(log n)); a server's next completion is an event that a change of
-its job count supersedes. Same seed, same events, same output.
+The event loop is a binary heap of (time, sequence, kind, agent, data) tuples; processor
+sharing runs on virtual time (each server's jobs finish in order of their virtual finish
+time, so an arrival or a departure is O(log n)); a server's next completion is an event that a
+change of its job count supersedes. Every agent has at most one turn in flight, so a turn's
+state is kept per agent: memory grows with the agents, not the turns. Same seed, same events,
+same output.
 """
 
 from __future__ import annotations
@@ -277,15 +279,6 @@ class _Server:
             if self.rates is None:
                 self.served += dt * self.cap
         self.t = now
-
-
-@dataclass
-class _Node:
-    """Per node of a side: its read server and the servers of phase B and C links."""
-
-    read: int  # server index of its storage reads
-    read_queue: float = 0.0  # bytes assigned to read and not yet read
-    read_rate: float = 0.0
 
 
 @dataclass(frozen=True)
