@@ -110,3 +110,38 @@ def test_an_input_is_never_overwritten(cli, tmp_path: Path) -> None:
     bad = cli(*args, "--agents", "8", "--out", str(trace))
     assert bad.code == 2 and "--out" in bad.err and "input" in bad.err, bad.err
     assert trace.read_text() == before
+
+
+def test_a_trace_is_replayed_trajectory_by_trajectory(cli, tmp_path: Path) -> None:
+    """Each agent replays one of the trace's trajectories, turn by turn in its order: the
+    prompts an agent sends are one trajectory's, its turn count that trajectory's length."""
+    d = tmp_path / "profiles" / "workload"
+    d.mkdir(parents=True)
+    rows = ["trajectory_id,append_tokens,generated_tokens,context_tokens"]
+    prompts: dict[tuple[float, ...], int] = {}
+    for t in range(5):  # trajectory t: t + 1 turns, contexts t * 1000 + 100 k
+        turns = [t * 1000 + 100 * k for k in range(t + 1)]
+        rows += [f"t{t},50,20,{c}" for c in turns]
+        prompts[tuple(float(c + 50) for c in turns)] = t
+    (d / "turns.csv").write_text("\n".join(rows) + "\n")
+    (d / "replay.toml").write_text(
+        'kind = "workload"\nname = "r"\ndescription = "r"\nturns = 3\nappend_tokens = 50\n'
+        'generated_tokens = 20\ncontext_tokens = 2000\ntrace_file = "turns.csv"\n'
+    )
+    log = tmp_path / "turns.jsonl"
+    r = cli(
+        "simulate", "--profiles", str(tmp_path / "profiles"), "--workload", "replay",
+        "--agents", "40", "--trace-out", str(log), "--json",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    by_agent: dict[int, dict[int, float]] = {}
+    for line in log.read_text().splitlines():
+        rec = json.loads(line)
+        by_agent.setdefault(rec["agent"], {})[rec["turn"]] = rec["prompt_tokens"]
+    assert len(by_agent) == 40
+    seen = set()
+    for turns in by_agent.values():
+        sequence = tuple(turns[k] for k in range(len(turns)))
+        assert sequence in prompts, sequence  # exactly one trajectory, in its order
+        seen.add(prompts[sequence])
+    assert len(seen) > 2  # agents drew different trajectories

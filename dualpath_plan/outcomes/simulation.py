@@ -35,9 +35,9 @@ A turn's bytes on each link are the link table's (physics/links.py) for its path
 
 Turn contents: a profile's turns are its mean turn (what the analytical model assumes), or
 with ``context_growth`` an agent's context grows linearly (cached tokens of turn k of n:
-2 x mean x (k + 1/2) / n); a trace's turns are drawn from its rows by weight (not replayed
-session by session). Turn counts per agent are drawn from the workload's distribution
-(``TurnCounts``).
+2 x mean x (k + 1/2) / n); a trace's agents each replay one of its trajectories (drawn
+uniformly), turn by turn in the trace's order (a trace without trajectories: rows drawn by
+weight). A profile's turn counts per agent are drawn from its distribution (``TurnCounts``).
 
 The event loop is a binary heap of (time, sequence, kind, agent, data) tuples; processor
 sharing runs on virtual time (each server's jobs finish in order of their virtual finish
@@ -364,6 +364,8 @@ class _Kinds:
     kv_prompt: list[float]  # bytes of the prompt's KV (the working set)
     offset: dict[int, int] | None
     cumulative: list[float] | None
+    # A trace with trajectories: each trajectory's rows in turn order (an agent replays one).
+    replay: list[list[int]] | None = None
 
 
 def draw_turn_counts(counts: TurnCounts, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -401,6 +403,7 @@ def _turn_kinds(
     rows = d.weight.size
     offset: dict[int, int] | None = None
     cumulative: list[float] | None = None
+    replay: list[list[int]] | None = None
     if sc.workload.trace_file is None and rows == 1 and not growth:
         # Every turn is the profile's mean turn (what the analytical model assumes).
         offset = {int(n): 0 for n in counts}
@@ -424,7 +427,12 @@ def _turn_kinds(
         append = np.asarray(d.append_tokens, dtype=np.float64) * np.ones(rows)
         cached = np.asarray(d.context_tokens, dtype=np.float64) - append
         generated = np.asarray(d.generated_tokens, dtype=np.float64) * np.ones(rows)
-        cumulative = np.cumsum(d.weight / d.weight.sum()).tolist()
+        if replays(sc):
+            order = np.argsort(d.trajectory, kind="stable")  # rows by trajectory, in order
+            ends = np.cumsum(np.bincount(d.trajectory))
+            replay = [part.tolist() for part in np.split(order, ends[:-1])]
+        else:
+            cumulative = np.cumsum(d.weight / d.weight.sum()).tolist()
     model = sc.model
     if sc.workload.is_abstract:
         per_token = float(sc.workload.kv_bytes_per_token or 0.0)
@@ -451,7 +459,14 @@ def _turn_kinds(
         kv_prompt=kv_prompt.tolist(),
         offset=offset,
         cumulative=cumulative,
+        replay=replay,
     )
+
+
+def replays(sc: Scenario) -> bool:
+    """Whether the workload is a trace whose trajectories the agents replay turn by turn."""
+    d = sc.turn_demand
+    return d.trajectory.size > 0 and d.trajectory.size == d.weight.size
 
 
 class _Histogram:
@@ -576,13 +591,23 @@ def simulate(
         assert cfg.agents is not None
         n_agents = cfg.agents
         arrivals = np.zeros(n_agents)
-    counts = draw_turn_counts(d.trajectory_turns, n_agents, rng)
+    if replays(sc):
+        # A trace: each agent replays one of its trajectories, drawn uniformly (the paper
+        # makes more agents than trajectories by sampling them, A.3).
+        lengths = np.bincount(d.trajectory)
+        replayed = rng.integers(lengths.size, size=n_agents)
+        counts = lengths[replayed].astype(np.int64)
+    else:
+        replayed = np.zeros(n_agents, dtype=np.int64)
+        counts = draw_turn_counts(d.trajectory_turns, n_agents, rng)
     if int(counts.sum()) > MAX_TURNS:
         raise PlanInputError(
             f"{int(counts.sum()):,} turns (at most {MAX_TURNS:,}): fewer agents",
             field="--agents",
         )
-    engine = _Engine(sc, cfg, scheduler, asm, sol, groups, counts, arrivals, progress, turn_sink)
+    engine = _Engine(
+        sc, cfg, scheduler, asm, sol, groups, counts, replayed, arrivals, progress, turn_sink
+    )
     return engine.run()
 
 
@@ -605,13 +630,14 @@ class _Engine:
         sol: Solution,
         groups: list[_LinkGroup],
         counts: np.ndarray,
+        replayed: np.ndarray,
         arrivals: np.ndarray,
         progress: ProgressHook | None,
         turn_sink: TurnSink | None,
     ) -> None:
         self.sc, self.cfg, self.scheduler = sc, cfg, scheduler
         self.mode = MODE_TABLE[cfg.mode]
-        self.counts, self.arrivals = counts, arrivals
+        self.counts, self.replayed, self.arrivals = counts, replayed, arrivals
         self.progress, self.turn_sink = progress, turn_sink
         P, D = sc.prefill_nodes, sc.decode_nodes
         g_pn = sc.prefill_node.gpus_per_node
@@ -687,7 +713,8 @@ class _Engine:
         k_hit, k_miss, k_gen_kv, k_wb = kinds.hit, kinds.miss, kinds.gen_kv, kinds.writeback
         k_u, k_pass, k_prompt, k_gen = kinds.u, kinds.kv_pass, kinds.prompt, kinds.generated
         k_kv = kinds.kv_prompt
-        offset, cumulative = kinds.offset, kinds.cumulative
+        offset, cumulative, replay = kinds.offset, kinds.cumulative, kinds.replay
+        agent_trajectory = self.replayed.tolist()
         growth = cfg.context_growth
         n_agents = self.arrivals.size
         total_turns = int(self.counts.sum())
@@ -1029,6 +1056,8 @@ class _Engine:
             k = turn_k[a]
             if offset is not None:
                 kind[a] = offset[agent_n[a]] + (k if growth else 0)
+            elif replay is not None:
+                kind[a] = replay[agent_trajectory[a]][k]
             else:
                 assert cumulative is not None
                 kind[a] = min(bisect_right(cumulative, draws.random()), len(cumulative) - 1)

@@ -10,7 +10,7 @@ and a mix, or abstractly from a cache-compute ratio before a model is chosen.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,10 +87,12 @@ class TurnMix:
     weight: FloatArray
     trajectory_turns: TurnCounts  # observed in a trace, else the profile's uniform spread
     tool_latency_s: float = 0.0
-    # A trace's: the file, each row's line in it, whether rows give their context.
+    # A trace's: the file, each row's line in it, whether rows give their context, and each
+    # row's trajectory (numbered by first appearance; rows of one in turn order).
     source: str = ""
     lines: tuple[int, ...] = ()
     context_given: bool = True
+    trajectory: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def mean(self, values: FloatArray) -> float:
         return float(np.sum(values * self.weight))
@@ -207,6 +209,8 @@ def load_trace(path: Path) -> TurnMix:
     lines: list[int] = []
     running: dict[str, float] = {}
     per_trajectory: dict[str, int] = {}
+    number: dict[str, int] = {}  # trajectory id -> its index, by first appearance
+    trajectory: list[int] = []
     for line, row in rows:
         if has_context is None:
             # The first row sets the columns (a CSV header does so for every row).
@@ -239,6 +243,7 @@ def load_trace(path: Path) -> TurnMix:
         ctx = c if c is not None else running.get(tid, 0.0)
         running[tid] = ctx + a + g
         per_trajectory[tid] = per_trajectory.get(tid, 0) + 1
+        trajectory.append(number.setdefault(tid, len(number)))
         cached.append(ctx)
         append.append(a)
         generated.append(g)
@@ -257,6 +262,7 @@ def load_trace(path: Path) -> TurnMix:
         source=source,
         lines=tuple(lines),
         context_given=bool(has_context),
+        trajectory=np.array(trajectory, dtype=np.int64),
     )
 
 
@@ -282,6 +288,9 @@ class TurnDemand:
     weight: FloatArray
     trajectory_turns: TurnCounts
     append_tokens: FloatArray
+    # A trace's: each row's trajectory (rows of one in turn order; empty for a profile), for
+    # the simulation to replay them agent by agent.
+    trajectory: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def mean(self, values: FloatArray) -> float:
         return float(np.sum(values * self.weight))
@@ -384,6 +393,7 @@ def turn_demand(model: ModelProfile, mix: TurnMix) -> TurnDemand:
         weight=mix.weight,
         trajectory_turns=mix.trajectory_turns,
         append_tokens=mix.append_tokens,
+        trajectory=mix.trajectory,
     )
 
 
