@@ -64,3 +64,20 @@ def copy_profile(tmp_path: Path, kind: str, pid: str) -> Path:
     dst = dst_dir / src.name
     dst.write_text(src.read_text())
     return dst
+
+
+def trace_workload(tmp_path: Path, wid: str, rows: list[str], turns: int = 5) -> Path:
+    """A workload profile ``wid`` whose trace is ``rows`` (CSV lines after the header
+    ``trajectory_id,append_tokens,generated_tokens[,context_tokens]`` given as rows[0]), in a
+    profiles folder under ``tmp_path``; returns the trace file (its folder's parent's parent is
+    the folder for ``--profiles``)."""
+    d = tmp_path / "profiles" / "workload"
+    d.mkdir(parents=True, exist_ok=True)
+    trace = d / f"{wid}.csv"
+    trace.write_text("\n".join(rows) + "\n")
+    (d / f"{wid}.toml").write_text(
+        f'kind = "workload"\nname = "{wid}"\ndescription = "a test trace"\nturns = {turns}\n'
+        "context_tokens = 2000\nappend_tokens = 400\ngenerated_tokens = 150\n"
+        f'trace_file = "{wid}.csv"\n'
+    )
+    return trace

@@ -22,6 +22,7 @@ from dualpath_plan.physics.modes import REPORT_MODES, ModeName
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ServingConfig
+from tests.conftest import trace_workload
 
 REGISTRY = Registry.load(use_env=False)
 MODELS = ["deepseek-v3.2", "ds-27b", "qwen2.5-32b", "llama-3.1-70b"]
@@ -328,18 +329,8 @@ def test_bad_rate_flags_are_one_line_exit_2(cli, args, flag) -> None:
 
 def test_the_curve_never_overwrites_an_input(cli, tmp_path) -> None:
     # A trace workload's rows are a .csv: --out naming it is refused, the trace left intact.
-    wdir = tmp_path / "profiles" / "workload"
-    wdir.mkdir(parents=True)
-    trace = wdir / "mine.csv"
-    trace.write_text(
-        "trajectory_id,append_tokens,generated_tokens\n"
-        + "".join(f"{t},400,150\n" for t in range(4) for _ in range(5))
-    )
-    (wdir / "mine.toml").write_text(
-        'kind = "workload"\nname = "mine"\nturns = 5\ncontext_tokens = 2000\n'
-        'append_tokens = 400\ngenerated_tokens = 150\ntrace_file = "mine.csv"\n'
-        '[unconfirmed]\nturns = "a test trace"\n'
-    )
+    header = "trajectory_id,append_tokens,generated_tokens"
+    trace = trace_workload(tmp_path, "mine", [header] + [f"{t},400,150" for t in range(4)] * 5)
     before = trace.read_bytes()
     args = ("size", "--profiles", str(tmp_path / "profiles"), "--workload", "mine")
     assert cli(*args, "--aps", "0.1").code == 0

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import trace_workload
+
 # A small run: 48 agents of paper-64k shortened to 12 turns (seconds, not minutes).
 SMALL = ("--agents", "48", "--set", "workload.turns=12")
 
@@ -93,16 +95,9 @@ def test_bad_input_is_one_line(cli, tmp_path: Path, monkeypatch, args, flag) -> 
 
 def test_an_input_is_never_overwritten(cli, tmp_path: Path) -> None:
     """The workload's trace file is an input: --out on it is refused, the file kept."""
-    d = tmp_path / "profiles" / "workload"
-    d.mkdir(parents=True)
-    trace = d / "turns.csv"
-    trace.write_text(
-        "trajectory_id,append_tokens,generated_tokens,context_tokens\n"
-        + "".join(f"{a},429,176,32721\n" for a in range(4) for _ in range(5))
-    )
-    (d / "const.toml").write_text(
-        'kind = "workload"\nname = "c"\ndescription = "c"\nturns = 5\nappend_tokens = 429\n'
-        'generated_tokens = 176\ncontext_tokens = 32721\ntrace_file = "turns.csv"\n'
+    header = "trajectory_id,append_tokens,generated_tokens,context_tokens"
+    trace = trace_workload(
+        tmp_path, "const", [header] + [f"{a},429,176,32721" for a in range(4) for _ in range(5)]
     )
     before = trace.read_text()
     args = ("simulate", "--profiles", str(tmp_path / "profiles"), "--workload", "const")
@@ -115,19 +110,13 @@ def test_an_input_is_never_overwritten(cli, tmp_path: Path) -> None:
 def test_a_trace_is_replayed_trajectory_by_trajectory(cli, tmp_path: Path) -> None:
     """Each agent replays one of the trace's trajectories, turn by turn in its order: the
     prompts an agent sends are one trajectory's, its turn count that trajectory's length."""
-    d = tmp_path / "profiles" / "workload"
-    d.mkdir(parents=True)
     rows = ["trajectory_id,append_tokens,generated_tokens,context_tokens"]
     prompts: dict[tuple[float, ...], int] = {}
     for t in range(5):  # trajectory t: t + 1 turns, contexts t * 1000 + 100 k
         turns = [t * 1000 + 100 * k for k in range(t + 1)]
         rows += [f"t{t},50,20,{c}" for c in turns]
         prompts[tuple(float(c + 50) for c in turns)] = t
-    (d / "turns.csv").write_text("\n".join(rows) + "\n")
-    (d / "replay.toml").write_text(
-        'kind = "workload"\nname = "r"\ndescription = "r"\nturns = 3\nappend_tokens = 50\n'
-        'generated_tokens = 20\ncontext_tokens = 2000\ntrace_file = "turns.csv"\n'
-    )
+    trace_workload(tmp_path, "replay", rows, turns=3)
     log = tmp_path / "turns.jsonl"
     r = cli(
         "simulate", "--profiles", str(tmp_path / "profiles"), "--workload", "replay",
