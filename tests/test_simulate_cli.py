@@ -82,6 +82,10 @@ def test_compare_gives_both_models_and_the_error(cli) -> None:
         (("--agents", "0"), "--agents"),
         (("--out", "series.txt"), "--out"),
         (("--trace-out", "turns.csv"), "--trace-out"),
+        (("--seed", "-1"), "--seed"),
+        (("--window", "0.001"), "--window"),  # millions of windows: refused before the run
+        (("--set", "node.snic_gbit_s=1e-9", "--agents", "8"), "--window"),  # a run of years
+        (("--out", "missing/series.csv"), "--out"),  # found before the run, not after
     ],
 )
 def test_bad_input_is_one_line(cli, tmp_path: Path, monkeypatch, args, flag) -> None:
@@ -134,3 +138,41 @@ def test_a_trace_is_replayed_trajectory_by_trajectory(cli, tmp_path: Path) -> No
         assert sequence in prompts, sequence  # exactly one trajectory, in its order
         seen.add(prompts[sequence])
     assert len(seen) > 2  # agents drew different trajectories
+
+
+def test_what_a_run_cannot_measure_is_said(cli) -> None:
+    """A run shorter than an agent's lifetime is transient, not unstable; no arrivals is said;
+    the oracle reads nothing (no read share, no read balance: null, never NaN)."""
+    short = cli("simulate", "--aps", "0.25", "--duration", "600", "--warmup", "300", "--json")
+    assert short.json()["status"] == "too_short"
+    text = cli("simulate", "--aps", "0.25", "--duration", "600", "--warmup", "300").out
+    assert "too short for a steady state" in text and "unstable" not in text
+    none = cli("simulate", "--aps", "1e-9", "--duration", "100", "--json").json()
+    assert none["status"] == "no_arrivals" and none["agents"] == 0
+    oracle = cli("simulate", *SMALL, "--mode", "oracle", "--json").json()
+    assert oracle["decode_path_fraction"] is None and oracle["snic_max_over_avg"] is None
+    assert "nan" not in cli("simulate", *SMALL, "--mode", "oracle").out
+
+
+def test_compare_uses_the_matching_scheduler_and_the_operating_point(cli) -> None:
+    """--compare runs the analytical model with the simulated scheduler's imbalance model,
+    and offline compares the throughput at the operating point (one agent cannot saturate)."""
+    rr = cli("simulate", *SMALL, "--scheduler", "round_robin", "--compare", "--json").json()
+    assert "round_robin" in rr["analytical"]["source"]
+    one = cli("simulate", "--agents", "1", "--set", "workload.turns=12", "--compare", "--json")
+    assert abs(one.json()["analytical"]["error"]["throughput"]) < 0.2
+
+
+def test_context_growth_spreads_the_turns(cli, tmp_path: Path) -> None:
+    """Without --context-growth every turn is the profile's mean turn; with it an agent's
+    prompts grow over its turns, around the same mean."""
+    prompts = {}
+    for flag in ("", "--context-growth"):
+        log = tmp_path / f"turns{flag}.jsonl"
+        r = cli("simulate", *SMALL, "--trace-out", str(log), "--json", *([flag] if flag else []))
+        assert r.json()["context_growth"] == bool(flag)
+        prompts[flag] = [json.loads(x)["prompt_tokens"] for x in log.read_text().splitlines()]
+    assert len(set(prompts[""])) == 1
+    grown = prompts["--context-growth"]
+    assert len(set(grown)) > 10 and max(grown) > 1.8 * min(grown) + 1
+    assert sum(grown) / len(grown) == pytest.approx(prompts[""][0], rel=0.1)

@@ -20,7 +20,7 @@ from dualpath_plan.cli.common import (
 )
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.files import AtomicWriter, atomic_write
+from dualpath_plan.files import AtomicWriter
 from dualpath_plan.outcomes.simulation import (
     SIM_SCHEDULERS,
     SimConfig,
@@ -31,7 +31,7 @@ from dualpath_plan.outcomes.simulation import (
 from dualpath_plan.physics.modes import mode as mode_named
 from dualpath_plan.reports import simulate as report
 from dualpath_plan.scenario import Scenario
-from dualpath_plan.scenario.spec import ScenarioSpec
+from dualpath_plan.scenario.spec import ScenarioSpec, ServingConfig
 
 
 def _output(path: Path | None, flag: str, suffixes: tuple[str, ...]) -> None:
@@ -42,26 +42,32 @@ def _output(path: Path | None, flag: str, suffixes: tuple[str, ...]) -> None:
         )
 
 
-def _compare(sc: Scenario, r: SimResult) -> report.Analytical:
-    """The analytical model for the same cluster and load: ``size``'s offline outcome, or the
-    online model at the simulated arrival rate."""
-    from dualpath_plan.outcomes.serving import evaluate_mode
+# The analytical imbalance model that stands for each simulated scheduler (--compare).
+ANALYTICAL_SCHEDULER = {"paper": "queue_aware", "round_robin": "round_robin"}
 
-    c = r.config
-    if not c.online:
-        from dualpath_plan.scenario.spec import ServingConfig
 
-        assert c.agents is not None
-        o = evaluate_mode(sc, r.mode, ServingConfig(agents=c.agents))
-        return report.Analytical(
-            o.throughput_turns_per_s, o.ttft_s, o.tpot_s, o.jct_s, "size, offline"
-        )
+def _compare(sc: Scenario, r: SimResult, slo: ServingConfig) -> report.Analytical:
+    """The analytical model for the same cluster, scheduler and load: ``size``'s offline
+    operating point, or the online model at the simulated arrival rate."""
     import math
+    from dataclasses import replace
 
     import numpy as np
 
     from dualpath_plan.outcomes.at_rate import rate_points
+    from dualpath_plan.outcomes.serving import evaluate_mode, mode_core
 
+    c = r.config
+    policy = ANALYTICAL_SCHEDULER[r.scheduler]
+    sc = replace(sc, scheduling=replace(sc.scheduling, policy=policy))  # type: ignore[arg-type]
+    what = f"--scheduler {policy}"
+    if not c.online:
+        assert c.agents is not None
+        cfg = replace(slo, agents=c.agents)
+        o, core = evaluate_mode(sc, r.mode, cfg), mode_core(sc, r.mode, cfg)
+        # The operating point: the saturated rate, or the agents over their critical path.
+        x = min(core.t_max, c.agents / core.cycle_min)
+        return report.Analytical(x, o.ttft_s, o.tpot_s, o.jct_s, f"size, offline, {what}")
     assert c.aps is not None
     p = rate_points(sc, r.mode, np.asarray([c.aps]))
     beyond = bool(p.beyond[0])
@@ -70,12 +76,13 @@ def _compare(sc: Scenario, r: SimResult) -> report.Analytical:
         v = float(a[0])
         return None if beyond or not math.isfinite(v) else v
 
+    offered = c.aps * sc.turn_demand.trajectory_turns.mean
     return report.Analytical(
-        c.aps * sc.turn_demand.trajectory_turns.mean,
+        min(offered, p.saturated_turns_per_s),
         value(p.ttft_s),
         value(p.tpot_s),
         value(p.agent_jct_s),
-        f"size --aps {c.aps:g}",
+        f"size --aps {c.aps:g} {what}",
     )
 
 
@@ -120,7 +127,8 @@ def simulate_cmd(
         typer.Option(
             "--scheduler",
             help=f"{' or '.join(SIM_SCHEDULERS)} (default: the mode's own: paper for even, "
-            "dualpath and oracle, round_robin for the others).",
+            "dualpath and oracle, round_robin for the others). --compare runs the analytical "
+            "model with the matching imbalance model (queue_aware or round_robin).",
             show_default=False,
         ),
     ] = None,
@@ -128,10 +136,20 @@ def simulate_cmd(
         float,
         typer.Option("--window", help="Seconds per window of the time series and of max/avg."),
     ] = 10.0,
+    context_growth: Annotated[
+        bool,
+        typer.Option(
+            "--context-growth",
+            help="Grow each agent's context over its turns (turn k of n caches 2 x mean x "
+            "(k + 1/2) / n tokens) instead of every turn being the profile's mean turn.",
+        ),
+    ] = False,
     compare: Annotated[
         bool,
         typer.Option(
-            "--compare", help="Also run the analytical model and print both with the error."
+            "--compare",
+            help="Also run the analytical model (size's, with the matching scheduler) and print "
+            "both with the error.",
         ),
     ] = False,
     series_out: Annotated[
@@ -155,6 +173,7 @@ def simulate_cmd(
     storage-read balance and the KV working set; on the paper's default (DeepSeek-V3.2,
     2P4D, paper-64k, 2,048 agents offline) unless told otherwise."""
     m = mode_named(mode).name
+    slo = spec.serving
     cfg = SimConfig(
         mode=m,
         agents=None if aps is not None else spec.agents,
@@ -164,6 +183,7 @@ def simulate_cmd(
         seed=seed,
         scheduler=scheduler,  # type: ignore[arg-type]  # checked by SimConfig
         window_s=window,
+        context_growth=context_growth,
     )
     if aps is None and (duration is not None or warmup is not None):
         raise PlanInputError(
@@ -177,9 +197,19 @@ def simulate_cmd(
         if path is not None:
             refuse_input(path, sc, registry, flag)
     progress = _progress() if sys.stderr.isatty() else None
-    # The per-turn log streams to its file as turns finish (memory stays bounded); the file
-    # is put in place only when the run completes.
+    # Both files are opened (a missing folder or a read-only place found) before the run; the
+    # per-turn log streams to its file as turns finish (memory stays bounded); each is put in
+    # place only when the run completes.
     log = AtomicWriter(trace_out, field="--trace-out") if trace_out is not None else None
+    try:
+        series = (
+            AtomicWriter(series_out, field="--out", newline="") if series_out is not None else None
+        )
+    except BaseException:
+        if log is not None:
+            log.abort()
+        raise
+    writers = [w for w in (log, series) if w is not None]
     try:
         sink = None
         if log is not None:
@@ -189,27 +219,26 @@ def simulate_cmd(
                 handle.write(report.turn_line(rec))
 
         result = simulate(sc, cfg, progress, sink)
-        analytical = _compare(sc, result) if compare else None
-        if series_out is not None:
+        analytical = _compare(sc, result, slo) if compare else None
+        if series is not None and series_out is not None:
             if series_out.suffix.lower() == ".svg":
-                atomic_write(series_out, report.simulate_svg(sc, result), field="--out")
+                series.handle.write(report.simulate_svg(sc, result))
             else:
-                with AtomicWriter(series_out, field="--out", newline="") as handle:
-                    handle.writelines(report.series_csv_lines(result))
+                series.handle.writelines(report.series_csv_lines(result, sc.decode_nodes))
     except BaseException:
-        if log is not None:
-            log.abort()
+        for w in writers:
+            w.abort()
         raise
     finally:
         if progress is not None:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
-    if log is not None:
-        log.commit()
+    for w in writers:
+        w.commit()
     if as_json:
-        print_json(report.simulate_payload(sc, result, analytical))
+        print_json(report.simulate_payload(sc, result, slo, analytical))
     else:
-        report.render_simulate(sc, result, stdout, analytical)
+        report.render_simulate(sc, result, stdout, slo, analytical)
 
 
 def _progress():  # type: ignore[no-untyped-def]

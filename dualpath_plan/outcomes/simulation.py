@@ -143,10 +143,12 @@ class SimConfig:
         if self.warmup_s is not None and not (
             0 <= self.warmup_s < (math.inf if self.duration_s is None else self.duration_s)
         ):
+            limit = "" if self.duration_s is None else f" < --duration ({self.duration_s:g} s)"
             raise PlanInputError(
-                f"expected 0 <= warm-up < --duration ({self.duration_s} s), got {self.warmup_s!r}",
-                field="--warmup",
+                f"expected 0 <= seconds{limit}, got {self.warmup_s!r}", field="--warmup"
             )
+        if not 0 <= self.seed < 2**32:
+            raise PlanInputError(f"expected 0 to 4,294,967,295, got {self.seed}", field="--seed")
         if not (math.isfinite(self.window_s) and self.window_s > 0):
             raise PlanInputError(f"expected seconds > 0, got {self.window_s!r}", field="--window")
         if not 0.0 <= self.queued_utilization <= 1.0:
@@ -233,6 +235,7 @@ class SimResult:
     ttft_s: Distribution
     tpot_s: Distribution
     decode_path_fraction: float  # of the hit bytes read on the decode side
+    reads: bool  # any KV read at all (none in the oracle)
     snic_max_over_avg: float  # mean over windows of max/avg storage reads across nodes
     prefill_max_over_avg: float  # the same over prefill GPUs' busy time
     window_s: float
@@ -244,6 +247,16 @@ class SimResult:
     servers: tuple[ServerSeries, ...]
     unfinished: int  # online: agents still running at the end
     stable: bool  # online: the measured turn rate kept up with the offered one
+    # Online: "stable", "unstable" (the turns fell behind the arrivals), "too_short" (the
+    # measured span or the warm-up shorter than one lifetime of the longest agent at light
+    # load: no steady state to measure) or "no_arrivals"; offline: "offline".
+    status: str
+    lifetime_s: float  # the longest agent's lifetime at light load
+    decode_wait_s: Distribution  # prefilled to decoding (a node's decode slots all taken)
+    decode_batch_mean: float  # sequences decoding, time-averaged over the run
+    decode_batch_max: int  # the group's HBM-limited batch
+    agents_measured: int  # online: agents arriving in the measured span (of them, agent_jct_s
+    # counts those that finished); offline: every agent
     offered_turns_per_s: float  # online: APS x mean turns per agent
 
 
@@ -251,7 +264,19 @@ class _Server:
     """Processor sharing on virtual time: ``v`` advances at rate(n) while n jobs run; a job of
     size s that starts at v0 finishes when v reaches v0 + s."""
 
-    __slots__ = ("busy", "cap", "index", "jobs", "n", "rates", "served", "t", "v", "version")
+    __slots__ = (
+        "area",
+        "busy",
+        "cap",
+        "index",
+        "jobs",
+        "n",
+        "rates",
+        "served",
+        "t",
+        "v",
+        "version",
+    )
 
     def __init__(self, index: int, cap: float, rates: list[float] | None = None) -> None:
         self.index = index
@@ -263,6 +288,7 @@ class _Server:
         self.jobs: list[tuple[float, int, int]] = []  # (finish v, sequence, owner)
         self.version = 0
         self.busy = 0.0  # time with at least one job
+        self.area = 0.0  # jobs x time (the time-averaged job count over a span: area / span)
         self.served = 0.0  # units served (bandwidth servers)
 
     def rate(self) -> float:
@@ -276,6 +302,7 @@ class _Server:
         if self.n and dt > 0:
             self.v += dt * self.rate()
             self.busy += dt
+            self.area += dt * self.n
             if self.rates is None:
                 self.served += dt * self.cap
         self.t = now
@@ -562,16 +589,16 @@ def simulate(
     rng = np.random.default_rng(cfg.seed)
     d = sc.turn_demand
     mean_turns = d.trajectory_turns.mean
+    # The longest agent's lifetime at light load: its turns, each a lone prefill and decode,
+    # and the tool latency.
+    cycle = (
+        pm.read_latency_s
+        + pm.forward_s(1.0)
+        + d.mean(d.generated_tokens) * group.step_s(1.0)
+        + sc.workload.tool_latency_s
+    )
+    life = d.trajectory_turns.longest * cycle
     if cfg.online and (cfg.duration_s is None or cfg.warmup_s is None):
-        # The longest agent's lifetime at light load: its turns, each a lone prefill and
-        # decode, and the tool latency.
-        cycle = (
-            pm.read_latency_s
-            + pm.forward_s(1.0)
-            + d.mean(d.generated_tokens) * group.step_s(1.0)
-            + sc.workload.tool_latency_s
-        )
-        life = d.trajectory_turns.longest * cycle
         duration = cfg.duration_s if cfg.duration_s is not None else 4.0 * life
         warmup = cfg.warmup_s if cfg.warmup_s is not None else min(2.0 * life, duration / 2)
         cfg = replace(cfg, duration_s=duration, warmup_s=warmup)
@@ -605,11 +632,35 @@ def simulate(
             f"{int(counts.sum()):,} turns (at most {MAX_TURNS:,}): fewer agents",
             field="--agents",
         )
+    # The time series holds, per window, a number per server, GPU and node: bound it before
+    # running. The run lasts about the arrivals and a drain online, and offline the JCT the
+    # analytical model gives (the throughput bound and the critical path).
+    from dualpath_plan.outcomes.serving import offline_jct_s
+
+    span = (
+        cfg.duration + 2.0 * life
+        if cfg.online
+        else float(offline_jct_s(n_agents, t_max, cycle, d.trajectory_turns))
+    )
+    nodes = P + D
+    cells = (span / cfg.window_s + 1.0) * (2.0 * nodes + P * sc.prefill_node.gpus_per_node + 8)
+    if not cells <= MAX_SERIES_CELLS:
+        raise PlanInputError(
+            f"the run lasts about {span:,.4g} s: {span / cfg.window_s:,.4g} windows of "
+            f"{cfg.window_s:g} s over {nodes:,} nodes is more time series than "
+            f"{MAX_SERIES_CELLS:,} numbers; use a longer --window, fewer nodes or faster links",
+            field="--window",
+        )
     engine = _Engine(
         sc, cfg, scheduler, asm, sol, groups, counts, replayed, arrivals, progress, turn_sink
     )
+    engine.lifetime_s = life
     return engine.run()
 
+
+# The most numbers the per-window time series may hold (windows x (servers + GPUs + nodes)):
+# about 160 MB.
+MAX_SERIES_CELLS = 20_000_000
 
 # The most turns one run simulates (about 80 bytes of state per agent and a few per turn, but
 # hours of wall time beyond this).
@@ -638,6 +689,7 @@ class _Engine:
         self.sc, self.cfg, self.scheduler = sc, cfg, scheduler
         self.mode = MODE_TABLE[cfg.mode]
         self.counts, self.replayed, self.arrivals = counts, replayed, arrivals
+        self.lifetime_s = math.nan  # set by simulate()
         self.progress, self.turn_sink = progress, turn_sink
         P, D = sc.prefill_nodes, sc.decode_nodes
         g_pn = sc.prefill_node.gpus_per_node
@@ -759,7 +811,7 @@ class _Engine:
         read_rate, alpha, beta = self.read_rate, self.alpha, self.beta
         t0, quota, hbm_free = self.t0, self.quota, self.hbm_free
         # Statistics.
-        ttft_hist, tpot_hist = _Histogram(), _Histogram()
+        ttft_hist, tpot_hist, wait_hist = _Histogram(), _Histogram(), _Histogram()
         warmup = cfg.warmup if cfg.online else 0.0
         duration = cfg.duration if cfg.online else math.inf
         tenth, half = total_turns // 10, max(total_turns // 2, total_turns // 10 + 1)
@@ -1005,6 +1057,8 @@ class _Engine:
                     de_queue[e].append(a)
 
         def start_decode(a: int) -> None:
+            if warmup <= t_start[a] <= duration:
+                wait_hist.add(now - t_prefilled[a])
             de_active[de_node[a]] += 1
             gen = k_gen[kind[a]]
             add_job(self.decode_server, gen if gen > 0 else 1e-9, a * 4 + 3)
@@ -1185,6 +1239,7 @@ class _Engine:
             _Outcome(
                 ttft=ttft_hist.distribution(),
                 tpot=tpot_hist.distribution(),
+                decode_wait=wait_hist.distribution(),
                 measured_done=measured_done,
                 span=(span_lo, span_hi),
                 done=done_count,
@@ -1194,7 +1249,7 @@ class _Engine:
                 wall_s=wallclock.perf_counter() - wall0,
                 end_s=now,
                 de_read=de_read,
-                all_read=all_read,
+                all_read=all_read if not io_free else 0.0,
                 stable=stable,
             )
         )
@@ -1209,6 +1264,14 @@ class _Engine:
             jct_agents = (o.agent_end - self.arrivals)[agents_in]
             jct = float(jct_agents.mean()) if jct_agents.size else math.nan
             unfinished = int(np.count_nonzero(~np.isfinite(o.agent_end)))
+            measured_agents = int(np.count_nonzero((self.arrivals >= lo) & (self.arrivals <= hi)))
+            life = self.lifetime_s
+            if self.arrivals.size == 0:
+                status = "no_arrivals"
+            elif lo < life or hi - lo < life:
+                status = "too_short"
+            else:
+                status = "stable" if o.stable else "unstable"
         else:
             # Offline: the throughput while the cluster is saturated, from 10% to 50% of all
             # turns done (most agents still run; the drain after is the stragglers').
@@ -1223,6 +1286,8 @@ class _Engine:
             jct = float(np.max(o.agent_end)) if o.agent_end.size else 0.0
             jct_agents = o.agent_end - self.arrivals
             unfinished = 0
+            measured_agents = int(self.arrivals.size)
+            status = "offline"
         window = cfg.window_s
         w = o.windows
         w_end = np.array([x[0] for x in w], dtype=np.float64)
@@ -1265,6 +1330,7 @@ class _Engine:
             ttft_s=o.ttft,
             tpot_s=o.tpot,
             decode_path_fraction=o.de_read / o.all_read if o.all_read > 0 else 0.0,
+            reads=o.all_read > 0 and not self.mode.io_free,
             snic_max_over_avg=_max_over_avg(reads[in_span]),
             prefill_max_over_avg=_max_over_avg(gpu[in_span]),
             window_s=window,
@@ -1277,6 +1343,14 @@ class _Engine:
             unfinished=unfinished,
             stable=o.stable,
             offered_turns_per_s=self.offered if cfg.online else 0.0,
+            status=status,
+            lifetime_s=self.lifetime_s,
+            decode_wait_s=o.decode_wait,
+            decode_batch_mean=(
+                self.servers[self.decode_server].area / o.end_s if o.end_s > 0 else 0.0
+            ),
+            decode_batch_max=len(self.decode_rates) - 1,
+            agents_measured=measured_agents,
         )
 
 
@@ -1286,6 +1360,7 @@ class _Outcome:
 
     ttft: Distribution
     tpot: Distribution
+    decode_wait: Distribution
     measured_done: int
     span: tuple[float, float]  # offline: when 10% and 50% of the turns were done
     done: int

@@ -18,6 +18,7 @@ from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.recommend import nice_ticks, tick_label
 from dualpath_plan.reports.size import scenario_line
 from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.spec import ServingConfig
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def _error(sim: float | None, model: float | None) -> float | None:
 
 
 def simulate_payload(
-    sc: Scenario, r: SimResult, compare: Analytical | None = None
+    sc: Scenario, r: SimResult, slo: ServingConfig, compare: Analytical | None = None
 ) -> dict[str, Any]:
     """Everything the run measured, without wall-clock figures (the same seed gives the same
     bytes)."""
@@ -76,12 +77,19 @@ def simulate_payload(
         "throughput_span_s": list(r.throughput_span_s),
         "offered_turns_per_s": r.offered_turns_per_s if c.online else None,
         "stable": r.stable,
+        "status": r.status,
+        "lifetime_s": _finite(r.lifetime_s),
         "unfinished_agents": r.unfinished,
+        "agents_measured": r.agents_measured,
         "jct_s": _finite(r.jct_s),
         "agent_jct_s": _dist(r.agent_jct_s),
         "ttft_s": _dist(r.ttft_s),
         "tpot_s": _dist(r.tpot_s),
-        "decode_path_fraction": r.decode_path_fraction,
+        "decode_wait_s": _dist(r.decode_wait_s),
+        "decode_batch": {"mean": r.decode_batch_mean, "max": r.decode_batch_max},
+        "slo": _slo(r, slo),
+        "context_growth": c.context_growth,
+        "decode_path_fraction": r.decode_path_fraction if r.reads else None,
         "snic_max_over_avg": _finite(r.snic_max_over_avg),
         "prefill_max_over_avg": _finite(r.prefill_max_over_avg),
         "kv_working_set_gbyte": {
@@ -97,7 +105,7 @@ def simulate_payload(
                 "servers": s.servers,
                 "capacity_per_server": _finite(s.capacity),
                 "queued": s.queued,
-                "mean_utilization": _finite(s.mean_utilization),
+                "mean_busy_share": _finite(s.mean_utilization),
             }
             for s in r.servers
         },
@@ -126,9 +134,20 @@ def simulate_payload(
     return out
 
 
+def _slo(r: SimResult, slo: ServingConfig) -> dict[str, Any]:
+    """The SLOs against the measured means (the analytical model's reading of them)."""
+    ttft, tpot = _finite(r.ttft_s.mean), _finite(r.tpot_s.mean)
+    met = (
+        None if ttft is None or tpot is None else ttft <= slo.ttft_slo_s and tpot <= slo.tpot_slo_s
+    )
+    return {"ttft_s": slo.ttft_slo_s, "tpot_s": slo.tpot_slo_s, "met": met}
+
+
 def _s(v: float | None) -> str:
     if v is None or not math.isfinite(v):
         return "-"
+    if v == 0:
+        return "0 s"
     if v >= 3600:
         return f"{v / 3600:.2f} h"
     if v >= 60:
@@ -140,8 +159,35 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:+.1%}"
 
 
+def _ratio(v: float, none: str = "-") -> str:
+    return f"{v:.2f}" if math.isfinite(v) else none
+
+
+def _gb(v: float) -> str:
+    return f"{v / 1e3:,.2f} TB" if v >= 1e3 else f"{v:,.1f} GB"
+
+
+def _agents(n: int) -> str:
+    return f"{n:,} agent" + ("" if n == 1 else "s")
+
+
+STATUS_TEXT = {
+    "unstable": "[bold]unstable[/bold]: the cluster did not keep up with the arrivals (fewer "
+    "than 90% of the offered turns started in the measured span); the run stopped at the end "
+    "of the arrivals, and the figures below are those of a growing queue",
+    "too_short": "[bold]too short for a steady state[/bold]: the warm-up or the measured span is "
+    "shorter than the longest agent's lifetime at light load ({life}); the figures below are "
+    "transient (omit --duration and --warmup for four and two lifetimes)",
+    "no_arrivals": "[bold]no agents arrived[/bold] in the run: raise --aps or --duration",
+}
+
+
 def render_simulate(
-    sc: Scenario, r: SimResult, console: Console, compare: Analytical | None = None
+    sc: Scenario,
+    r: SimResult,
+    console: Console,
+    slo: ServingConfig,
+    compare: Analytical | None = None,
 ) -> None:
     c = r.config
     console.print(scenario_line(sc))
@@ -149,45 +195,71 @@ def render_simulate(
         f"online: Poisson arrivals at {c.aps:g} agents/s for {_s(c.duration_s)}, measured after "
         f"{_s(c.warmup_s)}"
         if c.online
-        else f"offline: {c.agents:,} agents started together"
+        else f"offline: {_agents(c.agents or 0)} started together"
     )
-    console.print(f"simulation of {r.mode}, scheduler {r.scheduler}, seed {c.seed}; {load}")
+    turns = (
+        "context growing over each agent's turns"
+        if c.context_growth
+        else (
+            "each agent replaying a trace trajectory" if sc.workload.trace_file else "the mean turn"
+        )
+    )
+    console.print(
+        f"simulation of {r.mode}, scheduler {r.scheduler}, seed {c.seed}; {load}; {turns}"
+    )
+    if r.status in STATUS_TEXT:
+        console.print(STATUS_TEXT[r.status].format(life=_s(r.lifetime_s)))
     t = Table()
     for col in ("metric", "mean", "p50", "p90", "p99"):
         t.add_column(col, justify="left" if col == "metric" else "right")
-    for name, d in (("TTFT", r.ttft_s), ("TPOT", r.tpot_s), ("agent JCT", r.agent_jct_s)):
+    for name, d in (
+        ("TTFT", r.ttft_s),
+        ("TPOT", r.tpot_s),
+        ("wait for a decode slot", r.decode_wait_s),
+        ("agent JCT", r.agent_jct_s),
+    ):
         t.add_row(name, _s(d.mean), _s(d.p50), _s(d.p90), _s(d.p99))
     console.print(t)
-    span = f"{_s(r.throughput_span_s[0])} to {_s(r.throughput_span_s[1])}"
-    where = "measured span" if c.online else "saturated span: 10% to 50% of the turns done"
-    console.print(
-        f"throughput {r.throughput_turns_per_s:.4g} turns/s ({where}, {span})"
-        + (f"; offered {r.offered_turns_per_s:.4g} turns/s" if c.online else "")
-    )
-    if c.online and not r.stable:
+    if c.online:
         console.print(
-            "[bold]unstable[/bold]: the cluster did not keep up with the arrivals (fewer than "
-            "90% of the offered turns started in the measured span); the run stopped at the "
-            "end of the arrivals"
+            f"agent JCT: the {r.agent_jct_s.count:,} of {_agents(r.agents_measured)} arriving in "
+            "the measured span that finished"
         )
-    jct_what = "mean of the agents arriving in the span" if c.online else "all agents done"
+        met = _slo(r, slo)["met"]
+        console.print(
+            f"SLOs (means): TTFT {_s(r.ttft_s.mean)} against {slo.ttft_slo_s:g} s, TPOT "
+            f"{_s(r.tpot_s.mean)} against {slo.tpot_slo_s * 1e3:g} ms: "
+            + ("met" if met else "missed" if met is not None else "-")
+        )
+    span = f"{_s(r.throughput_span_s[0])} to {_s(r.throughput_span_s[1])}"
+    where = "measured span" if c.online else "10% to 50% of the turns done"
     console.print(
-        f"JCT {_s(r.jct_s)} ({jct_what}); "
-        f"turns {r.turns:,} of {r.agents:,} agents; decode-path share of reads "
-        f"{r.decode_path_fraction:.0%}"
+        f"throughput {r.throughput_turns_per_s:,.4g} turns/s ({where}, {span})"
+        + (f"; offered {r.offered_turns_per_s:,.4g} turns/s" if c.online else "")
+    )
+    jct_what = "mean of the agents arriving in the span" if c.online else "all agents done"
+    share = f"{r.decode_path_fraction:.0%}" if r.reads else "no reads"
+    console.print(
+        f"JCT {_s(r.jct_s)} ({jct_what}); turns {r.turns:,} of {_agents(r.agents)}; "
+        f"decode-path share of reads {share}"
     )
     console.print(
-        f"storage reads max/avg across nodes {r.snic_max_over_avg:.2f}, prefill GPUs' busy time "
-        f"max/avg {r.prefill_max_over_avg:.2f} (mean over {r.window_s:g} s windows)"
+        f"decode: {r.decode_batch_mean:,.1f} sequences on average of the "
+        f"{r.decode_batch_max:,} its HBM holds"
+    )
+    console.print(
+        f"storage reads max/avg across nodes {_ratio(r.snic_max_over_avg, 'no reads')}, prefill "
+        f"GPUs' busy time max/avg {_ratio(r.prefill_max_over_avg)} (mean over "
+        f"{r.window_s:g} s windows)"
     )
     if r.working_set_gbyte.size:
         console.print(
             f"KV working set (live agents' contexts): mean "
-            f"{float(np.mean(r.working_set_gbyte)):,.0f} GB, max "
-            f"{float(np.max(r.working_set_gbyte)):,.0f} GB"
+            f"{_gb(float(np.mean(r.working_set_gbyte)))}, max "
+            f"{_gb(float(np.max(r.working_set_gbyte)))}"
         )
-    links = Table(title="links (mean utilization over the measured span)")
-    for col in ("link", "servers", "utilization"):
+    links = Table(title="links: share of the measured span each was busy (moving any bytes)")
+    for col in ("link", "servers", "busy"):
         links.add_column(col, justify="left" if col == "link" else "right")
     for s in r.servers:
         if s.queued:
@@ -203,55 +275,62 @@ def render_simulate(
         cmp = Table(title=f"simulation vs analytical ({compare.what})")
         for col in ("metric", "simulation", "analytical", "error"):
             cmp.add_column(col, justify="left" if col == "metric" else "right")
+        beyond = "beyond capacity"
         cmp.add_row(
             "throughput (turns/s)",
-            f"{r.throughput_turns_per_s:.4g}",
-            f"{compare.throughput_turns_per_s:.4g}",
+            f"{r.throughput_turns_per_s:,.4g}",
+            f"{compare.throughput_turns_per_s:,.4g}",
             _pct(_error(_finite(r.throughput_turns_per_s), compare.throughput_turns_per_s)),
         )
         cmp.add_row(
             "TTFT mean",
             _s(r.ttft_s.mean),
-            _s(compare.ttft_s) if compare.ttft_s is not None else "beyond capacity",
+            _s(compare.ttft_s) if compare.ttft_s is not None else beyond,
             _pct(_error(_finite(r.ttft_s.mean), compare.ttft_s)),
         )
         cmp.add_row(
             "TPOT mean",
             _s(r.tpot_s.mean),
-            _s(compare.tpot_s) if compare.tpot_s is not None else "beyond capacity",
+            _s(compare.tpot_s) if compare.tpot_s is not None else beyond,
             _pct(_error(_finite(r.tpot_s.mean), compare.tpot_s)),
         )
         sim_jct = r.agent_jct_s.mean if c.online else r.jct_s
         cmp.add_row(
             "agent JCT" if c.online else "JCT",
             _s(sim_jct),
-            _s(compare.jct_s),
+            _s(compare.jct_s) if compare.jct_s is not None else beyond,
             _pct(_error(_finite(sim_jct), compare.jct_s)),
         )
         console.print(cmp)
-        console.print(
-            "error: the analytical figure over the simulated one, less 1"
-            + (
-                "; offline, the analytical TTFT is the operating point's (all agents running), "
-                "the simulated one the mean over every turn, the drain included"
-                if not c.online
-                else ""
+        notes = ["error: the analytical figure over the simulated one, less 1"]
+        if not c.online:
+            notes.append(
+                "offline, the analytical throughput is its operating point's (the saturated "
+                "rate, or the agents over their critical path when too few to saturate) and its "
+                "TTFT the closed system's wait while all agents run; the simulated TTFT is the "
+                "mean over every turn, the drain included, and a wait for a decode slot counts "
+                "in its TPOT"
             )
-        )
+        elif r.status != "stable":
+            notes.append("the simulated figures are not a steady state (see above)")
+        console.print("; ".join(notes))
     console.print(efficiency_line(sc))
     console.print(
         f"{r.events:,} events in {r.wall_s:.1f} s ({r.events / max(r.wall_s, 1e-9):,.0f} events/s)"
     )
 
 
-def series_csv_lines(r: SimResult) -> Iterator[str]:
+def series_csv_lines(r: SimResult, decode_nodes: int) -> Iterator[str]:
     """The time series: one row per window (its end), turns/s, turns in flight, the KV working
-    set, each queued link's utilization and each node's storage reads in GB/s."""
+    set, each queued link's busy share and each node's storage reads in GB/s (prefill nodes
+    ``pe0...``, decode nodes ``de0...``)."""
     queued = [s for s in r.servers if s.queued]
     nodes = r.snic_bytes.shape[1] if r.snic_bytes.ndim == 2 else 0  # P nodes, then D
     head = ["time_s", "turns_per_s", "turns_in_flight", "kv_working_set_gbyte"]
-    head += [f"util_{s.name}" for s in queued]
-    head += [f"read_gbyte_s_node{i}" for i in range(nodes)]
+    head += [f"busy_{s.name.replace(' ', '_')}" for s in queued]
+    p = r.snic_bytes.shape[1] - decode_nodes if nodes else 0
+    head += [f"read_gbyte_s_pe{i}" for i in range(p)]
+    head += [f"read_gbyte_s_de{i}" for i in range(nodes - p)]
     yield ",".join(head) + "\n"
     w = r.window_s
     for k in range(r.window_end_s.size):
