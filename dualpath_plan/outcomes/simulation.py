@@ -1312,7 +1312,7 @@ class _Engine:
                 )
             else:
                 series.append(ServerSeries(gr.name, 0, gr.capacity, False, np.zeros(0), math.nan))
-        gu = gpu.mean(axis=1) / window
+        gu = np.minimum(gpu / window, 1.0).mean(axis=1)  # rounding: never above 1
         series.append(ServerSeries("prefill GPUs", self.gpus, math.nan, True, gu, mean_in_span(gu)))
         return SimResult(
             config=cfg,
