@@ -48,7 +48,11 @@ def test_outputs_are_whole_files(cli, tmp_path: Path) -> None:
     turns = r.json()["turns"]
     rows = list(csv.DictReader(io.StringIO(series.read_text())))
     assert rows and {"time_s", "turns_per_s", "kv_working_set_gbyte"} <= set(rows[0])
-    assert sum(float(x["turns_per_s"]) for x in rows) * r.json()["window_s"] == pytest.approx(turns)
+    done = sum(float(x["turns_per_s"]) * float(x["window_s"]) for x in rows)
+    assert done == pytest.approx(turns)
+    assert float(rows[-1]["time_s"]) == pytest.approx(
+        r.json()["sim_time_s"], rel=1e-5
+    )  # last event
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(records) == turns
     assert {"agent", "turn", "ttft_s", "tpot_s", "read_on"} <= set(records[0])

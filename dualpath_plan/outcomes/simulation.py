@@ -67,7 +67,7 @@ from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import LINK_TABLE, LINKS, Demand, turn_load_columns
 from dualpath_plan.physics.modes import MODE_TABLE, ModeName
-from dualpath_plan.physics.workload import TurnCounts
+from dualpath_plan.physics.workload import TurnCounts, TurnDemand, TurnMix, turn_demand
 from dualpath_plan.scenario.assemble import Assembly, assemble
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.solvers.closed_form import Solution, solve
@@ -75,7 +75,7 @@ from dualpath_plan.solvers.closed_form import Solution, solve
 SimScheduler = Literal["paper", "round_robin"]
 SIM_SCHEDULERS: tuple[str, ...] = ("paper", "round_robin")
 
-# The paper's scheduler thresholds (section 6, A.4): alpha = the tokens a node reads in 3 s,
+# The paper's scheduler thresholds (section 6, A.4): alpha = what a node reads in 3 s (bytes here),
 # beta = the tokens one GPU prefills in 5 s; the compute quota of a forward pass, 300 ms of
 # attention per layer; the DE high-token margin 1.05.
 ALPHA_READ_S = 3.0
@@ -84,13 +84,21 @@ QUOTA_PER_LAYER_S = 0.300
 HIGH_TOKEN_MARGIN = 1.05
 
 # Online, a run is stable when the turns that start after the warm-up are at least this share
-# of those the arrivals offer (APS x mean turns x the measured span): an unstable queue lets
-# agents start ever fewer turns.
+# of those the arrivals offer (APS x mean turns x the measured span), or short of it by no more
+# than three standard deviations of the arrivals' own variation: an unstable queue lets agents
+# start ever fewer turns.
 STABLE_SHARE = 0.9
+
+# A window of the time series: its end, its length, turns done in it, turns in flight and the
+# KV working set at its end, per server its busy time, per GPU its busy time, per node its
+# storage reads (bytes) in it.
+_Window = tuple[float, float, int, int, float, list[float], list[float], list[float]]
 
 # Event kinds.
 _TURN, _SERVER, _FORWARD, _DELAY, _AGENT, _WINDOW = range(6)
 # Phases of a turn that wait on links.
+# A job's owner is agent x 4 + phase (3: decode). A write-back (phase C) may finish after its
+# agent's next turn started: nothing may ever wait on it.
 _READ, _MOVE, _WRITE = range(3)
 
 
@@ -230,6 +238,7 @@ class SimResult:
     sim_time_s: float
     throughput_turns_per_s: float
     throughput_span_s: tuple[float, float]
+    whole_run: bool  # offline: too few turns for the 10%-50% span, the throughput is the run's
     jct_s: float  # offline: all agents done; online: mean JCT of the agents measured
     agent_jct_s: Distribution  # per agent, of the agents that started after the warm-up
     ttft_s: Distribution
@@ -240,6 +249,7 @@ class SimResult:
     prefill_max_over_avg: float  # the same over prefill GPUs' busy time
     window_s: float
     window_end_s: np.ndarray
+    window_length_s: np.ndarray  # the last window may be shorter: the run ends in it
     turns_done: np.ndarray  # per window
     in_flight: np.ndarray  # turns in the cluster at each window's end
     working_set_gbyte: np.ndarray  # KV of the live agents' contexts at each window's end
@@ -272,7 +282,6 @@ class _Server:
         "jobs",
         "n",
         "rates",
-        "served",
         "t",
         "v",
         "version",
@@ -289,7 +298,6 @@ class _Server:
         self.version = 0
         self.busy = 0.0  # time with at least one job
         self.area = 0.0  # jobs x time (the time-averaged job count over a span: area / span)
-        self.served = 0.0  # units served (bandwidth servers)
 
     def rate(self) -> float:
         if self.rates is not None:
@@ -303,8 +311,6 @@ class _Server:
             self.v += dt * self.rate()
             self.busy += dt
             self.area += dt * self.n
-            if self.rates is None:
-                self.served += dt * self.cap
         self.t = now
 
 
@@ -330,7 +336,8 @@ def _link_groups(
     sc: Scenario, mode: ModeName, capacity: dict[str, float], util: dict[str, float], th: float
 ) -> list[_LinkGroup]:
     """The mode's I/O links as per-turn linear loads in the demand fields, grouped by side,
-    phase and coefficients; phase A = the storage reads, C = the write-back, B = the rest."""
+    whether they carry storage reads (phase A) and coefficients; the others carry phase B
+    (hit and miss bytes) and phase C (the write-back's bytes)."""
     m = MODE_TABLE[mode]
     if m.io_free:
         return []
@@ -356,8 +363,9 @@ def _link_groups(
             continue
         # A node's storage reads, or the storage cluster's (its outward direction).
         reads = link.reads_storage or (link.side == "storage" and link.direction == "out")
-        writes = coef[0] == 0 and coef[1] == 0 and dcoef[0] == 0 and dcoef[1] == 0
-        phase = _READ if reads else _WRITE if writes else _MOVE
+        # Not a read: its hit and miss bytes move in phase B, its write-back bytes in phase C,
+        # on the same servers (the engine splits the coefficients).
+        phase = _READ if reads else _MOVE
         key = (link.side, phase, coef, dcoef)
         queued = reads or util.get(link.name, 0.0) >= th
         old = groups.get(key)
@@ -412,7 +420,10 @@ def draw_turn_counts(counts: TurnCounts, n: int, rng: np.random.Generator) -> np
     j = np.searchsorted(-s, -u, side="right") - 1  # last segment with s[j] >= u
     steps = np.where(j >= 0, ends[np.maximum(j, 0)] if ends.size else 0.0, 0.0)
     out = np.where((u < top) & (counts.ramp_turns > 0), ramp, steps)
-    return np.maximum(np.ceil(out - 1e-9), 1).astype(np.int64)
+    # Whole turns with the drawn mean kept: up with the probability of the fraction (rounding
+    # up always would add half a turn per agent).
+    whole = np.floor(out + rng.random(n))
+    return np.maximum(whole, 1).astype(np.int64)
 
 
 def _turn_kinds(
@@ -423,70 +434,83 @@ def _turn_kinds(
     layers: int,
     growth: bool,
 ) -> _Kinds:
-    """Every kind of turn the run can see: its tokens, the demand fields (the link table's
-    options apply in its coefficients), its prefill compute u = F / peak (+ the copy serialized
-    with compute) and what it holds in HBM during its pass (one of ``layers`` layers)."""
+    """Every kind of turn the run can see, from the workload's own demand (physics/workload.py):
+    its bytes per demand field (the link table's options apply in its coefficients), its
+    prefill compute u = F / peak (+ the copy serialized with compute), what it holds in HBM
+    during its pass (one of ``layers`` layers), and how a turn finds its kind."""
     d = sc.turn_demand
     rows = d.weight.size
     offset: dict[int, int] | None = None
     cumulative: list[float] | None = None
     replay: list[list[int]] | None = None
-    if sc.workload.trace_file is None and rows == 1 and not growth:
-        # Every turn is the profile's mean turn (what the analytical model assumes).
-        offset = {int(n): 0 for n in counts}
-        cached = np.asarray(d.context_tokens - d.append_tokens, dtype=np.float64)[:1]
-        append = np.asarray(d.append_tokens, dtype=np.float64)[:1] * np.ones(1)
-        generated = np.asarray(d.generated_tokens, dtype=np.float64)[:1] * np.ones(1)
-    elif sc.workload.trace_file is None and rows == 1:
+    profile = sc.workload.trace_file is None and rows == 1
+    if profile and not growth:
+        offset = {int(n): 0 for n in counts}  # every turn the profile's mean turn
+    elif profile:
         # An agent's context grows over its turns: turn k of n caches 2 x mean x (k + 1/2)/n.
-        ns = sorted({int(n) for n in counts})
-        offset, start = {}, 0
-        parts = []
+        offset, start, parts = {}, 0, []
         cached_mean = float(d.context_tokens[0] - d.append_tokens[0])
-        for n in ns:
+        for n in sorted({int(n) for n in counts}):
             offset[n] = start
             start += n
             parts.append(2.0 * cached_mean * (np.arange(n) + 0.5) / n)
         cached = np.concatenate(parts) if parts else np.zeros(0)
-        append = np.full(cached.size, float(d.append_tokens[0]))
-        generated = np.full(cached.size, float(d.generated_tokens[0]))
+        d = _grown(sc, cached)
+    elif replays(sc):
+        order = np.argsort(d.trajectory, kind="stable")  # rows by trajectory, in order
+        ends = np.cumsum(np.bincount(d.trajectory))
+        replay = [part.tolist() for part in np.split(order, ends[:-1])]
     else:
-        append = np.asarray(d.append_tokens, dtype=np.float64) * np.ones(rows)
-        cached = np.asarray(d.context_tokens, dtype=np.float64) - append
-        generated = np.asarray(d.generated_tokens, dtype=np.float64) * np.ones(rows)
-        if replays(sc):
-            order = np.argsort(d.trajectory, kind="stable")  # rows by trajectory, in order
-            ends = np.cumsum(np.bincount(d.trajectory))
-            replay = [part.tolist() for part in np.split(order, ends[:-1])]
-        else:
-            cumulative = np.cumsum(d.weight / d.weight.sum()).tolist()
-    model = sc.model
+        cumulative = np.cumsum(d.weight / d.weight.sum()).tolist()
+    size = np.broadcast(d.hit_bytes, d.context_tokens, d.weight).size
+
+    def col(v: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(np.asarray(v, dtype=np.float64), (size,))
+
+    hit, flops, context = col(d.hit_bytes), col(d.prefill_flops), col(d.context_tokens)
     if sc.workload.is_abstract:
-        per_token = float(sc.workload.kv_bytes_per_token or 0.0)
-        hit = cached * per_token
-        flops = hit / 1e9 / float(sc.workload.gb_per_pflop or 1.0) * 1e15
-        miss = append * per_token
-        gen_kv = generated * per_token
-        kv_prompt = (cached + append) * per_token
+        kv_prompt = context * float(sc.workload.kv_bytes_per_token or 0.0)
     else:
-        hit = np.asarray(phys.kv_bytes_for_context(model, cached), dtype=np.float64)
-        flops = np.asarray(phys.prefill_flops(model, cached, append), dtype=np.float64)
-        miss = np.asarray(phys.kv_bytes_new_tokens(model, append), dtype=np.float64)
-        gen_kv = np.asarray(phys.kv_bytes_new_tokens(model, generated), dtype=np.float64)
-        kv_prompt = np.asarray(phys.kv_bytes_for_context(model, cached + append), dtype=np.float64)
+        kv_prompt = col(phys.kv_bytes_for_context(sc.model, context))
     return _Kinds(
         hit=hit.tolist(),
-        miss=miss.tolist(),
-        gen_kv=gen_kv.tolist(),
-        writeback=miss.tolist(),
+        miss=col(d.miss_bytes).tolist(),
+        gen_kv=col(d.generated_kv_bytes).tolist(),
+        writeback=col(d.append_writeback_bytes).tolist(),
         u=(flops / peak + hit * copy_per_byte).tolist(),
         kv_pass=(kv_prompt / layers).tolist(),
-        prompt=(cached + append).tolist(),
-        generated=generated.tolist(),
+        prompt=context.tolist(),
+        generated=col(d.generated_tokens).tolist(),
         kv_prompt=kv_prompt.tolist(),
         offset=offset,
         cumulative=cumulative,
         replay=replay,
+    )
+
+
+def _grown(sc: Scenario, cached: np.ndarray) -> TurnDemand:
+    """The profile's turn with ``cached`` tokens each (its appended and generated tokens): a
+    model's demand by the physics of ``turn_demand``, an abstract workload's scaled with the
+    context (its hit bytes and FLOPs are proportional to it by definition)."""
+    d = sc.turn_demand
+    k = cached.size
+    append = np.full(k, float(d.append_tokens[0]))
+    generated = np.full(k, float(d.generated_tokens[0]))
+    if not sc.workload.is_abstract:
+        mix = TurnMix(cached, append, generated, np.full(k, 1.0 / max(k, 1)), d.trajectory_turns)
+        return turn_demand(sc.model, mix)
+    scale = cached / float(d.context_tokens[0] - d.append_tokens[0])
+    return replace(
+        d,
+        hit_bytes=d.hit_bytes[0] * scale,
+        prefill_flops=d.prefill_flops[0] * scale,
+        context_tokens=cached + append,
+        miss_bytes=np.full(k, float(d.miss_bytes[0])),
+        generated_kv_bytes=np.full(k, float(d.generated_kv_bytes[0])),
+        append_writeback_bytes=np.full(k, float(d.append_writeback_bytes[0])),
+        generated_tokens=generated,
+        append_tokens=append,
+        weight=np.full(k, 1.0 / max(k, 1)),
     )
 
 
@@ -744,6 +768,9 @@ class _Engine:
         self.beta = BETA_COMPUTE_S * b / (self.t0 + b * pm.u_s) * mean_prompt
         self.alpha = [ALPHA_READ_S * r for r in self.read_rate]
         self.offered = (cfg.aps or 0.0) * sc.turn_demand.trajectory_turns.mean
+        self.turns_squared_mean = (
+            float(np.mean(counts.astype(np.float64) ** 2)) if counts.size else 0.0
+        )
         # The even mode's share of reads on the DE side (the sides' read capacity).
         self.split = float(np.asarray(asm.links.even_share))
 
@@ -789,6 +816,10 @@ class _Engine:
         # Prefill GPUs and the global FIFO of turns no PE can take.
         gpu_tokens = [0.0] * G  # unfinished: assigned, prefill not done (the load order)
         gpu_waiting = [0.0] * G  # of those, not yet in a pass (the overload test, beta)
+        # How many turns each count holds: a count back at 0 is reset to exactly 0, so the
+        # rounding residue of adding and removing tokens never breaks a tie.
+        gpu_count = [0] * G
+        gpu_wait_count = [0] * G
         gpu_ready: list[deque[int]] = [deque() for _ in range(G)]
         gpu_busy = [False] * G
         gpu_batch: list[list[int]] = [[] for _ in range(G)]
@@ -802,11 +833,13 @@ class _Engine:
         de_seq = [0] * D
         de_tokens = [0.0] * D
         de_token_sum = 0.0
+        de_seq_total = 0
         de_active = [0] * D
         de_queue: list[deque[int]] = [deque() for _ in range(D)]
         slots = self.decode_slots
         # Reads per node (P, then D): bytes assigned and not yet read, bytes read.
         read_queue = [0.0] * (P + D)
+        read_count = [0] * (P + D)
         read_bytes = [0.0] * (P + D)
         read_rate, alpha, beta = self.read_rate, self.alpha, self.beta
         t0, quota, hbm_free = self.t0, self.quota, self.hbm_free
@@ -825,7 +858,7 @@ class _Engine:
         agents_alive = 0
         done_count = 0
         window_turns = 0
-        windows: list[tuple[float, int, int, float, list[float], list[float], list[float]]] = []
+        windows: list[_Window] = []
         events = 0
         now = 0.0
 
@@ -835,14 +868,27 @@ class _Engine:
             [] for _ in range(3)
         ]
         fixed_of: list[list[tuple[tuple[float, ...], tuple[float, ...]]]] = [[] for _ in range(3)]
+        # Which demand fields each phase moves on a link that is not a read: B the hit and
+        # miss bytes, C the write-back's (generated and appended KV).
+        moved = {
+            _READ: (1.0, 1.0, 1.0, 1.0),
+            _MOVE: (1.0, 1.0, 0.0, 0.0),
+            _WRITE: (0.0, 0.0, 1.0, 1.0),
+        }
         for gi, gr in enumerate(self.groups):
-            c0 = gr.coef
-            c1 = tuple(a + b for a, b in zip(gr.coef, gr.dcoef, strict=True))
-            if gr.queued:
-                queued_of[gr.phase].append((gr.side, self.group_servers[gi], c0, c1))
-            else:
-                cap = gr.capacity
-                fixed_of[gr.phase].append((tuple(c / cap for c in c0), tuple(c / cap for c in c1)))
+            full0 = gr.coef
+            full1 = tuple(a + b for a, b in zip(gr.coef, gr.dcoef, strict=True))
+            for phase in (_READ,) if gr.phase == _READ else (_MOVE, _WRITE):
+                keep = moved[phase]
+                c0 = tuple(c * k for c, k in zip(full0, keep, strict=True))
+                c1 = tuple(c * k for c, k in zip(full1, keep, strict=True))
+                if not any(c0) and not any(c1):
+                    continue
+                if gr.queued:
+                    queued_of[phase].append((gr.side, self.group_servers[gi], c0, c1))
+                else:
+                    cap = gr.capacity
+                    fixed_of[phase].append((tuple(c / cap for c in c0), tuple(c / cap for c in c1)))
 
         def schedule(s: _Server) -> None:
             nonlocal seq
@@ -909,7 +955,7 @@ class _Engine:
         def assign(a: int) -> bool:
             """Agent a's turn gets its prefill GPU, decode node and read path; False: every
             PE is overloaded (the turn waits in the global queue)."""
-            nonlocal rr_pe, rr_de, rr_path, de_read, all_read, de_token_sum
+            nonlocal rr_pe, rr_de, rr_path, de_read, all_read, de_token_sum, de_seq_total
             i = kind[a]
             tok = k_prompt[i]
             h = k_hit[i]
@@ -956,8 +1002,11 @@ class _Engine:
             pe_gpu[a], de_node[a] = g, e
             gpu_tokens[g] += tok
             gpu_waiting[g] += tok
+            gpu_count[g] += 1
+            gpu_wait_count[g] += 1
             refresh_node(gpu_node[g])
             de_seq[e] += 1
+            de_seq_total += 1
             de_tokens[e] += tok
             de_token_sum += tok
             side_de = False
@@ -985,6 +1034,7 @@ class _Engine:
                 return
             node = (P + de_node[a]) if on_de[a] else gpu_node[pe_gpu[a]]
             read_queue[node] += k_hit[kind[a]]
+            read_count[node] += 1
             n = start_phase(a, _READ)
             pending[a] = n
             if n == 0:
@@ -995,6 +1045,9 @@ class _Engine:
                 node = (P + de_node[a]) if on_de[a] else gpu_node[pe_gpu[a]]
                 h = k_hit[kind[a]]
                 read_queue[node] -= h
+                read_count[node] -= 1
+                if read_count[node] == 0:
+                    read_queue[node] = 0.0  # no rounding residue to break the next tie
                 read_bytes[node] += h
             g = pe_gpu[a]
             gpu_ready[g].append(a)
@@ -1037,6 +1090,9 @@ class _Engine:
                 span += u
                 remaining_u[a] = 0.0
                 gpu_waiting[g] -= k_prompt[kind[a]]
+                gpu_wait_count[g] -= 1
+                if gpu_wait_count[g] == 0:
+                    gpu_waiting[g] = 0.0
                 if not moving[a]:
                     begin_move(a)
             refresh_node(gpu_node[g])
@@ -1065,6 +1121,7 @@ class _Engine:
 
         def decoded(a: int) -> None:
             nonlocal done_count, in_flight, window_turns, live_kv, agents_alive, de_token_sum
+            nonlocal de_seq_total
             nonlocal span_lo, span_hi, measured_done
             i = kind[a]
             e = de_node[a]
@@ -1072,6 +1129,11 @@ class _Engine:
             de_seq[e] -= 1
             de_tokens[e] -= k_prompt[i]
             de_token_sum -= k_prompt[i]
+            de_seq_total -= 1
+            if de_seq[e] == 0:
+                de_tokens[e] = 0.0
+            if de_seq_total == 0:
+                de_token_sum = 0.0
             if de_queue[e]:
                 start_decode(de_queue[e].popleft())
             gen = k_gen[i]
@@ -1136,6 +1198,31 @@ class _Engine:
                 waiting.popleft()
                 begin_read(a)
 
+        last_busy = [0.0] * len(servers)
+        last_gpu = [0.0] * G
+        last_read = [0.0] * (P + D)
+        last_window = 0.0
+
+        def record_window(at: float) -> None:
+            """The window ending at ``at``: its length, turns done, turns in flight, the KV
+            working set, each server's busy time, each GPU's and each node's reads in it."""
+            nonlocal last_busy, last_gpu, last_read, window_turns, last_window
+            for srv in servers:
+                srv.advance(at)
+            busy = [srv.busy - last_busy[j] for j, srv in enumerate(servers)]
+            last_busy = [srv.busy for srv in servers]
+            # Busy time up to now: passes ended and the running one so far.
+            cum = [
+                gpu_busy_time[g] + (at - pass_start[g] if gpu_busy[g] else 0.0) for g in range(G)
+            ]
+            gb = [cum[g] - last_gpu[g] for g in range(G)]
+            last_gpu = cum
+            rb = [read_bytes[n] - last_read[n] for n in range(P + D)]
+            last_read = list(read_bytes)
+            windows.append((at, at - last_window, window_turns, in_flight, live_kv, busy, gb, rb))
+            last_window = at
+            window_turns = 0
+
         for a, at in enumerate(agent_start):
             seq += 1
             push(heap, (at, seq, _AGENT, a, 0))
@@ -1143,9 +1230,7 @@ class _Engine:
         seq += 1
         push(heap, (window, seq, _WINDOW, 0, 0))
         horizon = duration
-        last_busy = [0.0] * len(servers)
-        last_gpu = [0.0] * G
-        last_read = [0.0] * (P + D)
+        last_event = 0.0
         wall0 = wallclock.perf_counter()
         next_report = wall0 + 0.25
         stable = True
@@ -1155,18 +1240,27 @@ class _Engine:
                 # Online, the arrivals are over: a queue that kept up drains (every measured
                 # agent finishes), one that did not stops here.
                 horizon = math.inf
-                stable = measured_starts >= STABLE_SHARE * self.offered * (duration - warmup)
+                offered = self.offered * (duration - warmup)
+                # The arrivals' own variation: a compound Poisson count of turns (agents at
+                # APS x span, each its turns), standard deviation sqrt(APS x span x E[n^2]).
+                spread = math.sqrt((cfg.aps or 0.0) * (duration - warmup) * self.turns_squared_mean)
+                stable = measured_starts >= min(STABLE_SHARE * offered, offered - 3.0 * spread)
                 if not stable:
                     now = duration
                     break
             events += 1
+            if what != _WINDOW:
+                last_event = now
             if what == _SERVER:
                 s = servers[a]
                 if b != s.version:
                     continue  # superseded by a later change of its job count
                 s.advance(now)
                 jobs = s.jobs
-                limit = s.v + 1e-9 * (abs(s.v) + 1.0)
+                # Done: within rounding of the virtual time, or of the event's own time (a
+                # job a few bytes short whose completion is less than half a step of ``now``
+                # away would otherwise fire again at the same instant, for ever).
+                limit = s.v + max(1e-9 * (abs(s.v) + 1.0), 4.0 * math.ulp(now) * s.rate())
                 finished = []
                 while jobs and jobs[0][0] <= limit:
                     finished.append(heapq.heappop(jobs)[2])
@@ -1188,7 +1282,10 @@ class _Engine:
                 gpu_busy_time[a] += now - pass_start[a]
                 for agent in gpu_batch[a]:
                     gpu_tokens[a] -= k_prompt[kind[agent]]
+                    gpu_count[a] -= 1
                     move_part_done(agent)
+                if gpu_count[a] == 0:
+                    gpu_tokens[a] = 0.0
                 gpu_batch[a] = []
                 refresh_node(gpu_node[a])
                 start_pass(a)
@@ -1207,21 +1304,9 @@ class _Engine:
                 agents_alive += 1
                 start_turn(a)
             else:  # _WINDOW
-                for s in servers:
-                    s.advance(now)
-                busy = [s.busy - last_busy[j] for j, s in enumerate(servers)]
-                last_busy = [s.busy for s in servers]
-                # Busy time up to now: passes ended and the running one so far.
-                cum = [
-                    gpu_busy_time[g] + (now - pass_start[g] if gpu_busy[g] else 0.0)
-                    for g in range(G)
-                ]
-                gb = [cum[g] - last_gpu[g] for g in range(G)]
-                last_gpu = cum
-                rb = [read_bytes[n] - last_read[n] for n in range(P + D)]
-                last_read = list(read_bytes)
-                windows.append((now, window_turns, in_flight, live_kv, busy, gb, rb))
-                window_turns = 0
+                if agents_alive == 0 and not (cfg.online and now < duration):
+                    continue  # past the last turn: the run's own end closes the last window
+                record_window(now)
                 if agents_alive > 0 or (cfg.online and now < duration):
                     seq += 1
                     push(heap, (now + window, seq, _WINDOW, 0, 0))
@@ -1235,6 +1320,11 @@ class _Engine:
                     raise PlanInputError(
                         f"more than {cfg.max_events:,} events: shorten the run", field="--duration"
                     )
+        # The run ends at its last event (not at a window boundary); the window it ends in is
+        # recorded for the part it covers.
+        now = min(now, last_event) if stable else now
+        if not windows or windows[-1][0] < now:
+            record_window(now)
         return self._result(
             _Outcome(
                 ttft=ttft_hist.distribution(),
@@ -1265,6 +1355,7 @@ class _Engine:
             jct = float(jct_agents.mean()) if jct_agents.size else math.nan
             unfinished = int(np.count_nonzero(~np.isfinite(o.agent_end)))
             measured_agents = int(np.count_nonzero((self.arrivals >= lo) & (self.arrivals <= hi)))
+            saturated_span = False
             life = self.lifetime_s
             if self.arrivals.size == 0:
                 status = "no_arrivals"
@@ -1277,10 +1368,11 @@ class _Engine:
             # turns done (most agents still run; the drain after is the stragglers').
             total = int(self.counts.sum())
             lo_i, hi_i = total // 10, max(total // 2, total // 10 + 1)
-            if total >= 20 and o.span[1] > o.span[0]:
+            saturated_span = total >= 20 and o.span[1] > o.span[0]
+            if saturated_span:
                 span = o.span
                 throughput = (hi_i - lo_i) / (span[1] - span[0])
-            else:
+            else:  # too few turns for a span: the whole run
                 span = (0.0, o.end_s)
                 throughput = o.done / o.end_s if o.end_s > 0 else 0.0
             jct = float(np.max(o.agent_end)) if o.agent_end.size else 0.0
@@ -1291,13 +1383,15 @@ class _Engine:
         window = cfg.window_s
         w = o.windows
         w_end = np.array([x[0] for x in w], dtype=np.float64)
-        busy = np.array([x[4] for x in w], dtype=np.float64).reshape(len(w), len(self.servers))
-        gpu = np.array([x[5] for x in w], dtype=np.float64).reshape(len(w), self.gpus)
-        reads = np.array([x[6] for x in w], dtype=np.float64).reshape(len(w), self.P + self.D)
-        # Windows wholly inside the measured span.
-        in_span = (w_end - window >= span[0]) & (w_end <= span[1])
+        w_len = np.array([x[1] for x in w], dtype=np.float64)
+        per = np.where(w_len > 0, w_len, 1.0)[:, None]  # a window's share of its own length
+        busy = np.array([x[5] for x in w], dtype=np.float64).reshape(len(w), len(self.servers))
+        gpu = np.array([x[6] for x in w], dtype=np.float64).reshape(len(w), self.gpus)
+        reads = np.array([x[7] for x in w], dtype=np.float64).reshape(len(w), self.P + self.D)
+        # Windows wholly inside the measured span (all of them where none is).
+        in_span = (w_end - w_len >= span[0] - 1e-9) & (w_end <= span[1] + 1e-9) & (w_len > 0)
         if not in_span.any():
-            in_span = np.ones(w_end.size, dtype=bool)
+            in_span = w_len > 0
 
         def mean_in_span(u: np.ndarray) -> float:
             return float(u[in_span].mean()) if u.size else math.nan
@@ -1306,13 +1400,13 @@ class _Engine:
         for gi, gr in enumerate(self.groups):
             ids = self.group_servers[gi]
             if ids:
-                u = busy[:, ids].mean(axis=1) / window
+                u = (busy[:, ids] / per).mean(axis=1)
                 series.append(
                     ServerSeries(gr.name, len(ids), gr.capacity, True, u, mean_in_span(u))
                 )
             else:
                 series.append(ServerSeries(gr.name, 0, gr.capacity, False, np.zeros(0), math.nan))
-        gu = np.minimum(gpu / window, 1.0).mean(axis=1)  # rounding: never above 1
+        gu = np.minimum(gpu / per, 1.0).mean(axis=1)  # rounding: never above 1
         series.append(ServerSeries("prefill GPUs", self.gpus, math.nan, True, gu, mean_in_span(gu)))
         return SimResult(
             config=cfg,
@@ -1325,6 +1419,7 @@ class _Engine:
             sim_time_s=float(o.end_s),
             throughput_turns_per_s=float(throughput),
             throughput_span_s=(float(span[0]), float(span[1])),
+            whole_run=not cfg.online and not saturated_span,
             jct_s=jct,
             agent_jct_s=Distribution.of(jct_agents[np.isfinite(jct_agents)]),
             ttft_s=o.ttft,
@@ -1335,9 +1430,10 @@ class _Engine:
             prefill_max_over_avg=_max_over_avg(gpu[in_span]),
             window_s=window,
             window_end_s=w_end,
-            turns_done=np.array([x[1] for x in w], dtype=np.int64),
-            in_flight=np.array([x[2] for x in w], dtype=np.int64),
-            working_set_gbyte=np.array([x[3] for x in w], dtype=np.float64) / 1e9,
+            window_length_s=w_len,
+            turns_done=np.array([x[2] for x in w], dtype=np.int64),
+            in_flight=np.array([x[3] for x in w], dtype=np.int64),
+            working_set_gbyte=np.array([x[4] for x in w], dtype=np.float64) / 1e9,
             snic_bytes=reads,
             servers=tuple(series),
             unfinished=unfinished,
@@ -1365,7 +1461,7 @@ class _Outcome:
     span: tuple[float, float]  # offline: when 10% and 50% of the turns were done
     done: int
     agent_end: np.ndarray
-    windows: list[tuple[float, int, int, float, list[float], list[float], list[float]]]
+    windows: list[_Window]
     events: int
     wall_s: float
     end_s: float

@@ -232,7 +232,13 @@ def render_simulate(
             + ("met" if met else "missed" if met is not None else "-")
         )
     span = f"{_s(r.throughput_span_s[0])} to {_s(r.throughput_span_s[1])}"
-    where = "measured span" if c.online else "10% to 50% of the turns done"
+    where = (
+        "measured span"
+        if c.online
+        else "the whole run: too few turns for a saturated span"
+        if r.whole_run
+        else "10% to 50% of the turns done"
+    )
     console.print(
         f"throughput {r.throughput_turns_per_s:,.4g} turns/s ({where}, {span})"
         + (f"; offered {r.offered_turns_per_s:,.4g} turns/s" if c.online else "")
@@ -263,7 +269,8 @@ def render_simulate(
         links.add_column(col, justify="left" if col == "link" else "right")
     for s in r.servers:
         if s.queued:
-            links.add_row(s.name, str(s.servers), f"{s.mean_utilization:.0%}")
+            busy = f"{s.mean_utilization:.0%}" if math.isfinite(s.mean_utilization) else "-"
+            links.add_row(s.name, str(s.servers), busy)
     console.print(links)
     fixed = [s.name for s in r.servers if not s.queued]
     if fixed:
@@ -321,21 +328,23 @@ def render_simulate(
 
 
 def series_csv_lines(r: SimResult, decode_nodes: int) -> Iterator[str]:
-    """The time series: one row per window (its end), turns/s, turns in flight, the KV working
+    """The time series: one row per window (its end and length: the run ends in the last),
+    turns/s, turns in flight, the KV working
     set, each queued link's busy share and each node's storage reads in GB/s (prefill nodes
     ``pe0...``, decode nodes ``de0...``)."""
     queued = [s for s in r.servers if s.queued]
     nodes = r.snic_bytes.shape[1] if r.snic_bytes.ndim == 2 else 0  # P nodes, then D
-    head = ["time_s", "turns_per_s", "turns_in_flight", "kv_working_set_gbyte"]
+    head = ["time_s", "window_s", "turns_per_s", "turns_in_flight", "kv_working_set_gbyte"]
     head += [f"busy_{s.name.replace(' ', '_')}" for s in queued]
     p = r.snic_bytes.shape[1] - decode_nodes if nodes else 0
     head += [f"read_gbyte_s_pe{i}" for i in range(p)]
     head += [f"read_gbyte_s_de{i}" for i in range(nodes - p)]
     yield ",".join(head) + "\n"
-    w = r.window_s
     for k in range(r.window_end_s.size):
+        w = float(r.window_length_s[k]) or 1.0
         row = [
             f"{r.window_end_s[k]:.6g}",
+            f"{r.window_length_s[k]:.6g}",
             f"{r.turns_done[k] / w:.6g}",
             str(int(r.in_flight[k])),
             f"{r.working_set_gbyte[k]:.6g}",
@@ -375,7 +384,11 @@ def simulate_svg(sc: Scenario, r: SimResult, width: int = 800, height: int = 420
     and the KV working set, over time."""
     left, right, top, bottom = 70, 70, 40, 50
     x_max = float(r.window_end_s[-1]) if r.window_end_s.size else 1.0
-    rate = r.turns_done / r.window_s if r.turns_done.size else np.zeros(1)
+    rate = (
+        r.turns_done / np.where(r.window_length_s > 0, r.window_length_s, 1.0)
+        if r.turns_done.size
+        else np.zeros(1)
+    )
     ws = r.working_set_gbyte if r.working_set_gbyte.size else np.zeros(1)
     y_ticks = nice_ticks(float(max(rate.max(), 1e-9)))
     ws_ticks = nice_ticks(float(max(ws.max(), 1e-9)))
