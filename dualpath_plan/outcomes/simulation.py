@@ -827,6 +827,7 @@ class _Engine:
         pass_start = [0.0] * G  # of the running pass
         gpu_node = [g // g_pn for g in range(G)]
         waiting: deque[int] = deque()
+        beta_freed = False
         node_min_tok = [0.0] * P  # per prefill node: its least-loaded GPU's tokens, and which
         node_min_gpu = [n * g_pn for n in range(P)]
         # Decode nodes.
@@ -1060,7 +1061,7 @@ class _Engine:
             pending[a] = (0 if io_free else start_phase(a, _MOVE)) + 1
 
         def start_pass(g: int) -> None:
-            nonlocal seq
+            nonlocal seq, beta_freed
             ready = gpu_ready[g]
             if not ready:
                 return
@@ -1093,6 +1094,7 @@ class _Engine:
                 gpu_wait_count[g] -= 1
                 if gpu_wait_count[g] == 0:
                     gpu_waiting[g] = 0.0
+                beta_freed = True  # the global queue may fit under beta now
                 if not moving[a]:
                     begin_move(a)
             refresh_node(gpu_node[g])
@@ -1287,10 +1289,9 @@ class _Engine:
                 if gpu_count[a] == 0:
                     gpu_tokens[a] = 0.0
                 gpu_batch[a] = []
+                beta_freed = True  # (beta_counts_running_pass tests these tokens)
                 refresh_node(gpu_node[a])
                 start_pass(a)
-                if waiting:
-                    retry_waiting()
             elif what == _DELAY:
                 if b == _READ:
                     pending[a] -= 1
@@ -1310,6 +1311,12 @@ class _Engine:
                 if agents_alive > 0 or (cfg.online and now < duration):
                     seq += 1
                     push(heap, (now + window, seq, _WINDOW, 0, 0))
+            if beta_freed:
+                # A pass took turns off some GPU's waiting tokens (at a pass's end or when an
+                # idle GPU started one on a read just done): the global queue may go now.
+                beta_freed = False
+                if waiting:
+                    retry_waiting()
             if events & 4095 == 0:
                 if self.progress is not None:
                     w = wallclock.perf_counter()
