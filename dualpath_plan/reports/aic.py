@@ -13,10 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dualpath_plan.outcomes.aic import OUTPUT_COLUMNS, AicCheck, RowCheck
-
-
-def _finite(v: float) -> float | None:
-    return v if math.isfinite(v) else None
+from dualpath_plan.reports.numbers import finite
 
 
 def _layout(r: RowCheck) -> str:
@@ -46,8 +43,8 @@ def check_payload(c: AicCheck) -> dict[str, Any]:
                 "prefill_nodes": r.prefill_nodes,
                 "decode_nodes": r.decode_nodes,
                 "kv_read_gbyte_s": r.kv_read_gbyte_s,
-                "storage_bound_seq_s_basic": _finite(r.basic_seq_s),
-                "storage_bound_seq_s_dualpath": _finite(r.dualpath_seq_s),
+                "storage_bound_seq_s_basic": finite(r.basic_seq_s),
+                "storage_bound_seq_s_dualpath": finite(r.dualpath_seq_s),
                 "binding_basic": list(r.binding_basic),
                 "binding_dualpath": list(r.binding_dualpath),
                 "decode_path_share": r.decode_path_share,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import html
 import io
-import math
 import textwrap
 from typing import Any
 
@@ -20,9 +19,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from dualpath_plan.outcomes.at_rate import RatePoints, RateReport
+from dualpath_plan.reports.numbers import finite, gbyte, per_token, seconds
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.recommend import COLORS, _runs, nice_ticks, tick_label
-from dualpath_plan.reports.size import _t, inputs_payload, render_header
+from dualpath_plan.reports.size import inputs_payload, render_header
 
 # The CSV's columns, one row per rate and mode (long form: what a plotting or data-frame tool
 # reads directly, and room for the reason).
@@ -39,16 +39,12 @@ CSV_COLUMNS = (
 )
 
 
-def _finite(v: float) -> float | None:
-    return v if math.isfinite(v) else None
-
-
 def _point(p: RatePoints, i: int) -> dict[str, Any]:
     return {
-        "ttft_s": _finite(float(p.ttft_s[i])),
-        "tpot_s": _finite(float(p.tpot_s[i])),
-        "agent_jct_s": _finite(float(p.agent_jct_s[i])),
-        "kv_working_set_gbyte": _finite(float(p.kv_working_set_gbyte[i])),
+        "ttft_s": finite(float(p.ttft_s[i])),
+        "tpot_s": finite(float(p.tpot_s[i])),
+        "agent_jct_s": finite(float(p.agent_jct_s[i])),
+        "kv_working_set_gbyte": finite(float(p.kv_working_set_gbyte[i])),
         "utilization": float(p.utilization[i]),
         "beyond_capacity": bool(p.beyond[i]),
         "reason": p.reason(i),
@@ -103,17 +99,9 @@ def _rate(aps: float) -> str:
     return f"{aps:.4g}"
 
 
-def _per_token(seconds: float) -> str:
-    return f"{seconds:,.2f} s" if seconds >= 1 else f"{seconds * 1e3:.1f} ms"
-
-
 def _ttft(seconds: float) -> str:
     """A TTFT in s, or in ms below a tenth of a second (a small model at the speed of light)."""
     return f"{seconds:,.2f} s" if seconds >= 0.1 else f"{seconds * 1e3:.1f} ms"
-
-
-def _gbyte(g: float) -> str:
-    return f"{g / 1e3:,.2f} TB" if g >= 1e3 else f"{g:,.1f} GB"
 
 
 def _slos(r: RateReport) -> str:
@@ -158,9 +146,9 @@ def render_rate(r: RateReport, console: Console) -> None:
             m,
             util,
             _ttft(float(p.ttft_s[0])),
-            _per_token(float(p.tpot_s[0])),
-            _t(float(p.agent_jct_s[0])),
-            _gbyte(float(p.kv_working_set_gbyte[0])),
+            per_token(float(p.tpot_s[0])),
+            seconds(float(p.agent_jct_s[0])),
+            gbyte(float(p.kv_working_set_gbyte[0])),
             _slo_cell(r, m, 0),
         )
     console.print(table)
@@ -204,7 +192,7 @@ def render_curve(r: RateReport, console: Console, out: str | None = None) -> Non
                 cells += ["beyond", "beyond"]
                 continue
             ttft = float(p.ttft_s[i])
-            cells += [_ttft(ttft) + (" *" if ttft > slo else ""), _per_token(float(p.tpot_s[i]))]
+            cells += [_ttft(ttft) + (" *" if ttft > slo else ""), per_token(float(p.tpot_s[i]))]
         table.add_row(*cells)
     console.print(table)
     console.print(f"*: above the TTFT SLO ({slo:g} s)")

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from dualpath_plan.outcomes.paths import MixedResult, PathsResult
 from dualpath_plan.physics.links import LINK_TABLE, link
+from dualpath_plan.reports.numbers import finite
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.size import limits_payload
 from dualpath_plan.scenario import Scenario
@@ -20,10 +21,6 @@ from dualpath_plan.solvers.bounds import Bounds
 
 if TYPE_CHECKING:
     from dualpath_plan.solvers.lp import Constraint, LPSolution
-
-
-def _finite(v: float) -> float | None:
-    return v if math.isfinite(v) else None
 
 
 def _fmt(v: float) -> str:
@@ -43,18 +40,18 @@ def bounds_payload(v: BoundsView) -> dict[str, Any]:
     pd_min, pd_max = float(b.pd_min), float(b.pd_max)
     return {
         # null where a bound does not exist (none below, none above, or no feasible ratio).
-        "pd_min": _finite(pd_min),
-        "pd_max": _finite(pd_max),
+        "pd_min": finite(pd_min),
+        "pd_max": finite(pd_max),
         "binding_lower": b.binding_lower[0],
         "binding_upper": b.binding_upper[0],
         "feasible": bool(b.feasible),
         "violated_at_every_ratio": b.violated[0],
         "paper_assumptions": v.paper_assumptions,
         "efficiencies": efficiency_payload(v.scenario),
-        "per_link": {k: _finite(float(x)) for k, x in b.per_link.items()},
+        "per_link": {k: finite(float(x)) for k, x in b.per_link.items()},
         "shift_vs_paper_assumptions": {
-            "pd_min": _finite(pd_min - float(ref.pd_min)),
-            "pd_max": _finite(pd_max - float(ref.pd_max)),
+            "pd_min": finite(pd_min - float(ref.pd_min)),
+            "pd_max": finite(pd_max - float(ref.pd_max)),
         },
     }
 
@@ -256,7 +253,7 @@ def mixed_payload(m: MixedResult) -> dict[str, Any]:
                 "group": c.group,
                 "utilization": c.utilization,
                 "load": c.load,
-                "capacity": _finite(c.capacity),
+                "capacity": finite(c.capacity),
                 "unit": f"{link(c.link).unit}/s",
                 "derated_by": list(m.derated_by(c.link, c.group)),
                 "dual_turns_per_s_per_percent": c.dual_per_percent,

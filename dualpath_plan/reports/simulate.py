@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dualpath_plan.outcomes.simulation import Distribution, SimResult, TurnRecord
+from dualpath_plan.reports.numbers import finite, gbyte, per_token, seconds
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.recommend import nice_ticks, tick_label
 from dualpath_plan.reports.size import scenario_line
@@ -32,16 +33,12 @@ class Analytical:
     what: str  # where the numbers come from
 
 
-def _finite(v: float) -> float | None:
-    return float(v) if math.isfinite(v) else None
-
-
 def _dist(d: Distribution) -> dict[str, float | int | None]:
     return {
-        "mean": _finite(d.mean),
-        "p50": _finite(d.p50),
-        "p90": _finite(d.p90),
-        "p99": _finite(d.p99),
+        "mean": finite(d.mean),
+        "p50": finite(d.p50),
+        "p90": finite(d.p90),
+        "p99": finite(d.p99),
         "count": d.count,
     }
 
@@ -73,15 +70,15 @@ def simulate_payload(
         "turns": r.turns,
         "events": r.events,
         "sim_time_s": r.sim_time_s,
-        "throughput_turns_per_s": _finite(r.throughput_turns_per_s),
+        "throughput_turns_per_s": finite(r.throughput_turns_per_s),
         "throughput_span_s": list(r.throughput_span_s),
         "offered_turns_per_s": r.offered_turns_per_s if c.online else None,
         "stable": r.stable,
         "status": r.status,
-        "lifetime_s": _finite(r.lifetime_s),
+        "lifetime_s": finite(r.lifetime_s),
         "unfinished_agents": r.unfinished,
         "agents_measured": r.agents_measured,
-        "jct_s": _finite(r.jct_s),
+        "jct_s": finite(r.jct_s),
         "agent_jct_s": _dist(r.agent_jct_s),
         "ttft_s": _dist(r.ttft_s),
         "tpot_s": _dist(r.tpot_s),
@@ -90,22 +87,20 @@ def simulate_payload(
         "slo": _slo(r, slo),
         "context_growth": c.context_growth,
         "decode_path_fraction": r.decode_path_fraction if r.reads else None,
-        "snic_max_over_avg": _finite(r.snic_max_over_avg),
-        "prefill_max_over_avg": _finite(r.prefill_max_over_avg),
+        "snic_max_over_avg": finite(r.snic_max_over_avg),
+        "prefill_max_over_avg": finite(r.prefill_max_over_avg),
         "kv_working_set_gbyte": {
-            "mean": _finite(float(np.mean(r.working_set_gbyte)))
+            "mean": finite(float(np.mean(r.working_set_gbyte)))
             if r.working_set_gbyte.size
             else None,
-            "max": _finite(float(np.max(r.working_set_gbyte)))
-            if r.working_set_gbyte.size
-            else None,
+            "max": finite(float(np.max(r.working_set_gbyte))) if r.working_set_gbyte.size else None,
         },
         "links": {
             s.name: {
                 "servers": s.servers,
-                "capacity_per_server": _finite(s.capacity),
+                "capacity_per_server": finite(s.capacity),
                 "queued": s.queued,
-                "mean_busy_share": _finite(s.mean_utilization),
+                "mean_busy_share": finite(s.mean_utilization),
             }
             for s in r.servers
         },
@@ -122,12 +117,12 @@ def simulate_payload(
             "jct_s": compare.jct_s,
             "error": {
                 "throughput": _error(
-                    _finite(r.throughput_turns_per_s), compare.throughput_turns_per_s
+                    finite(r.throughput_turns_per_s), compare.throughput_turns_per_s
                 ),
-                "ttft_mean": _error(_finite(r.ttft_s.mean), compare.ttft_s),
-                "tpot_mean": _error(_finite(r.tpot_s.mean), compare.tpot_s),
+                "ttft_mean": _error(finite(r.ttft_s.mean), compare.ttft_s),
+                "tpot_mean": _error(finite(r.tpot_s.mean), compare.tpot_s),
                 "jct": _error(
-                    _finite(r.jct_s if not c.online else r.agent_jct_s.mean), compare.jct_s
+                    finite(r.jct_s if not c.online else r.agent_jct_s.mean), compare.jct_s
                 ),
             },
         }
@@ -136,7 +131,7 @@ def simulate_payload(
 
 def _slo(r: SimResult, slo: ServingConfig) -> dict[str, Any]:
     """The SLOs against the measured means (the analytical model's reading of them)."""
-    ttft, tpot = _finite(r.ttft_s.mean), _finite(r.tpot_s.mean)
+    ttft, tpot = finite(r.ttft_s.mean), finite(r.tpot_s.mean)
     met = (
         None if ttft is None or tpot is None else ttft <= slo.ttft_slo_s and tpot <= slo.tpot_slo_s
     )
@@ -144,15 +139,12 @@ def _slo(r: SimResult, slo: ServingConfig) -> dict[str, Any]:
 
 
 def _s(v: float | None) -> str:
+    """A latency or duration: "-" where there is none, ms below a second."""
     if v is None or not math.isfinite(v):
         return "-"
     if v == 0:
         return "0 s"
-    if v >= 3600:
-        return f"{v / 3600:.2f} h"
-    if v >= 60:
-        return f"{v:,.0f} s"
-    return f"{v:.2f} s" if v >= 1 else f"{v * 1e3:.1f} ms"
+    return per_token(v) if v < 1 else seconds(v)
 
 
 def _pct(v: float | None) -> str:
@@ -161,10 +153,6 @@ def _pct(v: float | None) -> str:
 
 def _ratio(v: float, none: str = "-") -> str:
     return f"{v:.2f}" if math.isfinite(v) else none
-
-
-def _gb(v: float) -> str:
-    return f"{v / 1e3:,.2f} TB" if v >= 1e3 else f"{v:,.1f} GB"
 
 
 def _agents(n: int) -> str:
@@ -261,8 +249,8 @@ def render_simulate(
     if r.working_set_gbyte.size:
         console.print(
             f"KV working set (live agents' contexts): mean "
-            f"{_gb(float(np.mean(r.working_set_gbyte)))}, max "
-            f"{_gb(float(np.max(r.working_set_gbyte)))}"
+            f"{gbyte(float(np.mean(r.working_set_gbyte)))}, max "
+            f"{gbyte(float(np.max(r.working_set_gbyte)))}"
         )
     links = Table(title="links: share of the measured span each was busy (moving any bytes)")
     for col in ("link", "servers", "busy"):
@@ -287,26 +275,26 @@ def render_simulate(
             "throughput (turns/s)",
             f"{r.throughput_turns_per_s:,.4g}",
             f"{compare.throughput_turns_per_s:,.4g}",
-            _pct(_error(_finite(r.throughput_turns_per_s), compare.throughput_turns_per_s)),
+            _pct(_error(finite(r.throughput_turns_per_s), compare.throughput_turns_per_s)),
         )
         cmp.add_row(
             "TTFT mean",
             _s(r.ttft_s.mean),
             _s(compare.ttft_s) if compare.ttft_s is not None else beyond,
-            _pct(_error(_finite(r.ttft_s.mean), compare.ttft_s)),
+            _pct(_error(finite(r.ttft_s.mean), compare.ttft_s)),
         )
         cmp.add_row(
             "TPOT mean",
             _s(r.tpot_s.mean),
             _s(compare.tpot_s) if compare.tpot_s is not None else beyond,
-            _pct(_error(_finite(r.tpot_s.mean), compare.tpot_s)),
+            _pct(_error(finite(r.tpot_s.mean), compare.tpot_s)),
         )
         sim_jct = r.agent_jct_s.mean if c.online else r.jct_s
         cmp.add_row(
             "agent JCT" if c.online else "JCT",
             _s(sim_jct),
             _s(compare.jct_s) if compare.jct_s is not None else beyond,
-            _pct(_error(_finite(sim_jct), compare.jct_s)),
+            _pct(_error(finite(sim_jct), compare.jct_s)),
         )
         console.print(cmp)
         notes = ["error: the analytical figure over the simulated one, less 1"]

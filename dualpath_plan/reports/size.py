@@ -14,6 +14,7 @@ from dualpath_plan.outcomes.limits import LinkLimit
 from dualpath_plan.outcomes.serving import ModeOutcome, SizeReport, unreachable_reason
 from dualpath_plan.outcomes.sizing import SizingReport
 from dualpath_plan.outcomes.uncertainty import Interval, OutcomeIntervals
+from dualpath_plan.reports.numbers import finite, per_token, seconds
 from dualpath_plan.reports.provenance import (
     efficiency_line,
     efficiency_payload,
@@ -39,10 +40,6 @@ def limits_payload(limits: Mapping[str, LinkLimit]) -> dict[str, Any]:
     }
 
 
-def _finite(v: float) -> float | None:
-    return v if math.isfinite(v) else None
-
-
 def mode_payload(o: ModeOutcome) -> dict[str, Any]:
     return {
         "throughput_turns_per_s": o.throughput_turns_per_s,
@@ -52,8 +49,8 @@ def mode_payload(o: ModeOutcome) -> dict[str, Any]:
         "ttft_s": o.ttft_s,
         "tpot_s": o.tpot_s,
         # null where no arrival rate meets the SLOs and the light-load latency is unbounded
-        "online_ttft_s": _finite(o.online_ttft_s),
-        "online_tpot_s": _finite(o.online_tpot_s),
+        "online_ttft_s": finite(o.online_ttft_s),
+        "online_tpot_s": finite(o.online_tpot_s),
         "aps_limit": o.aps_limit,
         # the busiest link's utilization at the APS (its turn rate over the saturated one)
         "binding_utilization": o.binding_utilization,
@@ -101,17 +98,9 @@ def size_payload(r: SizeReport, intervals: OutcomeIntervals | None = None) -> di
         "gb_per_pflop": r.gb_per_pflop,
         "modes": modes,
         "infeasible": dict(r.infeasible),  # modes the cluster cannot run, and why
-        "speedup": {"jct": _finite(r.speedup_jct), "aps": _finite(r.speedup_aps)},
-        "oracle_gap": _finite(r.oracle_gap),
+        "speedup": {"jct": finite(r.speedup_jct), "aps": finite(r.speedup_aps)},
+        "oracle_gap": finite(r.oracle_gap),
     }
-
-
-def _t(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:.2f} h"
-    if seconds >= 60:
-        return f"{seconds:,.0f} s"
-    return f"{seconds:.2f} s"
 
 
 def _turns(sc: Scenario) -> str:
@@ -201,8 +190,8 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
             )
             + (" L" if o.latency_bound else ""),
             f"{o.drain_s / o.jct_s:.0%}",
-            _t(o.ttft_s),
-            _per_token(o.tpot_s),
+            seconds(o.ttft_s),
+            per_token(o.tpot_s),
             o.bottleneck,
             f"{o.decode_path_fraction:.0%}",
         )
@@ -230,7 +219,7 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
             _with_interval(f"{o.aps:.3g}", bound(m, "aps") if reached else None, _g3),
             f"{o.binding_utilization:.0%}" if reached else "-",
             f"{o.online_ttft_s:.2f} s" if reached else "-",
-            _per_token(o.online_tpot_s) if reached else "-",
+            per_token(o.online_tpot_s) if reached else "-",
             o.aps_limit,
             f"{o.working_set_gbyte / 1e3:,.1f} TB" if reached else "-",
         )
@@ -256,11 +245,6 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
     console.print(efficiency_line(sc), highlight=False)
     if intervals is not None:
         console.print(intervals_line(intervals), highlight=False)
-
-
-def _per_token(seconds: float) -> str:
-    """A TPOT in ms, or in s from a second up (a misconfigured floor can reach there)."""
-    return f"{seconds:,.2f} s" if seconds >= 1 else f"{seconds * 1e3:.1f} ms"
 
 
 def _g3(v: float) -> str:
