@@ -55,7 +55,7 @@ def _compare(sc: Scenario, r: SimResult, slo: ServingConfig) -> report.Analytica
     import numpy as np
 
     from dualpath_plan.outcomes.at_rate import rate_points
-    from dualpath_plan.outcomes.serving import evaluate_mode, mode_core
+    from dualpath_plan.outcomes.serving import evaluate_mode
 
     c = r.config
     policy = ANALYTICAL_SCHEDULER[r.scheduler]
@@ -63,11 +63,11 @@ def _compare(sc: Scenario, r: SimResult, slo: ServingConfig) -> report.Analytica
     what = f"--scheduler {policy}"
     if not c.online:
         assert c.agents is not None
-        cfg = replace(slo, agents=c.agents)
-        o, core = evaluate_mode(sc, r.mode, cfg), mode_core(sc, r.mode, cfg)
+        o = evaluate_mode(sc, r.mode, replace(slo, agents=c.agents))
         # The operating point: the saturated rate, or the agents over their critical path.
-        x = min(core.t_max, c.agents / core.cycle_min)
-        return report.Analytical(x, o.ttft_s, o.tpot_s, o.jct_s, f"size, offline, {what}")
+        return report.Analytical(
+            o.operating_turns_per_s, o.ttft_s, o.tpot_s, o.jct_s, f"size, offline, {what}"
+        )
     assert c.aps is not None
     p = rate_points(sc, r.mode, np.asarray([c.aps]))
     beyond = bool(p.beyond[0])

@@ -48,7 +48,7 @@ from dualpath_plan.outcomes.limits import LinkLimit, link_limits
 from dualpath_plan.outcomes.online import OnlineAps, online_aps, online_queue
 from dualpath_plan.outcomes.paths import check_feasible
 from dualpath_plan.physics import model as phys
-from dualpath_plan.physics.engines import PrefillEngine
+from dualpath_plan.physics.engines import DecodeGroup, PrefillEngine
 from dualpath_plan.physics.links import LINKS, Num
 from dualpath_plan.physics.modes import MODE_TABLE, REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import TurnCounts
@@ -82,6 +82,7 @@ class ModeOutcome:
     aps_limit: str  # what stops a higher APS: ttft, tpot, throughput, utilization, unreachable
     slo_aps: float  # agents/s under both SLOs alone, without the utilization cap
     binding_utilization: float  # the busiest link's utilization at the APS: turns/s over T
+    operating_turns_per_s: float  # offline while all N agents run: min(T, N / cycle_min)
 
     @property
     def bottleneck(self) -> str:
@@ -291,12 +292,20 @@ def mode_offline(
     group = sat.assembly.de.decode  # one cluster: the group of its D decode nodes
     assert group is not None
     d = sc.turn_demand
-    gen = d.mean(d.generated_tokens)
     # Offline: the closed system while all N agents run (the operating point), then drained.
-    ttft_min = pm.read_latency_s + pm.forward_s(1.0)
-    cycle_min = ttft_min + gen * group.step_s(1.0) + sc.workload.tool_latency_s
+    _, cycle_min = light_load_turn_s(sc, pm, group)
     jct = float(offline_jct_s(cfg.agents, t_max, cycle_min, d.trajectory_turns))
     return sat, t_max, jct, cycle_min
+
+
+def light_load_turn_s(sc: Scenario, pm: PrefillEngine, group: DecodeGroup) -> tuple[float, float]:
+    """A turn alone in the cluster: its TTFT (the read not hidden and a pass of one) and its
+    cycle, the per-agent critical path (that TTFT, its tokens at a batch of one, the tool
+    latency)."""
+    d = sc.turn_demand
+    ttft_min = pm.read_latency_s + pm.forward_s(1.0)
+    cycle = ttft_min + d.mean(d.generated_tokens) * group.step_s(1.0) + sc.workload.tool_latency_s
+    return ttft_min, cycle
 
 
 def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOutcome:
@@ -315,7 +324,7 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
     turns = counts.mean
     tool = sc.workload.tool_latency_s
     # Offline: the operating point while all N agents run.
-    ttft_min = pm.read_latency_s + pm.forward_s(1.0)
+    ttft_min, _ = light_load_turn_s(sc, pm, group)
     x = min(t_max, cfg.agents / cycle_min)
     b_dec = group.little_batch(x, gen)
     tpot = group.step_s(max(b_dec, 1.0))
@@ -350,6 +359,7 @@ def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOu
         aps_limit=limit,
         slo_aps=slo_aps,
         binding_utilization=aps * turns / t_max,
+        operating_turns_per_s=x,
     )
 
 

@@ -61,16 +61,16 @@ from typing import Literal
 
 import numpy as np
 
-from dualpath_plan.errors import InfeasibleError, PlanInputError
-from dualpath_plan.outcomes.paths import check_feasible
+from dualpath_plan.errors import PlanInputError
+from dualpath_plan.outcomes.serving import light_load_turn_s, offline_jct_s, runnable
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import LINK_TABLE, LINKS, Demand, turn_load_columns
 from dualpath_plan.physics.modes import MODE_TABLE, ModeName
 from dualpath_plan.physics.workload import TurnCounts, TurnDemand, TurnMix, turn_demand
-from dualpath_plan.scenario.assemble import Assembly, assemble
+from dualpath_plan.scenario.assemble import Assembly
 from dualpath_plan.scenario.bundle import Scenario
-from dualpath_plan.solvers.closed_form import Solution, solve
+from dualpath_plan.solvers.closed_form import Solution
 
 SimScheduler = Literal["paper", "round_robin"]
 SIM_SCHEDULERS: tuple[str, ...] = ("paper", "round_robin")
@@ -581,24 +581,16 @@ def simulate(
 ) -> SimResult:
     """Simulate ``sc`` in ``cfg.mode``; ``progress(done, total)`` is called now and then, and
     ``turn_sink`` with every turn as it completes (``--trace-out``)."""
-    check_feasible(sc)
     mode = MODE_TABLE[cfg.mode]
     scheduler: SimScheduler = cfg.scheduler or (
         "paper" if mode.scheduler == "queue_aware" else "round_robin"
     )
     # Capacities without the analytical scheduler imbalance: the simulation schedules itself.
+    # A cluster that cannot run in the mode is refused as size refuses it, for the same reason.
     ideal = replace(sc, scheduling=Scheduling(policy="ideal"))
     P, D = sc.prefill_nodes, sc.decode_nodes
-    asm = assemble(ideal, cfg.mode, P, D)
-    if not bool(np.all(asm.feasible)):
-        raise InfeasibleError(
-            f"in {cfg.mode}, a prefill GPU cannot hold one request's KV (see size)",
-            field="prefill_nodes",
-        )
-    sol = solve(asm.links)
-    t_max = float(sol.throughput_turns_per_s)
-    if not (math.isfinite(t_max) and t_max > 0):
-        raise InfeasibleError(f"{cfg.mode}: the cluster sustains no turns", field="cluster")
+    sat, t_max = runnable(ideal, cfg.mode)
+    asm, sol = sat.assembly, sat.solution
     util = {n: float(u) for n, u in zip(LINKS, np.asarray(sol.utilization), strict=True)}
     per_node = {**asm.pe.per_node, **asm.de.per_node}
     capacity = {k: float(np.asarray(v)) for k, v in per_node.items()}
@@ -613,14 +605,8 @@ def simulate(
     rng = np.random.default_rng(cfg.seed)
     d = sc.turn_demand
     mean_turns = d.trajectory_turns.mean
-    # The longest agent's lifetime at light load: its turns, each a lone prefill and decode,
-    # and the tool latency.
-    cycle = (
-        pm.read_latency_s
-        + pm.forward_s(1.0)
-        + d.mean(d.generated_tokens) * group.step_s(1.0)
-        + sc.workload.tool_latency_s
-    )
+    # The longest agent's lifetime at light load: its turns, each alone in the cluster.
+    _, cycle = light_load_turn_s(sc, pm, group)
     life = d.trajectory_turns.longest * cycle
     if cfg.online and (cfg.duration_s is None or cfg.warmup_s is None):
         duration = cfg.duration_s if cfg.duration_s is not None else 4.0 * life
@@ -659,8 +645,6 @@ def simulate(
     # The time series holds, per window, a number per server, GPU and node: bound it before
     # running. The run lasts about the arrivals and a drain online, and offline the JCT the
     # analytical model gives (the throughput bound and the critical path).
-    from dualpath_plan.outcomes.serving import offline_jct_s
-
     span = (
         cfg.duration + 2.0 * life
         if cfg.online
