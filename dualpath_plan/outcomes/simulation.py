@@ -70,7 +70,6 @@ from dualpath_plan.physics.modes import MODE_TABLE, ModeName
 from dualpath_plan.physics.workload import TurnCounts, TurnDemand, TurnMix, turn_demand
 from dualpath_plan.scenario.assemble import Assembly
 from dualpath_plan.scenario.bundle import Scenario
-from dualpath_plan.solvers.closed_form import Solution
 
 SimScheduler = Literal["paper", "round_robin"]
 SIM_SCHEDULERS: tuple[str, ...] = ("paper", "round_robin")
@@ -660,9 +659,8 @@ def simulate(
             field="--window",
         )
     engine = _Engine(
-        sc, cfg, scheduler, asm, sol, groups, counts, replayed, arrivals, progress, turn_sink
+        sc, cfg, scheduler, asm, groups, counts, replayed, arrivals, life, progress, turn_sink
     )
-    engine.lifetime_s = life
     return engine.run()
 
 
@@ -686,18 +684,18 @@ class _Engine:
         cfg: SimConfig,
         scheduler: SimScheduler,
         asm: Assembly,
-        sol: Solution,
         groups: list[_LinkGroup],
         counts: np.ndarray,
         replayed: np.ndarray,
         arrivals: np.ndarray,
+        lifetime_s: float,
         progress: ProgressHook | None,
         turn_sink: TurnSink | None,
     ) -> None:
         self.sc, self.cfg, self.scheduler = sc, cfg, scheduler
         self.mode = MODE_TABLE[cfg.mode]
         self.counts, self.replayed, self.arrivals = counts, replayed, arrivals
-        self.lifetime_s = math.nan  # set by simulate()
+        self.lifetime_s = lifetime_s  # the longest agent's at light load
         self.progress, self.turn_sink = progress, turn_sink
         P, D = sc.prefill_nodes, sc.decode_nodes
         g_pn = sc.prefill_node.gpus_per_node
@@ -718,6 +716,7 @@ class _Engine:
         # Decode: one server for the group; each sequence advances 1 / step(n) tokens per s.
         top = max(int(dg.max_batch), 1)
         steps = np.asarray(dg.step_array_s(np.arange(1, top + 1, dtype=np.float64)))
+        # Indexed by the sequences decoding (entry 0 stands in for none: never read).
         self.decode_rates = [1.0 / float(steps[0])] + [1.0 / float(x) for x in steps]
         self.decode_server = len(self.servers)
         self.servers.append(_Server(self.decode_server, 0.0, self.decode_rates))
