@@ -699,6 +699,63 @@ def test_sweep_summary_with_agents_does_not_depend_on_the_chunk(registry) -> Non
         assert summaries[0].feasible < summaries[0].points  # P=1 does not hold the weights
 
 
+def _same_rows(a: dict, b: dict) -> None:
+    assert list(a) == list(b)
+    for k in a:
+        x, y = np.asarray(a[k]), np.asarray(b[k])
+        assert x.dtype == y.dtype and x.shape == y.shape, k
+        assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), k
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"speed_of_light": True}, {"paper_assumptions": True}, {"scheduler": "round_robin"}],
+)
+def test_sweep_grid_chunks_are_the_flat_ones_bit_for_bit(registry, options) -> None:
+    # A chunk of whole P rows is solved on P as a column and D as a row (per node count, then
+    # broadcast) and its JCT on (P, D, agents) axes: every column the same bits as each pair
+    # and point laid flat (infeasible P = 1 included), in every mode.
+    from dualpath_plan.outcomes import sweep as sw
+    from dualpath_plan.scenario.spec import ScenarioSpec
+
+    spec = ScenarioSpec(**options)
+    sc = Scenario.from_spec(registry, spec)
+    p_vals, d_vals = np.asarray([1.0, 2.0, 3.0, 5.0, 16.0]), np.asarray([1.0, 2.0, 4.0, 7.0])
+    for a_vals in (np.asarray([2048.0]), np.asarray([1.0, 3.0, 64.0, 2048.0, 1e6])):
+        agents = np.tile(a_vals, p_vals.size * d_vals.size)
+        pair = np.repeat(np.arange(p_vals.size * d_vals.size), a_vals.size)
+        P, D = (g.ravel() for g in np.meshgrid(p_vals, d_vals, indexing="ij"))
+        grid = (p_vals, d_vals, a_vals)
+        for mode in ("basic", "even", "dualpath", "oracle"):
+            flat = sw._evaluate_chunk(sc, mode, spec.serving, P, D, agents, "closed", pair)
+            rows = sw._evaluate_chunk(
+                sc, mode, spec.serving, P, D, agents, "closed", pair, grid=grid
+            )
+            _same_rows(flat, rows)
+            assert flat["feasible"].any() and not flat["feasible"].all()
+
+
+def test_sweep_chunks_of_whole_rows_or_not_give_the_same_rows(registry) -> None:
+    # Chunks that are whole P rows take the grid path, others the flat one: the rows written
+    # are the same whatever the chunk.
+    from dualpath_plan.outcomes import sweep as sw
+    from dualpath_plan.outcomes.sweep import run_sweep
+    from dualpath_plan.scenario.spec import ScenarioSpec
+
+    spec = ScenarioSpec()
+    axes = [parse_axis("P=1:4"), parse_axis("D=2:5"), parse_axis("agents=1,100,10000")]
+    assert sw._grid(0, 12, (4, 4, 3), *(np.asarray(a.values) for a in axes)) is not None
+    assert sw._grid(12, 7, (4, 4, 3), *(np.asarray(a.values) for a in axes)) is None
+    runs = []
+    for c in (5, 12, 24, 1000):
+        rows: list[dict] = []
+        run_sweep(registry, spec, axes, ("dualpath",), spec.serving, chunk=c, on_chunk=rows.append)
+        runs.append({k: np.concatenate([r[k] for r in rows]) for k in rows[0] if k[0] != "_"
+                     and np.ndim(rows[0][k])})  # fmt: skip
+    for r in runs[1:]:
+        _same_rows(runs[0], r)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(

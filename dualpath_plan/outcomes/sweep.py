@@ -354,8 +354,9 @@ def run_sweep(
             P, D = p_vals[ip], d_vals[idd]
             local = pair - first
             agents = a_vals[idx % len(a_vals)]
+            grid = _grid(start, idx.size, shape, p_vals, d_vals, a_vals)
             for k, mode in enumerate(modes):
-                rows = _evaluate_chunk(sc, mode, cfg, P, D, agents, solver, local, aps)
+                rows = _evaluate_chunk(sc, mode, cfg, P, D, agents, solver, local, aps, grid)
                 rows["point"] = (c * len(modes) + k) * block + idx
                 for a, v in zip(profile_axes, combo, strict=True):
                     rows[a.name] = np.full(idx.size, v)
@@ -369,6 +370,25 @@ def run_sweep(
             if progress is not None:
                 progress(idx.size)
     return summary
+
+
+def _grid(
+    start: int,
+    size: int,
+    shape: tuple[int, int, int],
+    p_vals: np.ndarray,
+    d_vals: np.ndarray,
+    a_vals: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The chunk of ``size`` points from ``start`` as a product (P values, D values, agents),
+    when it is whole rows of the P x D grid (every D value of its P values) with every agents
+    value each: then ``_evaluate_chunk`` assembles per P value and per D value and broadcasts.
+    None for a chunk that splits a row or a pair's agents."""
+    _, n_d, n_a = shape
+    row = n_d * n_a  # points of one P value
+    if start % row or (start + size) % row:
+        return None
+    return p_vals[start // row : (start + size) // row], d_vals, a_vals
 
 
 def _fmt(v: float) -> str:
@@ -385,6 +405,7 @@ def _evaluate_chunk(
     solver: str = "closed",
     pair: np.ndarray | None = None,
     aps: bool = False,
+    grid: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """Every point of a chunk. ``P`` and ``D`` are the chunk's P/D pairs and ``pair`` each
     point's pair (an index into them; None: one pair per point): what depends on the cluster
@@ -394,15 +415,29 @@ def _evaluate_chunk(
     the agents, per point from that solver's throughput. With ``aps``, also the online APS and
     its limit, from the closed form's optimum (as ``size``; the LP's equals it to 1e-6). The
     rows carry ``_pair``, each point's pair, and ``_by_pair``, the columns that are the same
-    for every point of a pair (a writer formats them once per pair)."""
+    for every point of a pair (a writer formats them once per pair).
+
+    ``grid`` (P values, D values, agents values; from ``_grid``): the chunk is their product,
+    P slowest and agents fastest. The closed form then runs on P as a column and D as a row,
+    so that what depends on one side alone (its engines, capacities, loads per capacity) is
+    computed per node count and broadcast, and the JCT on (P, D, agents) axes, so that what
+    depends on the agents alone is computed per agents value. Every operation is elementwise,
+    so each point gets the same numbers, bit for bit, as laid flat."""
     if pair is None:
         pair = np.arange(np.size(P))
-    sat = saturated(sc, mode, P, D)
+    if grid is not None and (solver != "closed" or aps):
+        grid = None  # the LP and the online model take one pair per element
+    if grid is None:
+        sat = saturated(sc, mode, P, D)
+    else:
+        sat = saturated(sc, mode, grid[0][:, None], grid[1][None, :])
     sol = sat.solution
     t = np.asarray(sol.throughput_turns_per_s, dtype=np.float64)
     x = np.asarray(sol.decode_path_fraction, dtype=np.float64)
     mask = np.asarray(sol.binding_mask)
     feasible = sat.feasible & np.isfinite(t) & (t > 0)
+    if grid is not None:  # (P, D) -> pairs laid flat, P slowest, as P and D are
+        t, x, mask, feasible = (np.broadcast_to(v, t.shape).ravel() for v in (t, x, mask, feasible))
     if solver == "lp":
         from dualpath_plan.solvers.lp import LPProblem, solve_lp  # scipy.optimize: only here
 
@@ -416,6 +451,7 @@ def _evaluate_chunk(
     pm = sat.prefill
     ttft_min = pm.read_latency_s + pm.forward_s(1.0)
     cycle_min = ttft_min + gen * sat.tpot_light_s + sc.workload.tool_latency_s
+    counts = sc.turn_demand.trajectory_turns
     gpus = P * sc.prefill_node.gpus_per_node + D * sc.decode_node.gpus_per_node
     per_pair: dict[str, np.ndarray] = {
         "P": P.astype(np.int64),
@@ -432,13 +468,23 @@ def _evaluate_chunk(
         per_pair["aps"] = np.where(feasible, on_aps, np.nan)
         per_pair["aps_limit"] = np.where(feasible, limit, -1)
     spread = pair.size != np.size(P) or not np.array_equal(pair, np.arange(pair.size))
-    t_pt = t[pair] if spread else t
-    cycle_pt = np.broadcast_to(cycle_min, np.shape(t))[pair] if spread else cycle_min
-    ok = feasible[pair] if spread else feasible
+    if grid is not None:
+        # On (P, D, agents) axes: the cycle per D value, the agents' terms per agents value;
+        # laid flat afterwards, in the points' order.
+        shape3 = (grid[0].size, grid[1].size, 1)
+        t_pt = t.reshape(shape3)
+        cycle_pt = np.reshape(cycle_min, (*np.shape(cycle_min), 1))
+        agents_pt = grid[2].reshape(1, 1, -1)
+        ok = feasible.reshape(shape3)
+    else:
+        t_pt = t[pair] if spread else t
+        cycle_pt = np.broadcast_to(cycle_min, np.shape(t))[pair] if spread else cycle_min
+        agents_pt = agents
+        ok = feasible[pair] if spread else feasible
     with np.errstate(divide="ignore", invalid="ignore"):
-        counts = sc.turn_demand.trajectory_turns
-        jct = np.where(ok, offline_jct_s(agents, t_pt, cycle_pt, counts), np.nan)
-        drain = offline_drain_s(jct, agents, t_pt, counts)
+        jct = np.where(ok, offline_jct_s(agents_pt, t_pt, cycle_pt, counts), np.nan)
+        drain = np.ravel(offline_drain_s(jct, agents_pt, t_pt, counts))
+        jct = np.ravel(jct)
     rows: dict[str, np.ndarray] = {"mode": np.asarray(mode)}
     for name, values in per_pair.items():
         rows[name] = values[pair] if spread else values
