@@ -340,6 +340,72 @@ def test_offline_jct_is_vectorized_like_the_scalar() -> None:
     np.testing.assert_allclose(vec, scalar, rtol=1e-12)
 
 
+def _ramp_integral_every_point(n, r, c, top):
+    """The ramp integral as first written: every term over the full broadcast shape (the
+    reference the per-agents and crossing-only form is held to, bit for bit)."""
+    from dualpath_plan.outcomes.serving import _NEWTON_MAX_STEPS
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+
+        def g_integral(x):
+            return c * (x + np.expm1((n + 1) * np.log1p(-x)) / (n + 1))
+
+        top_arr = np.full(np.broadcast(n, r, c).shape, top)
+        g_top = -c * np.expm1(n * np.log1p(-top))
+        below = c * n <= r
+        above = ~below & (g_top >= r * top)
+        shape = top_arr.shape
+        flat = np.array(np.minimum(top_arr, c / r), dtype=np.float64).reshape(-1)
+        nf, rf, cf = (np.broadcast_to(a, shape).reshape(-1) for a in (n, r, c))
+        active = np.flatnonzero(~below & ~above)
+        for _ in range(_NEWTON_MAX_STEPS):
+            if active.size == 0:
+                break
+            xa, na, ra, ca = flat[active], nf[active], rf[active], cf[active]
+            gone = np.exp(na * np.log1p(-xa))
+            phi = ca * (1.0 - gone) - ra * xa
+            slope = ca * na * gone / (1.0 - xa) - ra
+            step = np.where(slope < 0, phi / slope, 0.0)
+            flat[active] = np.clip(xa - step, 0.0, top)
+            active = active[np.abs(step) > 1e-13 + 1e-12 * flat[active]]
+        x = flat.reshape(shape)
+        crossing = g_integral(x) + r * (top * top - x * x) / 2
+        return np.where(below, r * top * top / 2, np.where(above, g_integral(top_arr), crossing))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    top=st.sampled_from([1.0, 0.5, 0.999, 0.01]),
+    special=st.booleans(),
+)
+def test_ramp_integral_is_the_every_point_form_bit_for_bit(seed, top, special) -> None:
+    # Agents broadcast against the throughput and cycle (as a sweep's grid passes them), each
+    # case (below, above, crossing) present, and with ``special`` zeros, infinities and NaN.
+    from dualpath_plan.outcomes.serving import _ramp_integral
+
+    rng = np.random.default_rng(seed)
+    n = rng.integers(1, 5000, (1, 1, 7)).astype(np.float64)
+    c = rng.uniform(0.1, 30.0, (1, 5, 1))
+    r = c * np.exp(rng.uniform(-1.0, 1.2, (4, 5, 7)) * np.log(n + 1.0))  # about c / n .. c n
+    if special:
+        r = r.copy()
+        r[0, 0, 0], r[1, 1, 0], r[2, 2, 0] = np.inf, np.nan, 0.0
+    for args in ((n, r, c), (np.broadcast_to(n, r.shape[:2] + n.shape[2:]).copy(), r, c)):
+        got = _ramp_integral(*args, top)
+        want = _ramp_integral_every_point(*args, top)
+        assert got.shape == want.shape
+        assert np.array_equal(got, want, equal_nan=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        below = c * n <= r
+        above = ~below & (-c * np.expm1(n * np.log1p(-top)) >= r * top)
+    assert below.any() and (above.any() or top < 0.5) and (~below & ~above).any()
+    assert np.array_equal(
+        _ramp_integral(np.float64(512.0), np.float64(40.0), np.float64(6.0), top),
+        _ramp_integral_every_point(np.float64(512.0), np.float64(40.0), np.float64(6.0), top),
+    )
+
+
 def test_stragglers_set_the_small_batch_jct(registry) -> None:
     """Figure 7 (DS 660B 2P4D 64K): JCT(512 agents) is far above 512/2048 of JCT(2048): the
     longest trajectories finish alone. Without a spread the model misses it by a third."""

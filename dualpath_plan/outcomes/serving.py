@@ -151,38 +151,60 @@ def _ramp_integral(n: np.ndarray, r: np.ndarray, c: np.ndarray, top: float) -> n
     """The integral over S from 0 to ``top`` of max(g, h), g = c (1 - (1 - S)^n) (concave,
     the critical path while any agent is left) and h = r S (the throughput bound). g starts
     above h iff c n > r; a concave g then crosses h at most once, at the S where g = h,
-    found by Newton's method from the right (monotone for a concave difference)."""
+    found by Newton's method from the right (monotone for a concave difference).
+
+    Three cases: h above g throughout (r top^2 / 2), g above h throughout (G(top), G(x) =
+    c (x + expm1((n + 1) log1p(-x)) / (n + 1)) the integral of g from 0 to x), else a crossing
+    at x (G(x) + r (top^2 - x^2) / 2). The transcendental part of G(top) depends on the agents
+    alone: it is computed on ``n`` as given (one value per agents value where ``n`` is
+    broadcast against ``r`` and ``c``), and the crossing's terms only where there is one
+    (a small share of a sweep's points)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-
-        def g_integral(x: np.ndarray) -> np.ndarray:  # integral of g from 0 to x
-            return c * (x + np.expm1((n + 1) * np.log1p(-x)) / (n + 1))
-
-        top_arr = np.full(np.broadcast(n, r, c).shape, top)
+        shape = np.broadcast(n, r, c).shape
+        n1 = n + 1
         g_top = -c * np.expm1(n * np.log1p(-top))
         below_throughout = c * n <= r
         above_throughout = ~below_throughout & (g_top >= r * top)
-        # Crossing: start where h = c (or at the top), right of the root, where g - h < 0.
-        shape = top_arr.shape
-        flat = np.array(np.minimum(top_arr, c / r), dtype=np.float64).reshape(-1)  # a copy
-        nf, rf, cf = (np.broadcast_to(a, shape).reshape(-1) for a in (n, r, c))
-        active = np.flatnonzero(~below_throughout & ~above_throughout)
+        out = np.array(
+            np.broadcast_to(
+                np.where(
+                    below_throughout,
+                    r * top * top / 2,
+                    c * (top + np.expm1(n1 * np.log1p(-top)) / n1),
+                ),
+                shape,
+            ),
+            dtype=np.float64,
+        )  # a writable copy of the full shape
+        cross = np.flatnonzero(~below_throughout & ~above_throughout)
+        if cross.size == 0:
+            return out
+        na, ra, ca = (_flat_at(a, shape, cross) for a in (n, r, c))
+        # Start where h = c (or at the top), right of the root, where g - h < 0.
+        x = np.minimum(top, ca / ra)
+        active = np.arange(cross.size)
         for _ in range(_NEWTON_MAX_STEPS):  # on the points not yet converged only
             if active.size == 0:
                 break
-            xa, na, ra, ca = flat[active], nf[active], rf[active], cf[active]
-            gone = np.exp(na * np.log1p(-xa))  # (1 - x)^n: no agent left
-            phi = ca * (1.0 - gone) - ra * xa
-            slope = ca * na * gone / (1.0 - xa) - ra
+            xa, nx, rx, cx = x[active], na[active], ra[active], ca[active]
+            gone = np.exp(nx * np.log1p(-xa))  # (1 - x)^n: no agent left
+            phi = cx * (1.0 - gone) - rx * xa
+            slope = cx * nx * gone / (1.0 - xa) - rx
             step = np.where(slope < 0, phi / slope, 0.0)
-            flat[active] = np.clip(xa - step, 0.0, top)
-            active = active[np.abs(step) > 1e-13 + 1e-12 * flat[active]]
-        x = flat.reshape(shape)
-        crossing = g_integral(x) + r * (top * top - x * x) / 2
-        return np.where(
-            below_throughout,
-            r * top * top / 2,
-            np.where(above_throughout, g_integral(top_arr), crossing),
-        )
+            x[active] = np.clip(xa - step, 0.0, top)
+            active = active[np.abs(step) > 1e-13 + 1e-12 * x[active]]
+        g_x = ca * (x + np.expm1((na + 1) * np.log1p(-x)) / (na + 1))
+        out.flat[cross] = g_x + ra * (top * top - x * x) / 2
+        return out
+
+
+def _flat_at(a: np.ndarray, shape: tuple[int, ...], index: np.ndarray) -> np.ndarray:
+    """The elements at flat ``index`` of ``a`` broadcast to ``shape``, without laying the
+    broadcast array out in full."""
+    a = np.asarray(a, dtype=np.float64)
+    if a.shape == shape:
+        return a.reshape(-1)[index]
+    return np.broadcast_to(a, shape).flat[index]
 
 
 # Newton steps for the crossing in _ramp_integral, at most: from the right of the root of a
