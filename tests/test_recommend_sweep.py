@@ -699,6 +699,54 @@ def test_sweep_summary_with_agents_does_not_depend_on_the_chunk(registry) -> Non
         assert summaries[0].feasible < summaries[0].points  # P=1 does not hold the weights
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(0, 40), max_size=200).map(lambda v: np.asarray(v, dtype=np.int64)),
+    st.booleans(),
+)
+def test_binding_masks_are_counted_as_by_sorting(values, weighted) -> None:
+    # Peeled one distinct mask at a time (a sort past PEELED_MASKS of them): the counts and
+    # their order (ascending) are np.unique's.
+    from dualpath_plan.outcomes.sweep import _weighted_counts
+
+    weights = np.arange(1, values.size + 1) if weighted else None
+    masks, inverse = np.unique(values, return_inverse=True)
+    counts = np.bincount(np.ravel(inverse), weights=weights, minlength=masks.size)
+    want = [(int(m), int(n)) for m, n in zip(masks, counts, strict=True)]
+    assert _weighted_counts(values, weights) == want
+
+
+def test_profile_cache_builds_the_scenario_from_spec_builds(registry) -> None:
+    # Profiles re-resolved only when their own kind's overrides change: every scenario of a
+    # run of overrides equals the one built without the cache.
+    from dualpath_plan.profiles.registry import Overrides
+    from dualpath_plan.scenario.bundle import ProfileCache
+    from dualpath_plan.scenario.spec import ScenarioSpec
+
+    spec = ScenarioSpec(gpu="h200-sxm")
+    cache = ProfileCache()
+    for sets in (
+        [], ["node.snic_gbit_s=100"], ["node.snic_gbit_s=400", "workload.append_tokens=512"],
+        ["node.snic_gbit_s=100"], ["gpu.hbm_gbyte=100", "model.num_layers=30"], [],
+    ):  # fmt: skip
+        reg = replace(registry, overrides=registry.overrides.merged(Overrides.parse(sets)))
+        _same_value(Scenario.from_spec(reg, spec, cache), Scenario.from_spec(reg, spec))
+
+
+def _same_value(a: object, b: object) -> None:
+    """a == b, through dataclasses and arrays (NaN equal to NaN)."""
+    import dataclasses
+
+    assert type(a) is type(b)
+    if dataclasses.is_dataclass(a):
+        for f in dataclasses.fields(a):
+            _same_value(getattr(a, f.name), getattr(b, f.name))
+    elif isinstance(a, np.ndarray):
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f")  # type: ignore[arg-type]
+    else:
+        assert a == b
+
+
 def _same_rows(a: dict, b: dict) -> None:
     assert list(a) == list(b)
     for k in a:

@@ -35,7 +35,7 @@ from dualpath_plan.physics.links import LINK_INDEX
 from dualpath_plan.profiles.registry import Overrides, Registry
 from dualpath_plan.profiles.schemas import KINDS, numeric_bounds, schema_for
 from dualpath_plan.scenario.assemble import assemble
-from dualpath_plan.scenario.bundle import Scenario
+from dualpath_plan.scenario.bundle import ProfileCache, Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
 from dualpath_plan.solvers.closed_form import mask_names
 
@@ -229,7 +229,10 @@ class SweepSummary:
         sign = 1.0 if objective == "jct_s" else -1.0  # lower rank is better
         rank = np.where(ok, sign * rows[objective], np.inf)
         n_best = min(self.top, rank.size)
-        threshold = np.partition(rank, n_best - 1)[n_best - 1]
+        if n_best == 1:  # the least, as partition has it (NaN last): one pass, no copy
+            threshold = np.fmin.reduce(rank)
+        else:
+            threshold = np.partition(rank, n_best - 1)[n_best - 1]
         # The chunk's best: every point ranked above the threshold (fewer than top) and the
         # first points at it (ties go to the lower point number, and points rise).
         better = np.flatnonzero((rank < threshold) & ok)
@@ -249,21 +252,47 @@ class SweepSummary:
         mask = rows["binding_mask"]
         if "_pair" in rows and mask.size:
             pair = rows["_pair"]
-            starts = np.flatnonzero(np.diff(pair, prepend=pair[0] - 1))
-            weights = np.diff(np.append(starts, pair.size))
-            keep = ok[starts]  # feasibility is the pair's
-            masks, inverse = np.unique(mask[starts][keep], return_inverse=True)
-            counts = np.bincount(np.ravel(inverse), weights=weights[keep], minlength=masks.size)
+            starts = np.flatnonzero(pair[1:] != pair[:-1]) + 1
+            if starts.size + 1 == pair.size:  # a point per pair: every weight is 1
+                found = _weighted_counts(mask[ok], None)
+            else:
+                starts = np.concatenate([[0], starts])
+                weights = np.diff(np.append(starts, pair.size))
+                keep = ok[starts]  # feasibility is the pair's
+                found = _weighted_counts(mask[starts][keep], weights[keep])
         else:
-            masks, counts = np.unique(mask[ok], return_counts=True)
-        for m, count in zip(masks, counts, strict=True):
-            label = binding_label(int(m))
-            self.binding_counts[label] = self.binding_counts.get(label, 0) + int(count)
+            found = _weighted_counts(mask[ok], None)
+        for m, count in found:
+            label = binding_label(m)
+            self.binding_counts[label] = self.binding_counts.get(label, 0) + count
 
     @property
     def best(self) -> list[dict[str, float | str]]:
         """Every mode's best points, mode by mode."""
         return [r for part in self.modes.values() for r in part.best]
+
+
+# Distinct binding masks of a chunk counted one at a time, at most: a chunk binds through a
+# handful of link sets, and peeling each off is a few passes where a sort of the chunk is many.
+PEELED_MASKS = 16
+
+
+def _weighted_counts(values: np.ndarray, weights: np.ndarray | None) -> list[tuple[int, int]]:
+    """Each distinct value, ascending, with its total weight (None: a weight of 1 each)."""
+    found: dict[int, int] = {}
+    rest, w = values, weights
+    for _ in range(PEELED_MASKS):
+        if rest.size == 0:
+            break
+        same = rest == rest[0]
+        found[int(rest[0])] = int(np.count_nonzero(same) if w is None else np.sum(w[same]))
+        rest = rest[~same]
+        w = None if w is None else w[~same]
+    if rest.size:  # many distinct values: by sorting
+        masks, inverse = np.unique(rest, return_inverse=True)
+        counts = np.bincount(np.ravel(inverse), weights=w, minlength=masks.size)
+        found |= {int(m): int(n) for m, n in zip(masks, counts, strict=True)}
+    return sorted(found.items())
 
 
 def _scalar(v: object) -> float | str:
@@ -339,10 +368,16 @@ def run_sweep(
     shape = (len(p_vals), len(d_vals), len(a_vals))
     block = math.prod(shape)
     summary = SweepSummary(objective=objective, top=top)
+    # Each value's assignment parsed once; per combination the registry takes their merge and
+    # the scenario re-validates only the profiles whose kind's overrides changed.
+    sets = [[Overrides.parse([f"{a.name}={_fmt(v)}"]) for v in a.values] for a in profile_axes]
+    profiles = ProfileCache()
     for c, combo in enumerate(itertools.product(*[a.values for a in profile_axes])):
-        assignments = [f"{a.name}={_fmt(v)}" for a, v in zip(profile_axes, combo, strict=True)]
-        reg = replace(registry, overrides=registry.overrides.merged(Overrides.parse(assignments)))
-        sc = Scenario.from_spec(reg, spec)
+        overrides = registry.overrides
+        for axis_sets, i in zip(sets, _combo_index(c, sets), strict=True):
+            overrides = overrides.merged(axis_sets[i])
+        reg = replace(registry, overrides=overrides)
+        sc = Scenario.from_spec(reg, spec, profiles)
         reasons: dict[tuple[str, float, float], str] = {}  # this scenario's, per mode and P/D
         for start in range(0, block, chunk):
             idx = np.arange(start, min(start + chunk, block))
@@ -370,6 +405,16 @@ def run_sweep(
             if progress is not None:
                 progress(idx.size)
     return summary
+
+
+def _combo_index(c: int, sets: list[list[Overrides]]) -> list[int]:
+    """The value index on each profile axis of combination ``c`` (itertools.product's
+    order: the last axis fastest)."""
+    out = []
+    for axis_sets in reversed(sets):
+        c, i = divmod(c, len(axis_sets))
+        out.append(i)
+    return out[::-1]
 
 
 def _grid(

@@ -8,6 +8,7 @@ sc = Scenario.from_ids(Registry.load(), model="deepseek-v3.2", prefill_nodes=2, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import Demand, PathOptions
@@ -22,6 +23,32 @@ from dualpath_plan.profiles.schemas import (
 )
 from dualpath_plan.scenario.provenance import Efficiencies
 from dualpath_plan.scenario.spec import DEFAULT_SPEC, ScenarioSpec
+
+
+class ProfileCache:
+    """Profiles and turn demands already resolved, for building many scenarios from registries
+    that share their profiles and differ in their ``--set`` overrides (a sweep's profile axes,
+    one registry per combination of values): a profile is looked up and validated again only
+    when the overrides of its own kind differ, and a turn demand computed again only for
+    another model or workload. What ``Registry.get`` returns depends on nothing else."""
+
+    def __init__(self) -> None:
+        self._profiles: dict[tuple[str, str, str], Any] = {}
+        self._demands: dict[tuple[int, int], TurnDemand] = {}
+
+    def get(self, registry: Registry, kind: str, profile_id: str) -> Any:
+        sets = registry.overrides.by_kind.get(kind, {})
+        key = (kind, profile_id, repr(sorted(sets.items())))
+        if key not in self._profiles:
+            self._profiles[key] = registry.get(kind, profile_id)
+        return self._profiles[key]
+
+    def demand(self, registry: Registry, model: ModelProfile, w: WorkloadProfile) -> TurnDemand:
+        # By identity: the profiles are the cache's own, kept alive by it.
+        key = (id(model), id(w))
+        if key not in self._demands:
+            self._demands[key] = workload_demand(model, w, registry.origins.get(("workload", w.id)))
+        return self._demands[key]
 
 
 @dataclass(frozen=True)
@@ -57,22 +84,27 @@ class Scenario:
         decode_nodes: int = DEFAULT_SPEC.decode_nodes,
         options: PathOptions = PathOptions(),
         scheduling: Scheduling = Scheduling(),
+        cache: ProfileCache | None = None,
     ) -> Scenario:
-        m = registry.model(model)
-        w = registry.workload(workload)
-        pn = registry.node(prefill_node or node)
-        dn = registry.node(decode_node or node)
+        if cache is None:
+            cache = ProfileCache()  # one scenario's own: nothing is shared
+        m: ModelProfile = cache.get(registry, "model", model)
+        w: WorkloadProfile = cache.get(registry, "workload", workload)
+        pn: NodeProfile = cache.get(registry, "node", prefill_node or node)
+        dn: NodeProfile = cache.get(registry, "node", decode_node or node)
         node_sets = registry.overrides.by_kind.get("node", {})
         return cls(
             overridden=tuple(f for f in NodeProfile.CALIBRATION_FIELDS if f in node_sets),
             model=m,
             workload=w,
-            turn_demand=workload_demand(m, w, registry.origins.get(("workload", w.id))),
+            turn_demand=cache.demand(registry, m, w),
             prefill_node=pn,
-            prefill_gpu=registry.gpu(gpu or pn.gpu),
+            prefill_gpu=cache.get(registry, "gpu", gpu or pn.gpu),
             decode_node=dn,
-            decode_gpu=registry.gpu(gpu or dn.gpu),
-            storage=registry.storage(storage) if storage and storage != "none" else None,
+            decode_gpu=cache.get(registry, "gpu", gpu or dn.gpu),
+            storage=(
+                cache.get(registry, "storage", storage) if storage and storage != "none" else None
+            ),
             prefill_nodes=prefill_nodes,
             decode_nodes=decode_nodes,
             options=options,
@@ -80,7 +112,10 @@ class Scenario:
         )
 
     @classmethod
-    def from_spec(cls, registry: Registry, spec: ScenarioSpec) -> Scenario:
+    def from_spec(
+        cls, registry: Registry, spec: ScenarioSpec, cache: ProfileCache | None = None
+    ) -> Scenario:
+        """``cache``: profiles already resolved by earlier calls (``ProfileCache``)."""
         return cls.from_ids(
             registry,
             model=spec.model,
@@ -94,6 +129,7 @@ class Scenario:
             decode_nodes=spec.decode_nodes,
             options=spec.options,
             scheduling=spec.scheduling,
+            cache=cache,
         )
 
     @property
