@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from dataclasses import replace
@@ -21,6 +22,7 @@ from tests.test_paths import SPLITS, assert_same_binding, clusters, lp_problem
 
 EXAMPLES = int(os.environ.get("PRUNE_EXAMPLES", "150"))
 FIELDS = ("throughput_turns_per_s", "decode_path_fraction", "split_low", "split_high")
+PINNED_DIGEST = "21bf6615da9f47a876ed6f325e7a4df47e7d95330381cebd5975e922d9bae633"
 
 
 def assert_identical(links: LinkSet) -> None:
@@ -159,3 +161,86 @@ def test_a_falling_line_without_load_sets_no_bound() -> None:
         assert float(s.throughput_turns_per_s) == pytest.approx(2.0)
         assert float(s.decode_path_fraction) == pytest.approx(0.5)
         assert s.binding() == ["pe_snic_read", "de_snic_read"]
+
+
+def _pinned_link_sets():
+    """Link sets of 4,096 scenarios each from arithmetic sequences (no random generator, so
+    the same on every machine and NumPy): node counts 1..32, capacities grouped by side
+    (so that pruning applies) or on their own, loads of three demands and every mode; in the
+    last, capacities of 0, inf and NaN in a few scenarios."""
+    n = 4096
+    i = np.arange(n, dtype=np.float64)
+
+    def frac(k: float) -> np.ndarray:
+        return (i * k) % 1.0
+
+    P = 1.0 + np.floor(frac(0.6180339887) * 32)
+    D = 1.0 + np.floor(frac(0.7548776662) * 32)
+    common = {
+        "pe": P * (0.8 + 0.2 * frac(0.5698402910)),
+        "de": D * (0.8 + 0.2 * frac(0.3247179572)),
+    }
+    for variant in range(3):
+        hit = 1e9 * (1 + variant)
+        demand = Demand(
+            hit_bytes=np.float64(hit),
+            miss_bytes=np.float64(hit * (0.0, 0.01, 0.1)[variant]),
+            generated_kv_bytes=np.float64(hit * 0.02),
+            append_writeback_bytes=np.float64(hit * (0.02, 0.0, 0.02)[variant]),
+            prefill_flops=np.float64((1e13, 1e14, 1e15)[variant]),
+            generated_tokens=np.float64((100.0, 500.0, 2000.0)[variant]),
+        )
+        capacity, scaling = {}, {}
+        for j, k in enumerate(LINK_TABLE):
+            base = 1e9 * (1.0 + (j * 0.37 + variant * 0.11) % 3.0)
+            if k.unit == "FLOP":
+                base *= 1e4
+            elif k.unit in ("request", "token"):
+                base = 1e3 * (1.0 + j % 3)
+            if k.side == "storage":
+                capacity[k.name] = np.float64(base * 20)
+            elif (j + variant) % 4 == 3:  # on its own
+                capacity[k.name] = base * common[k.side] * (0.5 + frac(0.1 * j + 0.05))
+            else:
+                capacity[k.name] = base * common[k.side]
+                scaling[k.name] = Scaling(k.side, base, capacity[k.name])
+        if variant == 2:
+            for j, name in enumerate(("pe_snic_read", "de_dram", "pe_compute")):
+                c = np.array(capacity[name], dtype=np.float64)
+                c[j * 7 : j * 7 + 3] = (0.0, math.inf, math.nan)
+                capacity[name] = c
+                scaling.pop(name, None)
+        for mode, split in SPLITS.items():
+            load = turn_load_columns(demand)
+            if MODE_TABLE[mode].io_free:
+                load = {k.name: ((0.0, 0.0) if k.io else load[k.name]) for k in LINK_TABLE}
+            with np.errstate(invalid="ignore", divide="ignore"):
+                even = read_share(capacity) if split == "even" else 0.0
+            yield LinkSet(load, dict(capacity), split, even, demand.hit_bytes, dict(scaling))
+
+
+def _pinned_digest() -> str:
+    h = hashlib.sha256()
+    with np.errstate(all="ignore"):
+        for links in _pinned_link_sets():
+            for prune in (True, False):
+                sol = solve(links, prune=prune)
+                for v in (
+                    sol.throughput_turns_per_s,
+                    sol.decode_path_fraction,
+                    sol.split_low,
+                    sol.split_high,
+                    sol.binding_mask,
+                    sol.utilization,
+                ):
+                    h.update(np.ascontiguousarray(v).tobytes())
+    return h.hexdigest()
+
+
+def test_closed_form_outputs_are_pinned() -> None:
+    # Every output of the closed form (throughput, split, split range, binding mask,
+    # utilization; pruned and not) on fixed inputs, to the bit (NaN signs included): what the
+    # solver computed before its passes were rearranged for speed. Only +, -, x, /, max, min
+    # and abs enter, correctly rounded on every machine, so the digest holds everywhere; a
+    # change to the model itself changes it on purpose (update it then).
+    assert _pinned_digest() == PINNED_DIGEST

@@ -107,9 +107,20 @@ class Solution:
         mask = np.zeros(shape, dtype=np.int64)
         tight = _scratch(shape, 0, bool)
         tight = np.empty(shape, dtype=bool) if tight is None else tight
+        bits = _scratch(shape, 1, np.int64)
+        bits = np.empty(shape, dtype=np.int64) if bits is None else bits
         for n, u in zip(busy, loads, strict=True):
             np.greater_equal(u, threshold, out=tight)
-            np.bitwise_or(mask, np.int64(1) << LINK_INDEX[n], out=mask, where=tight)
+            n_tight = np.count_nonzero(tight)
+            if n_tight == tight.size:
+                np.bitwise_or(mask, np.int64(1) << LINK_INDEX[n], out=mask)
+            elif n_tight:
+                # mask |= tight << i, without ``where=``: a masked ufunc runs its loop once per
+                # run of True, ~25x a plain pass where the tight links change from scenario to
+                # scenario (random clusters); a link tight nowhere (most) costs the count.
+                np.copyto(bits, tight)
+                np.left_shift(bits, LINK_INDEX[n], out=bits)
+                np.bitwise_or(mask, bits, out=mask)
         return mask
 
     def binding(self, index: tuple[int, ...] = ()) -> list[str]:
@@ -301,19 +312,18 @@ def _min(values: Sequence[Num]) -> FloatArray:
 
 
 def _split_low(
-    alpha: dict[str, Num], beta: dict[str, Num], t: FloatArray, slack: FloatArray
+    alpha: dict[str, Num], size: dict[str, Num], t: FloatArray, slack: FloatArray
 ) -> FloatArray:
-    """The least x in [0, 1] with every falling line <= t: x >= (alpha - t)/|beta|."""
+    """The least x in [0, 1] with every falling line <= t: x >= (alpha - t)/|beta|
+    (``size``: |beta| per link, ``_magnitudes``)."""
 
     def bound(f: str) -> Term:
         def term(out: np.ndarray | None) -> Num:
-            # |beta|, not -beta: a falling line with no load has beta = +0, and -0.0 would
-            # turn "no bound" (-inf) into "x >= inf".
             if out is None:
-                return (alpha[f] - t - slack) / np.abs(beta[f])
+                return (alpha[f] - t - slack) / size[f]
             np.subtract(alpha[f], t, out=out)
             np.subtract(out, slack, out=out)
-            return np.divide(out, np.abs(beta[f]), out=out)
+            return np.divide(out, size[f], out=out)
 
         return term
 
@@ -327,20 +337,21 @@ def _split_low(
 
 
 def _split_range(
-    alpha: dict[str, Num], beta: dict[str, Num], t: FloatArray
+    alpha: dict[str, Num], size: dict[str, Num], t: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
     """The x in [0, 1] with every split-dependent line <= t: falling lines need
-    x >= (alpha - t)/|beta|, rising ones x <= (t - alpha)/beta (a small slack for rounding)."""
+    x >= (alpha - t)/|beta|, rising ones x <= (t + slack - alpha)/|beta| (a small slack for
+    rounding; ``size``: |beta| per link)."""
     slack = 1e-12 * np.abs(t)
-    lo = _split_low(alpha, beta, t, slack)
+    lo = _split_low(alpha, size, t, slack)
+    top = t + slack  # the same for every rising line: added once
 
     def bound(r: str) -> Term:
         def term(out: np.ndarray | None) -> Num:
             if out is None:
-                return (t + slack - alpha[r]) / np.abs(beta[r])
-            np.add(t, slack, out=out)
-            np.subtract(out, alpha[r], out=out)
-            return np.divide(out, np.abs(beta[r]), out=out)
+                return (top - alpha[r]) / size[r]
+            np.subtract(top, alpha[r], out=out)
+            return np.divide(out, size[r], out=out)
 
         return term
 
@@ -351,6 +362,13 @@ def _split_range(
             np.fmin, first + [bound(r) for r in RISING if r in alpha], shape, _scratch(shape, 2)
         )
     return lo, np.clip(np.fmax(hi, lo), 0.0, 1.0)
+
+
+def _magnitudes(beta: dict[str, Num]) -> dict[str, Num]:
+    """|beta| of every split-dependent line, once for the three passes over the split bounds.
+    |beta|, not -beta, for a falling line: one with no load has beta = +0, and -0.0 would turn
+    "no bound" (-inf) into "x >= inf"."""
+    return {n: np.abs(beta[n]) for n in (*RISING, *FALLING) if n in beta}
 
 
 def _envelope_lines(
@@ -402,8 +420,9 @@ def solve(links: LinkSet, prune: bool = True) -> Solution:
             t_var = _fold(np.fmax, terms, shape, _scratch(shape, 3))
         flat = [alpha[k] for k in FLAT if k in alpha]
         t = np.fmax(t_var, _max(flat)) if flat else np.array(t_var)  # t_var: a work array
-        lo, hi = _split_range(alpha, beta, t)
-        balanced = _split_low(alpha, beta, t_var, 1e-12 * np.abs(t_var))
+        size = _magnitudes(beta)
+        lo, hi = _split_range(alpha, size, t)
+        balanced = _split_low(alpha, size, t_var, 1e-12 * np.abs(t_var))
         x = np.clip(balanced, lo, hi)
     else:
         x = np.asarray(links.even_share if links.split == "even" else 0.0, dtype=np.float64)
