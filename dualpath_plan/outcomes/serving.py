@@ -133,8 +133,10 @@ def offline_jct_s(agents: Num, t_max: Num, cycle_min: Num, counts: TurnCounts) -
     r = n / t  # seconds per turn while all N run
     total = np.zeros(np.broadcast(n, t, c).shape)
     for length, share in zip(counts.length, counts.surviving, strict=True):
-        any_left = -np.expm1(n * np.log1p(-share)) if share < 1.0 else 1.0
-        total += length * np.maximum(c * any_left, r * share)
+        # (x 1.0 is x to the bit: skipped for the first step, where every agent is left)
+        any_left = -np.expm1(n * np.log1p(-share)) if share < 1.0 else None
+        bound = c if any_left is None else c * any_left
+        total += length * np.maximum(bound, r if share == 1.0 else r * share)
     if counts.ramp_turns > 0:
         top = float(counts.surviving[-1]) if counts.surviving.size else 1.0
         total += counts.ramp_turns / top * _ramp_integral(n, r, c, top)

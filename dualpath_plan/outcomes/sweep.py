@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -208,7 +208,7 @@ class SweepSummary:
         objective = self.objective
         mode = str(rows["mode"])
         part = self.modes.setdefault(mode, ModeSummary())
-        ok = rows["feasible"].astype(bool)
+        ok = rows["feasible"].astype(bool, copy=False)
         n_ok = int(np.count_nonzero(ok))
         self.points += ok.size
         self.feasible += n_ok
@@ -234,8 +234,9 @@ class SweepSummary:
         else:
             threshold = np.partition(rank, n_best - 1)[n_best - 1]
         # The chunk's best: every point ranked above the threshold (fewer than top) and the
-        # first points at it (ties go to the lower point number, and points rise).
-        better = np.flatnonzero((rank < threshold) & ok)
+        # first points at it (ties go to the lower point number, and points rise). None is
+        # above the least.
+        better = np.flatnonzero((rank < threshold) & ok) if n_best > 1 else np.zeros(0, int)
         tied = np.flatnonzero((rank == threshold) & ok)[: max(self.top - better.size, 0)]
         for i in np.concatenate([better, tied]):
             row = _row(rows, int(i))
@@ -372,6 +373,7 @@ def run_sweep(
     # the scenario re-validates only the profiles whose kind's overrides changed.
     sets = [[Overrides.parse([f"{a.name}={_fmt(v)}"]) for v in a.values] for a in profile_axes]
     profiles = ProfileCache()
+    layouts: list[_Chunk] = []
     for c, combo in enumerate(itertools.product(*[a.values for a in profile_axes])):
         overrides = registry.overrides
         for axis_sets, i in zip(sets, _combo_index(c, sets), strict=True):
@@ -379,17 +381,13 @@ def run_sweep(
         reg = replace(registry, overrides=overrides)
         sc = Scenario.from_spec(reg, spec, profiles)
         reasons: dict[tuple[str, float, float], str] = {}  # this scenario's, per mode and P/D
-        for start in range(0, block, chunk):
-            idx = np.arange(start, min(start + chunk, block))
-            # Agents vary fastest: a chunk is a run of P/D pairs, each a capacity set of its
-            # own, evaluated once and spread over its agents.
-            pair = idx // len(a_vals)
-            first = int(pair[0])
-            ip, idd = np.unravel_index(np.arange(first, int(pair[-1]) + 1), shape[:2])
-            P, D = p_vals[ip], d_vals[idd]
-            local = pair - first
-            agents = a_vals[idx % len(a_vals)]
-            grid = _grid(start, idx.size, shape, p_vals, d_vals, a_vals)
+        chunks: Iterable[_Chunk] = layouts or (
+            _chunk(start, min(chunk, block - start), shape, p_vals, d_vals, a_vals)
+            for start in range(0, block, chunk)
+        )
+        if block <= chunk:  # one chunk a block: laid out once, for every combination
+            chunks = layouts = layouts or list(chunks)
+        for idx, P, D, local, agents, grid in chunks:
             for k, mode in enumerate(modes):
                 rows = _evaluate_chunk(sc, mode, cfg, P, D, agents, solver, local, aps, grid)
                 rows["point"] = (c * len(modes) + k) * block + idx
@@ -405,6 +403,40 @@ def run_sweep(
             if progress is not None:
                 progress(idx.size)
     return summary
+
+
+# A chunk's layout: its point numbers within the block, its P/D pairs (P, D), each point's
+# pair (into them), each point's agents and, where it is whole P rows, its grid (``_grid``).
+_Chunk = tuple[
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+]
+
+
+def _chunk(
+    start: int,
+    size: int,
+    shape: tuple[int, int, int],
+    p_vals: np.ndarray,
+    d_vals: np.ndarray,
+    a_vals: np.ndarray,
+) -> _Chunk:
+    """The layout of the ``size`` points from ``start``; its arrays read-only, as a layout
+    may serve every combination of profile values."""
+    idx = np.arange(start, start + size)
+    # Agents vary fastest: a chunk is a run of P/D pairs, each a capacity set of its own,
+    # evaluated once and spread over its agents.
+    pair = idx // len(a_vals)
+    first = int(pair[0])
+    ip, idd = np.unravel_index(np.arange(first, int(pair[-1]) + 1), shape[:2])
+    arrays = (idx, p_vals[ip], d_vals[idd], pair - first, a_vals[idx % len(a_vals)])
+    for a in arrays:
+        a.flags.writeable = False
+    return (*arrays, _grid(start, size, shape, p_vals, d_vals, a_vals))
 
 
 def _combo_index(c: int, sets: list[list[Overrides]]) -> list[int]:
@@ -512,7 +544,10 @@ def _evaluate_chunk(
         on_aps, limit = _online(sc, cfg, sat)
         per_pair["aps"] = np.where(feasible, on_aps, np.nan)
         per_pair["aps_limit"] = np.where(feasible, limit, -1)
-    spread = pair.size != np.size(P) or not np.array_equal(pair, np.arange(pair.size))
+    if grid is not None:  # pairs in order, each over every agents value
+        spread = grid[2].size > 1
+    else:
+        spread = pair.size != np.size(P) or not np.array_equal(pair, np.arange(pair.size))
     if grid is not None:
         # On (P, D, agents) axes: the cycle per D value, the agents' terms per agents value;
         # laid flat afterwards, in the points' order.
