@@ -282,10 +282,13 @@ def _fold(
 
 
 def _crossing(ar: Num, br: Num, af: Num, bf: Num, shape: tuple[int, ...]) -> Term:
-    """(br af - ar bf) / (br - bf): the height where a rising and a falling line cross."""
+    """(br af - ar bf) / (br - bf): the height where a rising and a falling line cross.
+    Two lines of one side over a grid of P (a column) and D (a row) cross along that side's
+    axis only: computed there, and broadcast by the fold."""
+    small = np.broadcast(ar, br, af, bf).shape != shape
 
     def term(out: np.ndarray | None) -> Num:
-        if out is None:
+        if out is None or small:
             return (br * af - ar * bf) / (br - bf)
         other = _scratch(shape, 1)
         np.multiply(br, af, out=out)
@@ -299,8 +302,10 @@ def _value(v: Num) -> Term:
     return lambda out: v
 
 
-def _sum(a: Num, b: Num) -> Term:
-    return lambda out: a + b if out is None else np.add(a, b, out=out)
+def _sum(a: Num, b: Num, shape: tuple[int, ...]) -> Term:
+    """a + b, at its own shape where that is smaller than the scenarios' (see _crossing)."""
+    small = np.broadcast(a, b).shape != shape
+    return lambda out: a + b if out is None or small else np.add(a, b, out=out)
 
 
 def _max(values: Sequence[Num]) -> FloatArray:
@@ -414,7 +419,7 @@ def solve(links: LinkSet, prune: bool = True) -> Solution:
         rising, falling = _envelope_lines(alpha, beta)
         shape = np.broadcast(*alpha.values(), *beta.values()).shape
         terms: list[Term] = [_value(ar) for ar, _ in rising]
-        terms += [_sum(af, bf) for af, bf in falling]
+        terms += [_sum(af, bf, shape) for af, bf in falling]
         terms += [_crossing(ar, br, af, bf, shape) for ar, br in rising for af, bf in falling]
         with np.errstate(divide="ignore", invalid="ignore"):
             t_var = _fold(np.fmax, terms, shape, _scratch(shape, 3))
