@@ -181,7 +181,25 @@ def indexer_params_per_layer(m: ModelProfile) -> float:
     )
 
 
+# Parameter counts by model profile (profiles are frozen): the assembly asks for them a dozen
+# times per cluster (weights, shards, decode step), a sweep once per combination of values.
+# Keyed by identity, each entry holding its profile so that the id is not reused; bounded.
+_PARAM_COUNTS: dict[int, tuple[ModelProfile, ParamCounts]] = {}
+_PARAM_COUNTS_MAX = 64
+
+
 def param_counts(m: ModelProfile) -> ParamCounts:
+    hit = _PARAM_COUNTS.get(id(m))
+    if hit is not None and hit[0] is m:
+        return hit[1]
+    if len(_PARAM_COUNTS) >= _PARAM_COUNTS_MAX:
+        _PARAM_COUNTS.clear()
+    counts = _param_counts(m)
+    _PARAM_COUNTS[id(m)] = (m, counts)
+    return counts
+
+
+def _param_counts(m: ModelProfile) -> ParamCounts:
     h = m.hidden_size
     swiglu = 3.0  # gate, up and down projections
     expert = swiglu * h * (m.moe_intermediate_size or 0)

@@ -307,10 +307,17 @@ def _scaling(
     for k, v in base.items():
         if np.ndim(v):
             continue
-        arrays = [f.value for f in factors[k] if f.value is not None and np.ndim(f.value)]
-        scalars = tuple(f for f in factors[k] if f.value is not None and not np.ndim(f.value))
-        group = groups.setdefault(tuple(id(a) for a in arrays), f"{side}:{len(groups)}")
-        out[f"{side}_{k}"] = (group, float(_product(v, scalars)))
+        arrays: list[int] = []
+        scale = float(v)  # times each scalar factor in turn, as _product does (IEEE doubles)
+        for f in factors[k]:
+            if f.value is None:
+                continue
+            if np.ndim(f.value):
+                arrays.append(id(f.value))
+            else:
+                scale *= float(f.value)
+        group = groups.setdefault(tuple(arrays), f"{side}:{len(groups)}")
+        out[f"{side}_{k}"] = (group, scale)
     return out
 
 
