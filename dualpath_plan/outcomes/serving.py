@@ -167,17 +167,11 @@ def _ramp_integral(n: np.ndarray, r: np.ndarray, c: np.ndarray, top: float) -> n
         g_top = -c * np.expm1(n * np.log1p(-top))
         below_throughout = c * n <= r
         above_throughout = ~below_throughout & (g_top >= r * top)
-        out = np.array(
-            np.broadcast_to(
-                np.where(
-                    below_throughout,
-                    r * top * top / 2,
-                    c * (top + np.expm1(n1 * np.log1p(-top)) / n1),
-                ),
-                shape,
-            ),
-            dtype=np.float64,
-        )  # a writable copy of the full shape
+        out = np.where(
+            below_throughout, r * top * top / 2, c * (top + np.expm1(n1 * np.log1p(-top)) / n1)
+        )
+        if out.shape != shape or out.dtype != np.float64:  # a writable array of the full shape
+            out = np.array(np.broadcast_to(out, shape), dtype=np.float64)
         cross = np.flatnonzero(~below_throughout & ~above_throughout)
         if cross.size == 0:
             return out
@@ -201,12 +195,13 @@ def _ramp_integral(n: np.ndarray, r: np.ndarray, c: np.ndarray, top: float) -> n
 
 
 def _flat_at(a: np.ndarray, shape: tuple[int, ...], index: np.ndarray) -> np.ndarray:
-    """The elements at flat ``index`` of ``a`` broadcast to ``shape``, without laying the
-    broadcast array out in full."""
+    """The elements at flat ``index`` of ``a`` broadcast to ``shape``."""
     a = np.asarray(a, dtype=np.float64)
     if a.shape == shape:
         return a.reshape(-1)[index]
-    return np.broadcast_to(a, shape).flat[index]
+    if a.size == 1:  # one agents value
+        return np.full(index.size, a.reshape(-1)[0])
+    return np.broadcast_to(a, shape).reshape(-1)[index]  # a pass to lay it out, then a take
 
 
 # Newton steps for the crossing in _ramp_integral, at most: from the right of the root of a
