@@ -206,7 +206,7 @@ class SweepSummary:
         from ``rows["reason"]``, or from ``reason(i)`` for the chunk's point i when the rows
         have none (asked only for a mode's first infeasible point)."""
         objective = self.objective
-        mode = str(rows["mode"])
+        mode = str(np.asarray(rows["mode"])[()])
         part = self.modes.setdefault(mode, ModeSummary())
         ok = rows["feasible"].astype(bool, copy=False)
         n_ok = int(np.count_nonzero(ok))
@@ -238,14 +238,21 @@ class SweepSummary:
         # above the least.
         better = np.flatnonzero((rank < threshold) & ok) if n_best > 1 else np.zeros(0, int)
         tied = np.flatnonzero((rank == threshold) & ok)[: max(self.top - better.size, 0)]
-        for i in np.concatenate([better, tied]):
-            row = _row(rows, int(i))
+
+        def key(r: dict[str, float | str]) -> tuple[float, int]:
+            return sign * float(r[objective]), int(r["point"])
+
+        # A point ranked at or below the last of ``top`` points kept would be dropped (ties
+        # keep the earlier point): its row is not built.
+        last = key(part.best[-1]) if len(part.best) >= self.top else None
+        for i in np.concatenate([better, tied]).tolist():
+            if last is not None and (float(rank[i]), int(rows["point"][i])) >= last:
+                continue
+            row = _row(rows, i)
             row.pop("feasible")
             row.pop("reason", None)
             part.best.append(row)  # type: ignore[arg-type]
-        part.best = sorted(part.best, key=lambda r: (sign * float(r[objective]), int(r["point"])))[
-            : self.top
-        ]
+        part.best = sorted(part.best, key=key)[: self.top]
 
     def _count_binding(self, rows: dict[str, np.ndarray], ok: np.ndarray) -> None:
         """How often each set of binding links binds, over the feasible points: counted once
@@ -707,6 +714,7 @@ def _row(rows: dict[str, np.ndarray], k: int) -> dict[str, object]:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def binding_label(mask: int) -> str:
     """The binding links of a point by name, "a + b" on a tie (its ``bottleneck``)."""
     return " + ".join(mask_names(mask))
