@@ -30,25 +30,35 @@ class ProfileCache:
     that share their profiles and differ in their ``--set`` overrides (a sweep's profile axes,
     one registry per combination of values): a profile is looked up and validated again only
     when the overrides of its own kind differ, and a turn demand computed again only for
-    another model or workload. What ``Registry.get`` returns depends on nothing else."""
+    another model or workload. What ``Registry.get`` returns depends on nothing else. Bounded:
+    past ``MAX_ENTRIES`` it starts over (a grid of many values of one kind's fields)."""
+
+    MAX_ENTRIES = 4096
 
     def __init__(self) -> None:
         self._profiles: dict[tuple[str, str, str], Any] = {}
-        self._demands: dict[tuple[int, int], TurnDemand] = {}
+        self._demands: dict[tuple[int, int], tuple[ModelProfile, WorkloadProfile, TurnDemand]]
+        self._demands = {}
 
     def get(self, registry: Registry, kind: str, profile_id: str) -> Any:
         sets = registry.overrides.by_kind.get(kind, {})
         key = (kind, profile_id, repr(sorted(sets.items())))
         if key not in self._profiles:
+            if len(self._profiles) >= self.MAX_ENTRIES:
+                self._profiles.clear()
             self._profiles[key] = registry.get(kind, profile_id)
         return self._profiles[key]
 
     def demand(self, registry: Registry, model: ModelProfile, w: WorkloadProfile) -> TurnDemand:
-        # By identity: the profiles are the cache's own, kept alive by it.
-        key = (id(model), id(w))
-        if key not in self._demands:
-            self._demands[key] = workload_demand(model, w, registry.origins.get(("workload", w.id)))
-        return self._demands[key]
+        # By identity, each entry holding its profiles so that their ids are not reused.
+        hit = self._demands.get((id(model), id(w)))
+        if hit is not None and hit[0] is model and hit[1] is w:
+            return hit[2]
+        if len(self._demands) >= self.MAX_ENTRIES:
+            self._demands.clear()
+        demand = workload_demand(model, w, registry.origins.get(("workload", w.id)))
+        self._demands[(id(model), id(w))] = (model, w, demand)
+        return demand
 
 
 @dataclass(frozen=True)
