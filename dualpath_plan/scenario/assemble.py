@@ -126,8 +126,13 @@ class SideCapacity:
 def _product(base: Num, factors: tuple[Factor, ...]) -> Num:
     out = np.asarray(base, dtype=np.float64)
     for f in factors:
-        if f.value is not None:
-            out = out * np.asarray(f.value, dtype=np.float64)
+        v = f.value
+        if v is None:
+            continue
+        # A float or float64 array multiplies as it is (the same product); others converted.
+        if not (type(v) is float or (isinstance(v, np.ndarray) and v.dtype == np.float64)):
+            v = np.asarray(v, dtype=np.float64)
+        out = out * v
     return out
 
 
@@ -305,20 +310,25 @@ def _scaling(
     groups: dict[tuple[int, ...], str] = {}
     out: dict[str, tuple[str, float]] = {}
     for k, v in base.items():
-        if np.ndim(v):
+        if _is_array(v):
             continue
         arrays: list[int] = []
         scale = float(v)  # times each scalar factor in turn, as _product does (IEEE doubles)
         for f in factors[k]:
             if f.value is None:
                 continue
-            if np.ndim(f.value):
+            if _is_array(f.value):
                 arrays.append(id(f.value))
             else:
                 scale *= float(f.value)
         group = groups.setdefault(tuple(arrays), f"{side}:{len(groups)}")
         out[f"{side}_{k}"] = (group, scale)
     return out
+
+
+def _is_array(v: object) -> bool:
+    """np.ndim(v) > 0, without converting a number to an array to ask."""
+    return isinstance(v, np.ndarray) and v.ndim > 0
 
 
 def grouped_side_capacity(
