@@ -747,6 +747,32 @@ def _same_value(a: object, b: object) -> None:
         assert a == b
 
 
+def test_summary_alone_defers_the_jct_and_keeps_every_value(registry) -> None:
+    # Without rows to write, the JCT and drain are computed only for a kept best point: the
+    # summary (best rows with their JCT, binding counts, reasons) is the one a sweep writing
+    # its rows gives, for every objective and several best points.
+    from dualpath_plan.outcomes.sweep import run_sweep
+    from dualpath_plan.scenario.spec import ScenarioSpec
+
+    spec = ScenarioSpec()
+    axes = [parse_axis("P=1:5"), parse_axis("D=1:6"), parse_axis("node.snic_gbit_s=100,400,800"),
+            parse_axis("agents=1,300,5000")]  # fmt: skip
+    for objective in ("throughput_per_gpu", "jct_s", "throughput_turns_per_s"):
+        for top in (1, 4):
+            kw = dict(objective=objective, top=top)
+            alone = run_sweep(registry, spec, axes, ("basic", "dualpath"), spec.serving, **kw)
+            written = run_sweep(
+                registry, spec, axes, ("basic", "dualpath"), spec.serving,
+                on_chunk=lambda rows: None, **kw,
+            )  # fmt: skip
+            assert alone.best == written.best
+            assert all(math.isfinite(r["jct_s"]) for r in alone.best)
+            assert alone.binding_counts == written.binding_counts
+            assert {m: p.infeasible_reason for m, p in alone.modes.items()} == {
+                m: p.infeasible_reason for m, p in written.modes.items()
+            }
+
+
 def _same_rows(a: dict, b: dict) -> None:
     assert list(a) == list(b)
     for k in a:

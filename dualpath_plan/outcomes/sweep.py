@@ -16,6 +16,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import Any, cast
 
 import numpy as np
 
@@ -381,6 +382,9 @@ def run_sweep(
     sets = [[Overrides.parse([f"{a.name}={_fmt(v)}"]) for v in a.values] for a in profile_axes]
     profiles = ProfileCache()
     layouts: list[_Chunk] = []
+    # Without rows to write, the summary ranks by its objective and reads the other columns
+    # only for a best point it keeps: the JCT (a Newton solve per point) waits until then.
+    lazy_jct = on_chunk is None and objective not in ("jct_s",)
     for c, combo in enumerate(itertools.product(*[a.values for a in profile_axes])):
         overrides = registry.overrides
         for axis_sets, i in zip(sets, _combo_index(c, sets), strict=True):
@@ -396,7 +400,9 @@ def run_sweep(
             chunks = layouts = layouts or list(chunks)
         for idx, P, D, local, agents, grid in chunks:
             for k, mode in enumerate(modes):
-                rows = _evaluate_chunk(sc, mode, cfg, P, D, agents, solver, local, aps, grid)
+                rows = _evaluate_chunk(
+                    sc, mode, cfg, P, D, agents, solver, local, aps, grid, lazy_jct
+                )
                 rows["point"] = (c * len(modes) + k) * block + idx
                 for a, v in zip(profile_axes, combo, strict=True):
                     rows[a.name] = np.full(idx.size, v)
@@ -490,6 +496,7 @@ def _evaluate_chunk(
     pair: np.ndarray | None = None,
     aps: bool = False,
     grid: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    lazy_jct: bool = False,
 ) -> dict[str, np.ndarray]:
     """Every point of a chunk. ``P`` and ``D`` are the chunk's P/D pairs and ``pair`` each
     point's pair (an index into them; None: one pair per point): what depends on the cluster
@@ -500,6 +507,9 @@ def _evaluate_chunk(
     its limit, from the closed form's optimum (as ``size``; the LP's equals it to 1e-6). The
     rows carry ``_pair``, each point's pair, and ``_by_pair``, the columns that are the same
     for every point of a pair (a writer formats them once per pair).
+
+    ``lazy_jct``: the JCT and drain columns computed when first read (for a summary alone,
+    ranking by another objective: ``_LazyColumn``).
 
     ``grid`` (P values, D values, agents values; from ``_grid``): the chunk is their product,
     P slowest and agents fastest. The closed form then runs on P as a column and D as a row,
@@ -568,21 +578,50 @@ def _evaluate_chunk(
         cycle_pt = np.broadcast_to(cycle_min, np.shape(t))[pair] if spread else cycle_min
         agents_pt = agents
         ok = feasible[pair] if spread else feasible
-    with np.errstate(divide="ignore", invalid="ignore"):
-        jct = np.where(ok, offline_jct_s(agents_pt, t_pt, cycle_pt, counts), np.nan)
-        drain = np.ravel(offline_drain_s(jct, agents_pt, t_pt, counts))
-        jct = np.ravel(jct)
+
+    @functools.cache
+    def offline() -> tuple[np.ndarray, np.ndarray]:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            jct = np.where(ok, offline_jct_s(agents_pt, t_pt, cycle_pt, counts), np.nan)
+            drain = np.ravel(offline_drain_s(jct, agents_pt, t_pt, counts))
+        return np.ravel(jct), drain
+
+    jct: np.ndarray
+    drain: np.ndarray
+    if lazy_jct:
+        jct = cast(np.ndarray, _LazyColumn(lambda: offline()[0], pair.size))
+        drain = cast(np.ndarray, _LazyColumn(lambda: offline()[1], pair.size))
+    else:
+        jct, drain = offline()
     rows: dict[str, np.ndarray] = {"mode": np.asarray(mode)}
     for name, values in per_pair.items():
         rows[name] = values[pair] if spread else values
     rows |= {
         "agents": agents.astype(np.int64),
-        "jct_s": np.asarray(jct),
-        "drain_s": np.asarray(drain),
+        "jct_s": jct,
+        "drain_s": drain,
         "_pair": pair,
         "_by_pair": np.asarray(list(per_pair)),
     }
     return rows
+
+
+class _LazyColumn:
+    """A chunk's column computed when first read by index: the offline JCT and drain, which
+    a sweep that writes no rows reads only for a best point it keeps (``SweepSummary.add``
+    builds such a row from a few of a chunk's points, and mostly none)."""
+
+    ndim = 1
+
+    def __init__(self, compute: Callable[[], np.ndarray], size: int) -> None:
+        self._compute = compute
+        self.shape = (size,)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._compute()[index]
+
+    def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+        return np.asarray(self._compute(), dtype=dtype)  # type: ignore[call-overload]
 
 
 def _online(sc: Scenario, cfg: ServingConfig, sat: Saturated) -> tuple[np.ndarray, np.ndarray]:
