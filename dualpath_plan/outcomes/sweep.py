@@ -540,11 +540,6 @@ def _evaluate_chunk(
             lp = solve_lp(LPProblem.from_assembly(assemble(sc, mode, P[k], D[k])))
             t[k], x[k] = lp.throughput_turns_per_s, lp.decode_path_fraction
             mask[k] = sum(1 << LINK_INDEX[n] for n in lp.binding())
-    # Per-agent critical path at light load (as evaluate_mode): TTFT_min + generated x TPOT(1).
-    gen = sc.turn_demand.mean(sc.turn_demand.generated_tokens)
-    pm = sat.prefill
-    ttft_min = pm.read_latency_s + pm.forward_s(1.0)
-    cycle_min = ttft_min + gen * sat.tpot_light_s + sc.workload.tool_latency_s
     counts = sc.turn_demand.trajectory_turns
     gpus = P * sc.prefill_node.gpus_per_node + D * sc.decode_node.gpus_per_node
     per_pair: dict[str, np.ndarray] = {
@@ -565,22 +560,28 @@ def _evaluate_chunk(
         spread = grid[2].size > 1
     else:
         spread = pair.size != np.size(P) or not np.array_equal(pair, np.arange(pair.size))
-    if grid is not None:
-        # On (P, D, agents) axes: the cycle per D value, the agents' terms per agents value;
-        # laid flat afterwards, in the points' order.
-        shape3 = (grid[0].size, grid[1].size, 1)
-        t_pt = t.reshape(shape3)
-        cycle_pt = np.reshape(cycle_min, (*np.shape(cycle_min), 1))
-        agents_pt = grid[2].reshape(1, 1, -1)
-        ok = feasible.reshape(shape3)
-    else:
-        t_pt = t[pair] if spread else t
-        cycle_pt = np.broadcast_to(cycle_min, np.shape(t))[pair] if spread else cycle_min
-        agents_pt = agents
-        ok = feasible[pair] if spread else feasible
 
     @functools.cache
     def offline() -> tuple[np.ndarray, np.ndarray]:
+        # Per-agent critical path at light load (as evaluate_mode): TTFT_min + generated x
+        # TPOT(1).
+        gen = sc.turn_demand.mean(sc.turn_demand.generated_tokens)
+        pm = sat.prefill
+        ttft_min = pm.read_latency_s + pm.forward_s(1.0)
+        cycle_min = ttft_min + gen * sat.tpot_light_s + sc.workload.tool_latency_s
+        if grid is not None:
+            # On (P, D, agents) axes: the cycle per D value, the agents' terms per agents
+            # value; laid flat afterwards, in the points' order.
+            shape3 = (grid[0].size, grid[1].size, 1)
+            t_pt = t.reshape(shape3)
+            cycle_pt = np.reshape(cycle_min, (*np.shape(cycle_min), 1))
+            agents_pt = grid[2].reshape(1, 1, -1)
+            ok = feasible.reshape(shape3)
+        else:
+            t_pt = t[pair] if spread else t
+            cycle_pt = np.broadcast_to(cycle_min, np.shape(t))[pair] if spread else cycle_min
+            agents_pt = agents
+            ok = feasible[pair] if spread else feasible
         with np.errstate(divide="ignore", invalid="ignore"):
             jct = np.where(ok, offline_jct_s(agents_pt, t_pt, cycle_pt, counts), np.nan)
             drain = np.ravel(offline_drain_s(jct, agents_pt, t_pt, counts))
