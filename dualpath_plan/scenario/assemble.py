@@ -361,6 +361,10 @@ def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     counts are small whole numbers: those are mapped by counting, without a sort."""
     if values.ndim == 0:
         return values, None
+    flat = values.reshape(-1)
+    if flat.size > 1 and flat[0] > 0 and bool(np.all(flat[1:] > flat[:-1])):
+        # Distinct and in order already (a sweep's axis of node counts): each its own entry.
+        return flat.copy(), np.arange(flat.size).reshape(values.shape)
     if values.size and values.min() >= 0 and values.max() < 1e6:
         ints = values.astype(np.int64)
         if np.array_equal(ints, values):
