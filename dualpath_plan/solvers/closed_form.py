@@ -316,23 +316,30 @@ def _min(values: Sequence[Num]) -> FloatArray:
     return np.asarray(functools.reduce(np.fmin, values))
 
 
+def _size(beta: Num, shape: tuple[int, ...]) -> Num:
+    """|beta|, into a work array where beta has the full shape (no array allocated and freed
+    per bound). |beta|, not -beta, for a falling line: one with no load has beta = +0, and
+    -0.0 would turn "no bound" (-inf) into "x >= inf"."""
+    work = _scratch(shape, 4) if np.shape(beta) == shape else None
+    return np.abs(beta) if work is None else np.abs(beta, out=work)
+
+
 def _split_low(
-    alpha: dict[str, Num], size: dict[str, Num], t: FloatArray, slack: FloatArray
+    alpha: dict[str, Num], beta: dict[str, Num], t: FloatArray, slack: FloatArray
 ) -> FloatArray:
-    """The least x in [0, 1] with every falling line <= t: x >= (alpha - t)/|beta|
-    (``size``: |beta| per link, ``_magnitudes``)."""
+    """The least x in [0, 1] with every falling line <= t: x >= (alpha - t)/|beta|."""
+    shape = np.shape(t)
 
     def bound(f: str) -> Term:
         def term(out: np.ndarray | None) -> Num:
             if out is None:
-                return (alpha[f] - t - slack) / size[f]
+                return (alpha[f] - t - slack) / np.abs(beta[f])
             np.subtract(alpha[f], t, out=out)
             np.subtract(out, slack, out=out)
-            return np.divide(out, size[f], out=out)
+            return np.divide(out, _size(beta[f], shape), out=out)
 
         return term
 
-    shape = np.shape(t)
     first: list[Term] = [lambda out: np.float64(0.0)]
     with np.errstate(divide="ignore", invalid="ignore"):
         lo = _fold(
@@ -342,38 +349,31 @@ def _split_low(
 
 
 def _split_range(
-    alpha: dict[str, Num], size: dict[str, Num], t: FloatArray
+    alpha: dict[str, Num], beta: dict[str, Num], t: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
     """The x in [0, 1] with every split-dependent line <= t: falling lines need
     x >= (alpha - t)/|beta|, rising ones x <= (t + slack - alpha)/|beta| (a small slack for
-    rounding; ``size``: |beta| per link)."""
+    rounding)."""
     slack = 1e-12 * np.abs(t)
-    lo = _split_low(alpha, size, t, slack)
+    lo = _split_low(alpha, beta, t, slack)
     top = t + slack  # the same for every rising line: added once
+    shape = np.shape(t)
 
     def bound(r: str) -> Term:
         def term(out: np.ndarray | None) -> Num:
             if out is None:
-                return (top - alpha[r]) / size[r]
+                return (top - alpha[r]) / np.abs(beta[r])
             np.subtract(top, alpha[r], out=out)
-            return np.divide(out, size[r], out=out)
+            return np.divide(out, _size(beta[r], shape), out=out)
 
         return term
 
-    shape = np.shape(t)
     first: list[Term] = [lambda out: np.float64(1.0)]
     with np.errstate(divide="ignore", invalid="ignore"):
         hi = _fold(
             np.fmin, first + [bound(r) for r in RISING if r in alpha], shape, _scratch(shape, 2)
         )
     return lo, np.clip(np.fmax(hi, lo), 0.0, 1.0)
-
-
-def _magnitudes(beta: dict[str, Num]) -> dict[str, Num]:
-    """|beta| of every split-dependent line, once for the three passes over the split bounds.
-    |beta|, not -beta, for a falling line: one with no load has beta = +0, and -0.0 would turn
-    "no bound" (-inf) into "x >= inf"."""
-    return {n: np.abs(beta[n]) for n in (*RISING, *FALLING) if n in beta}
 
 
 def _envelope_lines(
@@ -425,9 +425,8 @@ def solve(links: LinkSet, prune: bool = True) -> Solution:
             t_var = _fold(np.fmax, terms, shape, _scratch(shape, 3))
         flat = [alpha[k] for k in FLAT if k in alpha]
         t = np.fmax(t_var, _max(flat)) if flat else np.array(t_var)  # t_var: a work array
-        size = _magnitudes(beta)
-        lo, hi = _split_range(alpha, size, t)
-        balanced = _split_low(alpha, size, t_var, 1e-12 * np.abs(t_var))
+        lo, hi = _split_range(alpha, beta, t)
+        balanced = _split_low(alpha, beta, t_var, 1e-12 * np.abs(t_var))
         x = np.clip(balanced, lo, hi)
     else:
         x = np.asarray(links.even_share if links.split == "even" else 0.0, dtype=np.float64)
