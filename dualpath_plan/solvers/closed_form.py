@@ -308,6 +308,25 @@ def _sum(a: Num, b: Num, shape: tuple[int, ...]) -> Term:
     return lambda out: a + b if out is None or small else np.add(a, b, out=out)
 
 
+def _slack(t: FloatArray) -> FloatArray:
+    """1e-12 |t|, the split bounds' allowance for rounding, in a work array (it lives only
+    while one set of bounds is computed)."""
+    work = _scratch(np.shape(t), 5)
+    if work is None:
+        return 1e-12 * np.abs(t)
+    return np.multiply(1e-12, np.abs(t, out=work), out=work)
+
+
+def _max_into(values: Sequence[Num], out: np.ndarray | None) -> FloatArray:
+    """_max(values), folded into ``out`` where every value fits it (no array per step)."""
+    if out is None or len(values) < 2 or any(np.shape(v) != out.shape for v in values[:2]):
+        return _max(values)
+    np.fmax(values[0], values[1], out=out)
+    for v in values[2:]:
+        np.fmax(out, v, out=out)
+    return out
+
+
 def _max(values: Sequence[Num]) -> FloatArray:
     return np.asarray(functools.reduce(np.fmax, values))
 
@@ -354,7 +373,7 @@ def _split_range(
     """The x in [0, 1] with every split-dependent line <= t: falling lines need
     x >= (alpha - t)/|beta|, rising ones x <= (t + slack - alpha)/|beta| (a small slack for
     rounding)."""
-    slack = 1e-12 * np.abs(t)
+    slack = _slack(t)
     lo = _split_low(alpha, beta, t, slack)
     top = t + slack  # the same for every rising line: added once
     shape = np.shape(t)
@@ -424,9 +443,9 @@ def solve(links: LinkSet, prune: bool = True) -> Solution:
         with np.errstate(divide="ignore", invalid="ignore"):
             t_var = _fold(np.fmax, terms, shape, _scratch(shape, 3))
         flat = [alpha[k] for k in FLAT if k in alpha]
-        t = np.fmax(t_var, _max(flat)) if flat else np.array(t_var)  # t_var: a work array
+        t = np.fmax(t_var, _max_into(flat, _scratch(shape, 6))) if flat else np.array(t_var)
         lo, hi = _split_range(alpha, beta, t)
-        balanced = _split_low(alpha, beta, t_var, 1e-12 * np.abs(t_var))
+        balanced = _split_low(alpha, beta, t_var, _slack(t_var))
         x = np.clip(balanced, lo, hi)
     else:
         x = np.asarray(links.even_share if links.split == "even" else 0.0, dtype=np.float64)
