@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-import itertools
 import json
 import math
 import sys
@@ -24,7 +23,14 @@ from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.sweep import SweepSummary, binding_label
 from dualpath_plan.profiles.schemas import NodeProfile
 from dualpath_plan.reports.provenance import efficiency_payload
-from dualpath_plan.reports.text_columns import float_cells, int_cells, join_cells, text_matrix
+from dualpath_plan.reports.text_columns import (
+    Cells,
+    TextBuffer,
+    float_cells,
+    int_cells,
+    join_cells,
+    text_cells,
+)
 from dualpath_plan.scenario.provenance import Efficiencies
 
 OUT_COLUMNS = (
@@ -73,43 +79,29 @@ class PointWriter:
         self.handle: IO[bytes] = self.file.handle
         self.jsonl = suffix != ".csv"
         self.columns = [*extra, *OUT_COLUMNS]
+        self.glue = self._glue()
+        self.buffer = TextBuffer()
         if not self.jsonl:
             header = io.StringIO()
             csv.writer(header).writerow(self.columns)
             self.handle.write(header.getvalue().encode("utf-8", "backslashreplace"))
 
     def write(self, rows: dict[str, np.ndarray]) -> None:
-        """A chunk's points, in blocks of rows: each column's cells formatted at once as a
-        matrix of bytes (the columns that are one P/D pair's, ``_by_pair``, once per pair;
-        a column constant over the chunk once), the matrices joined side by side
-        (``text_columns.join_cells``) and written; the same text as writing one row at a
-        time, floats with ``FLOAT_DIGITS`` significant digits."""
+        """A chunk's points, in blocks of rows: each column's cells formatted at once
+        (``text_columns``: the columns that are one P/D pair's, ``_by_pair``, once per pair;
+        a column constant over the block once), the rows joined (``text_columns.join_cells``)
+        and written; the same text as writing one row at a time, floats with
+        ``FLOAT_DIGITS`` significant digits."""
         n = int(np.size(rows["point"]))
-        glue = self._glue()
         for start in range(0, n, _BLOCK):
             part = slice(start, min(start + _BLOCK, n))
-            cells: list[np.ndarray] = []
+            parts: list[bytes | Cells] = []
             for k, name in enumerate(self.columns):
-                cells += [glue[k], _column(rows, name, part, self.jsonl)]
-            cells.append(glue[-1])
-            text = join_cells(cells, part.stop - part.start)
-            reasons = rows.get("reason")
-            if reasons is not None and _REASON in text:
-                # The reasons (long, on a few rows) stand as one marker byte in the rows'
-                # text: the text is split there and each marker replaced by its reason.
-                texts: dict[object, bytes] = {}
-                said = [
-                    texts.get(r) or texts.setdefault(r, _text(r, self.jsonl))
-                    for r in reasons[part].tolist()
-                    if r is not None
-                ]
-                pieces = text.split(_REASON)
-                text = b"".join(
-                    itertools.chain.from_iterable(zip(pieces, [*said, b""], strict=True))
-                )
-            self.handle.write(text)
+                parts += [self.glue[k], _column(rows, name, part, self.jsonl)]
+            parts.append(self.glue[-1])
+            self.handle.write(join_cells(parts, part.stop - part.start, self.buffer).data)
 
-    def _glue(self) -> list[np.ndarray]:
+    def _glue(self) -> list[bytes]:
         """The text before each column and at the end of a row: CSV's commas and line end,
         or JSON's keys and braces."""
         if self.jsonl:
@@ -119,7 +111,7 @@ class PointWriter:
             texts.append("}\n")
         else:
             texts = ["", *[","] * (len(self.columns) - 1), "\r\n"]
-        return [text_matrix([t.encode()]) for t in texts]
+        return [t.encode() for t in texts]
 
     def close(self) -> None:
         """Called from the sweep's ``finally``: put the file in place if the sweep completed,
@@ -134,18 +126,17 @@ class PointWriter:
 _BLOCK = 10_000
 
 
-def _column(rows: dict[str, np.ndarray], name: str, part: slice, jsonl: bool) -> np.ndarray:
-    """One column of a block of points (``part`` of the chunk) as a matrix of bytes, a row
-    per point (one row for a cell every point shares): CSV cells (None empty) or JSON values.
-    No NaN or inf: infeasible points have empty (null) metrics. A column constant over the
-    chunk is formatted once; a column of the P/D pair (``_by_pair``) once per pair and spread
-    over its points."""
+def _column(rows: dict[str, np.ndarray], name: str, part: slice, jsonl: bool) -> Cells:
+    """One column of a block of points (``part`` of the chunk) as cells: CSV cells (None
+    empty) or JSON values. No NaN or inf: infeasible points have empty (null) metrics. A
+    column constant over the block is formatted once; a column of the P/D pair (``_by_pair``)
+    once per pair and spread over its points."""
     key = "binding_mask" if name == "bottleneck" else name
     if key not in rows:  # aps and aps_limit when not computed
-        return text_matrix([b"null" if jsonl else b""])
+        return text_cells([b"null" if jsonl else b""])
     values = rows[key]
     if np.ndim(values) == 0:  # the mode
-        return text_matrix([_text(values.item(), jsonl)])
+        return text_cells([_text(values.item(), jsonl)])
     values = values[part]
     pair = rows.get("_pair")
     by_pair = pair is not None and key in set(np.asarray(rows["_by_pair"]).tolist())
@@ -156,17 +147,18 @@ def _column(rows: dict[str, np.ndarray], name: str, part: slice, jsonl: bool) ->
         starts = np.flatnonzero(np.diff(p, prepend=p[0] - 1)) if p.size else p
         if starts.size == p.size:
             return _cells(key, values, feasible, jsonl)
-        lengths = np.diff(np.append(starts, p.size))
-        return np.repeat(_cells(key, values[starts], feasible[starts], jsonl), lengths, axis=1)
+        which = np.cumsum(np.diff(p, prepend=p[0]) != 0)  # each point's pair, from 0
+        return _cells(key, values[starts], feasible[starts], jsonl).take(which)
     if values.size and _constant(values):
         return _cells(key, values[:1], feasible[:1], jsonl)
     return _cells(key, values, feasible, jsonl)
 
 
 def _constant(values: np.ndarray) -> bool:
-    """Whether a profile-field column holds one value (np.full): formatted once."""
+    """Whether a column of numbers holds one value (a profile field's np.full, the agents
+    without an agents axis): formatted once."""
     return (
-        values.dtype.kind == "f"
+        values.dtype.kind in "fiu"
         and bool(values[0] == values[-1])
         and bool(np.all(values == values[0]))
     )
@@ -183,14 +175,17 @@ def _text(v: object, jsonl: bool) -> bytes:
     return line.getvalue()[:-1].encode("utf-8", "backslashreplace")
 
 
-def _labels(codes: np.ndarray, say: Callable[[int], object], jsonl: bool) -> np.ndarray:
+def _labels(codes: np.ndarray, say: Callable[[int], object], jsonl: bool) -> Cells:
     """Cells of a column of a few distinct codes, each said once."""
-    distinct, back = np.unique(codes, return_inverse=True)
-    table = text_matrix([_text(say(int(c)), jsonl) for c in distinct])
-    return np.take(table, np.ravel(back), axis=1)
+    codes = np.ravel(codes)
+    distinct = np.unique(codes)
+    table = text_cells([_text(say(int(c)), jsonl) for c in distinct.tolist()])
+    if distinct.size == 1:
+        return table
+    return table.take(np.searchsorted(distinct, codes))
 
 
-def _cells(name: str, values: np.ndarray, feasible: np.ndarray, jsonl: bool) -> np.ndarray:
+def _cells(name: str, values: np.ndarray, feasible: np.ndarray, jsonl: bool) -> Cells:
     """The cells of a column's values, as ``_clean`` and the row writers had them."""
     if name == "binding_mask":  # the bottleneck column: the names of the binding links
         codes = np.where(feasible, values, -1)
@@ -199,22 +194,19 @@ def _cells(name: str, values: np.ndarray, feasible: np.ndarray, jsonl: bool) -> 
         return _labels(values, lambda v: APS_LIMITS[v] if v >= 0 else None, jsonl)
     kind = values.dtype.kind
     if kind == "b":
-        table = text_matrix([b"false", b"true"] if jsonl else [b"False", b"True"])
-        return np.take(table, values.astype(np.intp), axis=1)
+        table = text_cells([b"false", b"true"] if jsonl else [b"False", b"True"])
+        return table.take(values.astype(np.intp))
     if kind in "iu":
         return int_cells(values)
     if kind == "f":
         return float_cells(values, b"null" if jsonl else b"")
-    # object (the reason: text or None): a marker where there is one (PointWriter.write puts
-    # the text in), empty or null where not.
-    marked = np.asarray(values != None)  # noqa: E711  (elementwise, on an object array)
-    table = text_matrix([b"null" if jsonl else b"", _REASON])
-    return np.take(table, marked.astype(np.intp), axis=1)
-
-
-# Stands for a reason in a block's text (a byte no cell holds: control characters are
-# escaped in JSON, and neither link names, modes nor numbers have any).
-_REASON = b"\x01"
+    # object (the reason: text or None), each distinct text formatted once.
+    said: dict[object, int] = {None: 0}
+    codes = np.zeros(values.size, dtype=np.intp)
+    there = np.flatnonzero(values != None)  # noqa: E711  (elementwise, on an object array)
+    if there.size:
+        codes[there] = [said.setdefault(r, len(said)) for r in values[there].tolist()]
+    return text_cells([_text(r, jsonl) for r in said]).take(codes)
 
 
 def _share(summary: SweepSummary) -> dict[str, float]:
