@@ -93,11 +93,13 @@ class PointWriter:
         and written; the same text as writing one row at a time, floats with
         ``FLOAT_DIGITS`` significant digits."""
         n = int(np.size(rows["point"]))
+        by_pair = set(np.asarray(rows["_by_pair"]).tolist()) if "_pair" in rows else set()
         for start in range(0, n, _BLOCK):
             part = slice(start, min(start + _BLOCK, n))
+            pairs = _pairs(rows["_pair"][part]) if by_pair else None
             parts: list[bytes | Cells] = []
-            for k, name in enumerate(self.columns):
-                parts += [self.glue[k], _column(rows, name, part, self.jsonl)]
+            for glue, name in zip(self.glue, self.columns, strict=False):
+                parts += [glue, _column(rows, name, part, self.jsonl, by_pair, pairs)]
             parts.append(self.glue[-1])
             self.handle.write(join_cells(parts, part.stop - part.start, self.buffer).data)
 
@@ -126,11 +128,31 @@ class PointWriter:
 _BLOCK = 10_000
 
 
-def _column(rows: dict[str, np.ndarray], name: str, part: slice, jsonl: bool) -> Cells:
+def _pairs(pair: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """A block's P/D pairs (``pair``: each point's, in order): the first point of each and
+    each point's pair counted from 0; None where each point has a pair of its own."""
+    if not pair.size:
+        return None
+    change = np.diff(pair, prepend=pair[0] - 1) != 0
+    starts = np.flatnonzero(change)
+    if starts.size == pair.size:
+        return None
+    change[0] = False
+    return starts, np.cumsum(change)
+
+
+def _column(
+    rows: dict[str, np.ndarray],
+    name: str,
+    part: slice,
+    jsonl: bool,
+    by_pair: set[str],
+    pairs: tuple[np.ndarray, np.ndarray] | None,
+) -> Cells:
     """One column of a block of points (``part`` of the chunk) as cells: CSV cells (None
     empty) or JSON values. No NaN or inf: infeasible points have empty (null) metrics. A
-    column constant over the block is formatted once; a column of the P/D pair (``_by_pair``)
-    once per pair and spread over its points."""
+    column constant over the block is formatted once; a column of the P/D pair (``by_pair``;
+    ``pairs``: the block's, from ``_pairs``) once per pair and spread over its points."""
     key = "binding_mask" if name == "bottleneck" else name
     if key not in rows:  # aps and aps_limit when not computed
         return text_cells([b"null" if jsonl else b""])
@@ -138,18 +160,12 @@ def _column(rows: dict[str, np.ndarray], name: str, part: slice, jsonl: bool) ->
     if np.ndim(values) == 0:  # the mode
         return text_cells([_text(values.item(), jsonl)])
     values = values[part]
-    pair = rows.get("_pair")
-    by_pair = pair is not None and key in set(np.asarray(rows["_by_pair"]).tolist())
     feasible = np.asarray(rows["feasible"][part], dtype=bool)
-    if by_pair:
-        assert pair is not None
-        p = pair[part]
-        starts = np.flatnonzero(np.diff(p, prepend=p[0] - 1)) if p.size else p
-        if starts.size == p.size:
-            return _cells(key, values, feasible, jsonl)
-        which = np.cumsum(np.diff(p, prepend=p[0]) != 0)  # each point's pair, from 0
+    if key in by_pair and pairs is not None:
+        starts, which = pairs
         return _cells(key, values[starts], feasible[starts], jsonl).take(which)
-    if values.size and _constant(values):
+    # (Not the bottleneck: its text depends on the point's feasibility too.)
+    if values.size and key != "binding_mask" and _constant(values):
         return _cells(key, values[:1], feasible[:1], jsonl)
     return _cells(key, values, feasible, jsonl)
 

@@ -24,6 +24,7 @@ beyond 1e-13..1e15, are formatted by Python itself; the result is that text for 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -89,6 +90,11 @@ def cells_text(cells: Cells) -> list[str]:
     return [dense.text(i).decode() for i in range(length.size)]
 
 
+# Up to this many values (a column constant over a block: one) Python formats faster than
+# the dozens of NumPy operations that format a whole column.
+_FEW_VALUES = 8
+
+
 def _digits8(v: np.ndarray, ascii: bool = True) -> np.ndarray:
     """The 8 decimal digits of each of ``v`` (uint64 below 10^8, leading zeros included) as
     ASCII (else as bytes 0..9), the first digit in the lowest byte: split in halves of 4
@@ -148,6 +154,8 @@ def _shift_in(
 def int_cells(values: np.ndarray) -> Cells:
     """Whole numbers (an integer array) as their decimal text."""
     v = np.asarray(values, dtype=np.int64).ravel()
+    if v.size <= _FEW_VALUES:
+        return text_cells([str(i).encode() for i in v.tolist()])
     neg = v < 0
     a = v.astype(_U)
     any_neg = bool(neg.any())
@@ -163,7 +171,7 @@ def int_cells(values: np.ndarray) -> Cells:
         lo = _digits8(a)
         lo >>= _U(8) * (_U(8) - length.astype(_U))  # the leading zeros dropped
         hi = np.zeros_like(lo)
-    elif top < 10**16:
+    elif top < 10**16 // (10 if any_neg else 1):  # the text, "-" included, in two words
         # 16 digits, leading zeros included, in two words; then moved back over the zeros.
         upper = a // _U(10**8)
         d0 = _digits8(upper)
@@ -172,7 +180,7 @@ def int_cells(values: np.ndarray) -> Cells:
         s = _U(8) * (_U(16) - length.astype(_U))  # bits of leading zeros: 8..120
         lo = (d0 >> s) | (d1 << (_U(64) - s)) | (d1 >> (s - _U(64)))  # out-of-range shifts: 0
         hi = d1 >> s
-    else:  # beyond 16 digits: rare enough for Python
+    else:  # beyond 16 characters: rare enough for Python
         return _patch(
             Cells(np.zeros((3, v.size), dtype=_U), np.zeros(v.size, dtype=np.int64)),
             np.arange(v.size),
@@ -223,6 +231,8 @@ def float_cells(values: np.ndarray, empty: bytes = b"") -> Cells:
     digits = FLOAT_DIGITS
     x = np.asarray(values, dtype=np.float64).ravel()
     n = x.size
+    if n <= _FEW_VALUES:
+        return text_cells([_python_float(v) if math.isfinite(v) else empty for v in x.tolist()])
     a = np.abs(x)
     # Python formats what the fast path cannot decide: outside the exact powers of ten,
     # and within rounding of a tie at the last digit. Zero takes the fast path as 1, its
@@ -381,16 +391,23 @@ def format_float(v: float, digits: int = FLOAT_DIGITS) -> str:
 
 
 class TextBuffer:
-    """Memory for a block's text, kept from block to block: fresh memory for each block
-    costs the system a page fault every 4 KB, as much as joining the text."""
+    """Memory for a block's text and the words joined into it, kept from block to block:
+    fresh memory for each block (NumPy takes arrays over 128 KB straight from the system)
+    costs a page fault every 4 KB, as much as joining the text."""
 
     def __init__(self) -> None:
-        self.array = np.empty(0, dtype=np.uint8)
+        self.text = np.empty(0, dtype=np.uint8)
+        self.words = np.empty(0, dtype=_U)
 
     def get(self, size: int) -> np.ndarray:
-        if self.array.size < size:
-            self.array = np.empty(size + size // 4, dtype=np.uint8)
-        return self.array
+        if self.text.size < size:
+            self.text = np.empty(size + size // 4, dtype=np.uint8)
+        return self.text
+
+    def items(self, rows: int, count: int) -> np.ndarray:
+        if self.words.size < rows * count:
+            self.words = np.empty(rows * count + rows * count // 4, dtype=_U)
+        return self.words[: rows * count].reshape(rows, count)
 
 
 def join_cells(
@@ -399,83 +416,102 @@ def join_cells(
     """``rows`` rows of text, each the parts in order (a bytes part as it is, a Cells part
     that row's cell, a constant one its cell), one row after another, as bytes (uint8), in
     ``buffer`` if given."""
-    segments: list[tuple[bytes, Cells]] = []  # each column that varies, with the text before it
+    buffer = buffer or TextBuffer()
+    # Each column that varies, with the text before it and, for a column of a few cells
+    # picked by codes, the cells it picks; the others' text joins the constant text.
+    segments: list[tuple[bytes, Cells, list[int] | None]] = []
     pending = b""
     for part in parts:
         if not isinstance(part, Cells):
             pending += part
-        elif part.constant:
-            pending += part.text(0)
-        else:
-            segments.append((pending, part))
-            pending = b""
+            continue
+        picked = None
+        if part.codes is not None and part.length.size <= _FEW:
+            picked = np.flatnonzero(np.bincount(part.codes, minlength=part.length.size)).tolist()
+        if part.constant or (picked is not None and len(picked) == 1):
+            pending += part.text(picked[0] if picked else 0)
+            continue
+        segments.append((pending, part, picked))
+        pending = b""
     if not segments or not rows:
         return np.frombuffer(pending * rows, dtype=np.uint8)
-    *middle, (head, last) = segments
-    dense = [cells.dense() for _, cells in middle]
-    sizes = [length + len(prefix) for (prefix, _), (_, length) in zip(middle, dense, strict=True)]
-    # The last column and the end of the row are written exactly, a group of equal texts at a
-    # time: by cell where a few cells are picked by codes, else by length.
-    tail = last.codes is not None and last.length.size <= _FEW
-    if tail:
-        assert last.codes is not None
-        texts = [head + last.text(i) + pending for i in range(last.length.size)]
-        last_size = np.take(np.asarray([len(t) for t in texts], dtype=np.int64), last.codes)
-        row = last_size.copy()
-    else:
-        words, length = last.dense()
-        last_size = length + len(head)
-        row = last_size + len(pending)
-    for size in sizes:
+    # Each segment's bytes per row (the row's end with the last) and where its cells go.
+    sizes: list[np.ndarray] = []
+    texts: list[list[bytes]] = []
+    dense: list[tuple[np.ndarray, np.ndarray]] = []
+    for k, (prefix, cells, picked) in enumerate(segments):
+        after = pending if k == len(segments) - 1 else b""
+        if picked is not None:
+            assert cells.codes is not None
+            said = [prefix + cells.text(i) + after for i in range(cells.length.size)]
+            texts.append(said)
+            sizes.append(np.take(np.asarray([len(t) for t in said], np.int64), cells.codes))
+        else:
+            words, length = cells.dense()
+            dense.append((words, length))
+            sizes.append(length + (len(prefix) + len(after)))
+    row = sizes[0].copy()
+    for size in sizes[1:]:
         row += size
     end = np.cumsum(row)
     total = int(end[-1])
     # Room for the bytes an item holds past the last row's end.
-    need = total + 8 * max(c.words.shape[0] + len(p) // 8 + 1 for p, c in segments) + 8
-    buf = buffer.get(need) if buffer is not None else np.empty(need, dtype=np.uint8)
+    need = total + 8 * max(c.words.shape[0] + len(p) // 8 + 1 for p, c, _ in segments) + 8
+    buf = buffer.get(need)
     pos = end - row
-    for (prefix, _), (words, length), size in zip(middle, dense, sizes, strict=True):
-        item = _prefixed(prefix, words, int(length.max()))
-        # An item's bytes past its cell are the next column's place, but must not reach the
-        # next row, written already.
-        if int((end - pos).min()) >= 8 * item.shape[1]:
-            _put(buf, pos, item)
+    said_ = iter(texts)
+    dense_ = iter(dense)
+    for k, ((prefix, cells, picked), size) in enumerate(zip(segments, sizes, strict=True)):
+        if picked is not None:
+            # A few distinct texts: each written exactly where it goes.
+            assert cells.codes is not None
+            said = next(said_)
+            for code in picked:
+                text = np.frombuffer(said[code], dtype=np.uint8)[None, :]
+                _put(buf, pos[cells.codes == code], text)
         else:
-            _put_exact(buf, pos, item, size, b"")
+            words, length = next(dense_)
+            last = k == len(segments) - 1
+            items = _prefixed(prefix, words, int(length.max()), buffer)
+            # An item's bytes past its cell are the next column's place, but must not reach
+            # the next row, written already.
+            if not last and int((end - pos).min()) >= 8 * items.shape[1]:
+                _put(buf, pos, items)
+            else:
+                _put_exact(buf, pos, items, size - len(pending) * last, pending * last)
         pos += size
-    if tail:
-        assert last.codes is not None
-        present = np.flatnonzero(np.bincount(last.codes, minlength=last.length.size))
-        for code in present.tolist():
-            at = pos if present.size == 1 else pos[last.codes == code]
-            _put(buf, at, np.frombuffer(texts[code], dtype=np.uint8)[None, :])
-    else:
-        _put_exact(buf, pos, _prefixed(head, words, int(length.max())), last_size, pending)
     return buf[:total]
 
 
-# At most this many distinct cells in a last column written a cell at a time.
+# Columns of at most this many distinct cells are written a cell at a time.
 _FEW = 64
 
 
-def _prefixed(prefix: bytes, words: np.ndarray, width: int) -> np.ndarray:
+def _prefixed(prefix: bytes, words: np.ndarray, width: int, buffer: TextBuffer) -> np.ndarray:
     """Items of ``prefix`` and each cell (``words``, at most ``width`` bytes): a row of whole
-    words per cell, little-endian."""
+    words per cell, little-endian (in ``buffer``'s memory)."""
     a, b = divmod(len(prefix), 8)
     bits = _U(8 * b)
     k = min((width + 7) // 8, words.shape[0])  # the cells' words that hold text
     count = max((len(prefix) + width + 7) // 8, 1)
-    head = np.frombuffer(prefix.ljust(8 * count, b"\0"), dtype=_WORD)
-    out = np.zeros((words.shape[1], count), dtype=_U)
+    head = np.frombuffer(prefix.ljust(8 * count, b"\0"), dtype=_WORD).astype(_U)
+    out = buffer.items(words.shape[1], count)
     for j in range(count):
-        col = out[:, j]
-        src = j - a  # the cell word that lands in word j, moved by b bytes
+        # Word j: the cell's word j - a moved b bytes on, the end of the one before it, the
+        # prefix's; made whole, then put in its place in the rows (a strided copy).
+        src = j - a
+        word: np.ndarray | np.uint64 = head[j]
         if 0 <= src < k:
-            np.left_shift(words[src], bits, out=col)
-        if b and 0 <= src - 1 < k:
-            col |= words[src - 1] >> (_U(64) - bits)
-        if head[j]:
-            col |= _U(head[j])
+            word = words[src] << bits  # a new array, even moved by 0
+            if b and src >= 1:
+                word |= words[src - 1] >> (_U(64) - bits)
+            if head[j]:
+                word |= head[j]
+        elif b and 0 <= src - 1 < k:
+            word = words[src - 1] >> (_U(64) - bits)
+            if head[j]:
+                word |= head[j]
+        out[:, j] = word
     return out
 
 
