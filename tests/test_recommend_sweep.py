@@ -727,6 +727,19 @@ def test_float_columns_are_percent_g(values) -> None:
             assert text == f"{v:.9g}" or text == f"{v:.9g}.0"
 
 
+def test_float_columns_of_one_range_are_percent_g() -> None:
+    # A column's checks are on its least and largest values: columns all in exponent
+    # notation, all below 1, all whole, all at a magnitude, negative, with NaN or zeros.
+    rng = np.random.default_rng(9)
+    for lo, hi in [(-13, -5), (-5, 0), (0, 9), (7, 9), (9, 15), (-13, 15), (14, 15), (0, 1)]:
+        x = rng.random(2000) * 10.0 ** rng.integers(lo, hi, 2000)
+        columns = [x, np.round(x), -x, np.where(rng.random(x.size) < 0.1, np.nan, x)]
+        columns.append(np.where(rng.random(x.size) < 0.1, 0.0, x))
+        for values in columns:
+            want = [format_float(v) if math.isfinite(v) else "" for v in values.tolist()]
+            assert cells_text(float_cells(values)) == want
+
+
 def test_int_columns_are_decimal() -> None:
     values = np.asarray([0, 1, 9, 10, 99, 100, 12345, -5, -100, 10**17, 2**62])
     assert cells_text(int_cells(values)) == [str(v) for v in values.tolist()]

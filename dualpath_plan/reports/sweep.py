@@ -194,11 +194,28 @@ def _text(v: object, jsonl: bool) -> bytes:
 def _labels(codes: np.ndarray, say: Callable[[int], object], jsonl: bool) -> Cells:
     """Cells of a column of a few distinct codes, each said once."""
     codes = np.ravel(codes)
-    distinct = np.unique(codes)
-    table = text_cells([_text(say(int(c)), jsonl) for c in distinct.tolist()])
-    if distinct.size == 1:
+    # The distinct codes one at a time while they are few (a block has a handful of sets of
+    # binding links): faster than sorting the column.
+    distinct: list[int] = []
+    rest = codes
+    while rest.size and len(distinct) < _PEEL:
+        distinct.append(int(rest[0]))
+        rest = rest[rest != rest[0]]
+    if rest.size:
+        distinct = np.unique(codes).tolist()
+    table = text_cells([_text(say(c), jsonl) for c in distinct])
+    if len(distinct) == 1:
         return table
-    return table.take(np.searchsorted(distinct, codes))
+    if len(distinct) > _PEEL:
+        return table.take(np.searchsorted(distinct, codes))
+    which = np.zeros(codes.size, dtype=np.intp)
+    for i, c in enumerate(distinct[1:], 1):
+        which[codes == c] = i
+    return table.take(which)
+
+
+# Distinct codes of a label column found one at a time up to this many.
+_PEEL = 8
 
 
 def _cells(name: str, values: np.ndarray, feasible: np.ndarray, jsonl: bool) -> Cells:

@@ -24,6 +24,7 @@ beyond 1e-13..1e15, are formatted by Python itself; the result is that text for 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -131,12 +132,16 @@ def _ndigits(a: np.ndarray, top: int) -> np.ndarray:
     return n
 
 
-# The cells of 0..999 (P, D, GPUs: small numbers a table gives at once).
-_SMALL = 1000
-_SMALL_WORDS = _digits8(np.arange(_SMALL, dtype=_U)) >> (
-    _U(8) * (_U(8) - _ndigits(np.arange(_SMALL, dtype=_U), _SMALL - 1).astype(_U))
-)
-_SMALL_LENGTH = _ndigits(np.arange(_SMALL, dtype=_U), _SMALL - 1)
+# The cells of 0..9999 (P, D, GPUs: small numbers a table gives at once), made when first
+# needed.
+_SMALL = 10_000
+
+
+@functools.cache
+def _small() -> tuple[np.ndarray, np.ndarray]:
+    v = np.arange(_SMALL, dtype=_U)
+    length = _ndigits(v, _SMALL - 1)
+    return _digits8(v) >> (_U(8) * (_U(8) - length.astype(_U))), length
 
 
 def _shift_in(
@@ -163,8 +168,9 @@ def int_cells(values: np.ndarray) -> Cells:
         a[neg] = _U(0) - a[neg]  # two's complement: the magnitude, -2^63 included
     top = int(a.max()) if a.size else 0
     if top < _SMALL:
-        lo = np.take(_SMALL_WORDS, a)
-        length = np.take(_SMALL_LENGTH, a)
+        words, lengths = _small()
+        lo = np.take(words, a)
+        length = np.take(lengths, a)
         hi = np.zeros_like(lo)
     elif top < 10**8:
         length = _ndigits(a, top)
@@ -209,6 +215,17 @@ def _patch(cells: Cells, rows: np.ndarray, texts: list[bytes]) -> Cells:
     return Cells(words, length)
 
 
+# The digits of 0..999 as 3 ASCII bytes; how many are significant in digits 0..2, 3..5 and
+# 6..8 of a 9-digit mantissa (up to the last not 0; 1 for the mantissa 0).
+_TEXT3 = np.asarray([int.from_bytes(f"{g:03d}".encode(), "little") for g in range(1000)], _U)
+_SIG3 = np.asarray(
+    [
+        [(len(f"{g:03d}".rstrip("0")) + 3 * k if g else (k == 0)) for g in range(1000)]
+        for k in range(3)
+    ],
+    dtype=np.int64,
+)
+
 # Where the decimal point goes, by the digit it follows (0..8) in a 10-byte text of two
 # words: the bytes kept before it (masks of the low and high word) and the point itself.
 _KEEP_LO = np.asarray([(1 << min(8 * (q + 1), 64)) - 1 for q in range(9)], dtype=_U)
@@ -236,23 +253,25 @@ def float_cells(values: np.ndarray, empty: bytes = b"") -> Cells:
     a = np.abs(x)
     # Python formats what the fast path cannot decide: outside the exact powers of ten,
     # and within rounding of a tie at the last digit. Zero takes the fast path as 1, its
-    # digits zeroed below.
-    fast = a >= 1e-13
-    fast &= a < 1e15
-    every = bool(fast.all())
+    # digits zeroed below. (Checks on a column's least and largest value where they can
+    # spare a mask: NaN fails them.)
+    every = bool(a.min() >= 1e-13) and bool(a.max() < 1e15)
+    fast = None
     if not every:
+        fast = a >= 1e-13
+        fast &= a < 1e15
         a[~fast] = 1.0
     e = np.log10(a)
     np.floor(e, out=e)
     e = e.astype(np.int64)
     scaled = _scale(a, digits - 1 - e)
     lo_m, hi_m = 10.0 ** (digits - 1), 10.0**digits
-    fix = scaled < lo_m  # log10 rounded up across a power of ten
-    if fix.any():
+    if scaled.min() < lo_m:  # log10 rounded up across a power of ten
+        fix = scaled < lo_m
         e[fix] -= 1
         scaled[fix] = _scale(a[fix], digits - 1 - e[fix])
-    fix = scaled >= hi_m
-    if fix.any():
+    if scaled.max() >= hi_m:
+        fix = scaled >= hi_m
         e[fix] += 1
         scaled[fix] = _scale(a[fix], digits - 1 - e[fix])
     m = np.rint(scaled)
@@ -261,56 +280,54 @@ def float_cells(values: np.ndarray, empty: bytes = b"") -> Cells:
     scaled -= m
     np.abs(scaled, out=scaled)
     slow = scaled > 0.5 - 1e-5
-    up = m >= hi_m  # rounded up to the next power of ten: 1.00000000 of it
-    if up.any():
+    if m.max() >= hi_m:  # rounded up to the next power of ten: 1.00000000 of it
+        up = m >= hi_m
         m[up] = lo_m
         e[up] += 1
-    rest = m.astype(np.int64).view(_U)
-    zero = np.flatnonzero(x == 0) if not every else None
-    if zero is not None and zero.size:
-        rest[zero] = 0
+    mi = m.astype(np.int64).view(_U)
+    if not every:
+        zero = np.flatnonzero(x == 0)
+        mi[zero] = 0
         e[zero] = 0
-    # The digits: the first, then 8 more (their bytes 0..9 first: the last one not 0 tells
-    # the significant digits), then "0" after the last (the ".0" of a whole number).
-    d0 = rest // _U(10**8)
-    rest -= d0 * _U(10**8)
-    raw = _digits8(rest, ascii=False)
-    # Significant digits: trailing zeros dropped (a zero keeps one). The highest byte not 0
-    # of ``raw``, j, is the last significant digit but the first: the bit length of raw as
-    # a float (exact enough: a digit byte is at most 9) is 8j + 1..4, 0 for raw = 0.
-    sig = np.frexp(raw.view(np.int64).astype(np.float64))[1].astype(np.int64)
-    sig += 15
-    sig >>= 3
+    # The 9 digits by groups of 3 from a table, then "0" after the last (the ".0" of a whole
+    # number); the significant digits (trailing zeros dropped, a zero keeps one) from the
+    # last group not 000.
+    g0 = mi // _U(10**6)
+    mi -= g0 * _U(10**6)
+    g1 = mi // _U(1000)
+    mi -= g1 * _U(1000)
+    sig = np.take(_SIG3[2], mi)
+    np.maximum(sig, np.take(_SIG3[1], g1), out=sig)
+    np.maximum(sig, np.take(_SIG3[0], g0), out=sig)
     words = np.empty((2, n), dtype=_U)
     lo, hi = words
-    np.right_shift(raw, _U(56), out=hi)
-    hi |= _U(0x3030)
-    raw |= _ASCII_ZEROS
-    np.left_shift(raw, _U(8), out=lo)
-    lo |= d0
-    lo |= _ZERO
-    sci = e < -4
-    sci |= e >= digits
-    any_sci = bool(sci.any())
+    np.take(_TEXT3, mi, out=hi)  # the last 3 digits, for now
+    np.left_shift(hi, _U(48), out=lo)
+    hi >>= _U(16)
+    hi |= _U(0x3000)
+    lo |= np.take(_TEXT3, g0)
+    lo |= np.take(_TEXT3, g1) << _U(24)
+    e_min, e_max = int(e.min()), int(e.max())
+    sci = (e < -4) | (e >= digits) if e_min < -4 or e_max >= digits else None
     # Fixed notation below 1: "0" and the zeros after the point before the digits.
-    z = np.negative(e)
-    np.maximum(z, 0, out=z)
-    if any_sci:
-        z[sci] = 0
-    if z.any():
+    z = None
+    if e_min < 0:
+        z = np.negative(e)
+        np.maximum(z, 0, out=z)
+        if sci is not None:
+            z[sci] = 0
         _shift_in(lo, hi, np.take(_ZEROS, z), z)
     # The point after digit q (fixed notation: after the units; exponent notation or below
     # 1: after the first digit). A 10-byte text: the point moves the bytes after it.
     q = np.maximum(e, 0)
-    if any_sci:
+    if sci is not None:
         q[sci] = 0
     moved = np.take(_MOVE_LO, q)
     moved &= lo
     lo &= np.take(_KEEP_LO, q)
     lo |= moved << _U(8)
     lo |= np.take(_DOT_LO, q)
-    late = int(q.max()) >= 7  # the point in the second word
-    if late:
+    if e_max >= 7:  # the point may be in the second word
         hi_moved = hi & np.take(_MOVE_HI, q)
         hi &= np.take(_KEEP_HI, q)
         hi |= hi_moved << _U(8)
@@ -320,10 +337,9 @@ def float_cells(values: np.ndarray, empty: bytes = b"") -> Cells:
     hi |= moved >> _U(56)
     # Length: a whole number in fixed notation keeps its digits up to the units and ".0",
     # any other value its significant digits (and the zeros and point before them).
-    length = sig + z
-    np.maximum(length, q + 2, out=length)
+    length = np.maximum(sig if z is None else sig + z, q + 2)
     length += 1
-    if any_sci:
+    if sci is not None:
         rows = np.flatnonzero(sci)
         s_lo, s_hi = lo[rows], hi[rows]
         at = np.where(sig[rows] > 1, sig[rows] + 1, 1)  # the point only before more digits
@@ -354,9 +370,8 @@ def float_cells(values: np.ndarray, empty: bytes = b"") -> Cells:
                 cells = Cells(words, length)
             words[:width, bad] = filler.words
             length[bad] = filler.length[0]
+        assert fast is not None
         slow |= ~fast & ~bad & (x != 0)
-    else:
-        slow &= fast
     slow_rows = np.flatnonzero(slow)
     if slow_rows.size:
         texts = [_python_float(float(x[i]), digits) for i in slow_rows.tolist()]
@@ -417,59 +432,68 @@ def join_cells(
     that row's cell, a constant one its cell), one row after another, as bytes (uint8), in
     ``buffer`` if given."""
     buffer = buffer or TextBuffer()
-    # Each column that varies, with the text before it and, for a column of a few cells
-    # picked by codes, the cells it picks; the others' text joins the constant text.
-    segments: list[tuple[bytes, Cells, list[int] | None]] = []
+    # Each column that varies, with the text before it: its cells, or for a column of a few
+    # texts picked by codes (and the next such columns, while their combinations are few),
+    # the texts that occur. The text of a column that does not vary joins the constant text.
+    segments: list[tuple[bytes, Cells] | _Picked] = []
     pending = b""
     for part in parts:
         if not isinstance(part, Cells):
             pending += part
-            continue
-        picked = None
-        if part.codes is not None and part.length.size <= _FEW:
-            picked = np.flatnonzero(np.bincount(part.codes, minlength=part.length.size)).tolist()
-        if part.constant or (picked is not None and len(picked) == 1):
-            pending += part.text(picked[0] if picked else 0)
-            continue
-        segments.append((pending, part, picked))
-        pending = b""
+        elif part.constant:
+            pending += part.text(0)
+        elif part.codes is not None and part.length.size <= _FEW:
+            picked = _Picked.of(part, pending)
+            previous = segments[-1] if segments else None
+            if len(picked.texts) == 1:  # (its text holds the text before it)
+                pending = next(iter(picked.texts.values()))
+                continue
+            if isinstance(previous, _Picked):
+                both = previous.then(picked)
+                if both is not None:
+                    segments[-1] = both
+                    pending = b""
+                    continue
+            segments.append(picked)
+            pending = b""
+        else:
+            segments.append((pending, part))
+            pending = b""
     if not segments or not rows:
         return np.frombuffer(pending * rows, dtype=np.uint8)
-    # Each segment's bytes per row (the row's end with the last) and where its cells go.
+    if isinstance(segments[-1], _Picked):  # the row's end written with the last texts
+        segments[-1] = segments[-1].then_text(pending)
+        pending = b""
+    # Each segment's bytes per row (the row's end with the last).
     sizes: list[np.ndarray] = []
-    texts: list[list[bytes]] = []
     dense: list[tuple[np.ndarray, np.ndarray]] = []
-    for k, (prefix, cells, picked) in enumerate(segments):
-        after = pending if k == len(segments) - 1 else b""
-        if picked is not None:
-            assert cells.codes is not None
-            said = [prefix + cells.text(i) + after for i in range(cells.length.size)]
-            texts.append(said)
-            sizes.append(np.take(np.asarray([len(t) for t in said], np.int64), cells.codes))
+    for k, segment in enumerate(segments):
+        if isinstance(segment, _Picked):
+            sizes.append(segment.sizes())
         else:
-            words, length = cells.dense()
+            words, length = segment[1].dense()
             dense.append((words, length))
-            sizes.append(length + (len(prefix) + len(after)))
+            after = len(pending) if k == len(segments) - 1 else 0
+            sizes.append(length + (len(segment[0]) + after))
     row = sizes[0].copy()
     for size in sizes[1:]:
         row += size
     end = np.cumsum(row)
     total = int(end[-1])
     # Room for the bytes an item holds past the last row's end.
-    need = total + 8 * max(c.words.shape[0] + len(p) // 8 + 1 for p, c, _ in segments) + 8
-    buf = buffer.get(need)
+    need = total + 8 * max(c.words.shape[0] + len(p) // 8 + 1 for p, c in _cells_of(segments))
+    buf = buffer.get(need + 8)
     pos = end - row
-    said_ = iter(texts)
     dense_ = iter(dense)
-    for k, ((prefix, cells, picked), size) in enumerate(zip(segments, sizes, strict=True)):
-        if picked is not None:
+    for k, (segment, size) in enumerate(zip(segments, sizes, strict=True)):
+        if isinstance(segment, _Picked):
             # A few distinct texts: each written exactly where it goes.
-            assert cells.codes is not None
-            said = next(said_)
-            for code in picked:
-                text = np.frombuffer(said[code], dtype=np.uint8)[None, :]
-                _put(buf, pos[cells.codes == code], text)
+            only = len(segment.texts) == 1
+            for code, text in segment.texts.items():
+                at = pos if only else pos[segment.codes == code]
+                _put(buf, at, np.frombuffer(text, dtype=np.uint8)[None, :])
         else:
+            prefix = segment[0]
             words, length = next(dense_)
             last = k == len(segments) - 1
             items = _prefixed(prefix, words, int(length.max()), buffer)
@@ -481,6 +505,54 @@ def join_cells(
                 _put_exact(buf, pos, items, size - len(pending) * last, pending * last)
         pos += size
     return buf[:total]
+
+
+def _cells_of(segments: list[tuple[bytes, Cells] | _Picked]) -> list[tuple[bytes, Cells]]:
+    return [s for s in segments if not isinstance(s, _Picked)] or [(b"", text_cells([]))]
+
+
+@dataclass(frozen=True)
+class _Picked:
+    """Consecutive columns of a few texts each: each combination of their cells that occurs
+    (the text before each column included) by its code, and each row's code."""
+
+    texts: dict[int, bytes]
+    codes: np.ndarray
+    space: int  # the codes are below this
+
+    @staticmethod
+    def of(cells: Cells, prefix: bytes) -> _Picked:
+        assert cells.codes is not None
+        space = cells.length.size
+        there = np.flatnonzero(np.bincount(cells.codes, minlength=space)).tolist()
+        return _Picked({c: prefix + cells.text(c) for c in there}, cells.codes, space)
+
+    def then(self, other: _Picked) -> _Picked | None:
+        """This column and the next, where their combinations are few enough to be written
+        a combination at a time (fewer writes than a column at a time); else None."""
+        if self.space * other.space > _FEW * _FEW:
+            return None
+        codes = self.codes * other.space + other.codes
+        there = np.flatnonzero(np.bincount(codes, minlength=self.space * other.space))
+        if there.size > _COMBINATIONS:
+            return None
+        texts = {
+            c: self.texts[c // other.space] + other.texts[c % other.space] for c in there.tolist()
+        }
+        return _Picked(texts, codes, self.space * other.space)
+
+    def then_text(self, text: bytes) -> _Picked:
+        return _Picked({c: t + text for c, t in self.texts.items()}, self.codes, self.space)
+
+    def sizes(self) -> np.ndarray:
+        """Each row's bytes."""
+        lengths = np.zeros(self.space, dtype=np.int64)
+        lengths[list(self.texts)] = [len(t) for t in self.texts.values()]
+        return np.take(lengths, self.codes)
+
+
+# Combinations of consecutive columns of a few texts written a combination at a time, at most.
+_COMBINATIONS = 16
 
 
 # Columns of at most this many distinct cells are written a cell at a time.
