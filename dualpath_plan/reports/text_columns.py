@@ -256,11 +256,13 @@ def float_cells(values: np.ndarray, empty: bytes = b"") -> Cells:
     # digits zeroed below. (Checks on a column's least and largest value where they can
     # spare a mask: NaN fails them.)
     every = bool(a.min() >= 1e-13) and bool(a.max() < 1e15)
-    fast = None
+    other = None  # the few others: zero, NaN, infinities, beyond the range
     if not every:
         fast = a >= 1e-13
         fast &= a < 1e15
-        a[~fast] = 1.0
+        np.logical_not(fast, out=fast)
+        other = np.flatnonzero(fast)
+        a[other] = 1.0
     e = np.log10(a)
     np.floor(e, out=e)
     e = e.astype(np.int64)
@@ -284,18 +286,18 @@ def float_cells(values: np.ndarray, empty: bytes = b"") -> Cells:
         up = m >= hi_m
         m[up] = lo_m
         e[up] += 1
-    mi = m.astype(np.int64).view(_U)
-    if not every:
-        zero = np.flatnonzero(x == 0)
+    mi = m.astype(np.int64)  # (table indices: intp, not converted by each look-up)
+    if other is not None:
+        zero = other[x[other] == 0]
         mi[zero] = 0
         e[zero] = 0
     # The 9 digits by groups of 3 from a table, then "0" after the last (the ".0" of a whole
     # number); the significant digits (trailing zeros dropped, a zero keeps one) from the
     # last group not 000.
-    g0 = mi // _U(10**6)
-    mi -= g0 * _U(10**6)
-    g1 = mi // _U(1000)
-    mi -= g1 * _U(1000)
+    g0 = mi // 10**6
+    mi -= g0 * 10**6
+    g1 = mi // 1000
+    mi -= g1 * 1000
     sig = np.take(_SIG3[2], mi)
     np.maximum(sig, np.take(_SIG3[1], g1), out=sig)
     np.maximum(sig, np.take(_SIG3[0], g0), out=sig)
@@ -359,20 +361,23 @@ def float_cells(values: np.ndarray, empty: bytes = b"") -> Cells:
         lo[neg], hi[neg] = n_lo, n_hi
         length[neg] += 1
     cells = Cells(words, length)
-    if not every:
+    slow_rows = np.flatnonzero(slow)
+    if other is not None:
         # NaN and infinities empty, values beyond the fast path's range as Python has them.
-        bad = ~np.isfinite(x)
-        if bad.any():
+        xo = x[other]
+        bad = other[~np.isfinite(xo)]
+        if bad.size:
             filler = text_cells([empty])
             width = filler.words.shape[0]
             if width > 2:
                 words = np.concatenate([words, np.zeros((width - 2, n), dtype=_U)])
                 cells = Cells(words, length)
-            words[:width, bad] = filler.words
+            for j in range(width):
+                words[j, bad] = filler.words[j, 0]
             length[bad] = filler.length[0]
-        assert fast is not None
-        slow |= ~fast & ~bad & (x != 0)
-    slow_rows = np.flatnonzero(slow)
+        beyond = other[np.isfinite(xo) & (xo != 0)]
+        if beyond.size:
+            slow_rows = np.union1d(slow_rows, beyond)
     if slow_rows.size:
         texts = [_python_float(float(x[i]), digits) for i in slow_rows.tolist()]
         cells = _patch(cells, slow_rows, texts)
