@@ -4,6 +4,7 @@ summary as JSON or a table."""
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -81,6 +82,9 @@ class PointWriter:
         self.columns = [*extra, *OUT_COLUMNS]
         self.glue = self._glue()
         self.buffer = TextBuffer()
+        # Each int column's last values and cells: P, D and the GPUs repeat block after block
+        # in a grid with profile axes (the same P/D pairs for each combination).
+        self.last: dict[str, tuple[np.ndarray, Cells]] = {}
         if not self.jsonl:
             header = io.StringIO()
             csv.writer(header).writerow(self.columns)
@@ -99,7 +103,8 @@ class PointWriter:
             pairs = _pairs(rows["_pair"][part]) if by_pair else None
             parts: list[bytes | Cells] = []
             for glue, name in zip(self.glue, self.columns, strict=False):
-                parts += [glue, _column(rows, name, part, self.jsonl, by_pair, pairs)]
+                cells = _column(rows, name, part, self.jsonl, by_pair, pairs, self.last)
+                parts += [glue, cells]
             parts.append(self.glue[-1])
             self.handle.write(join_cells(parts, part.stop - part.start, self.buffer).data)
 
@@ -148,11 +153,13 @@ def _column(
     jsonl: bool,
     by_pair: set[str],
     pairs: tuple[np.ndarray, np.ndarray] | None,
+    last: dict[str, tuple[np.ndarray, Cells]],
 ) -> Cells:
     """One column of a block of points (``part`` of the chunk) as cells: CSV cells (None
     empty) or JSON values. No NaN or inf: infeasible points have empty (null) metrics. A
     column constant over the block is formatted once; a column of the P/D pair (``by_pair``;
-    ``pairs``: the block's, from ``_pairs``) once per pair and spread over its points."""
+    ``pairs``: the block's, from ``_pairs``) once per pair and spread over its points; an
+    int column the same as in the previous block (``last``) not again."""
     key = "binding_mask" if name == "bottleneck" else name
     if key not in rows:  # aps and aps_limit when not computed
         return text_cells([b"null" if jsonl else b""])
@@ -160,13 +167,20 @@ def _column(
     if np.ndim(values) == 0:  # the mode
         return text_cells([_text(values.item(), jsonl)])
     values = values[part]
-    feasible = np.asarray(rows["feasible"][part], dtype=bool)
+    feasible = rows["feasible"][part]
     if key in by_pair and pairs is not None:
         starts, which = pairs
         return _cells(key, values[starts], feasible[starts], jsonl).take(which)
     # (Not the bottleneck: its text depends on the point's feasibility too.)
     if values.size and key != "binding_mask" and _constant(values):
         return _cells(key, values[:1], feasible[:1], jsonl)
+    if values.dtype.kind in "iu" and key != "binding_mask":
+        seen = last.get(key)
+        if seen is not None and np.array_equal(seen[0], values):
+            return seen[1]
+        cells = _cells(key, values, feasible, jsonl)
+        last[key] = (values.copy(), cells)
+        return cells
     return _cells(key, values, feasible, jsonl)
 
 
@@ -180,8 +194,10 @@ def _constant(values: np.ndarray) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=1024, typed=True)
 def _text(v: object, jsonl: bool) -> bytes:
-    """A text cell (None: empty, null) as CSV (quoted where csv.writer quotes) or JSON."""
+    """A text cell (None: empty, null) as CSV (quoted where csv.writer quotes) or JSON (the
+    same few texts, modes, links and reasons, are asked for block after block)."""
     if jsonl:
         return json.dumps(v).encode("utf-8", "backslashreplace")
     if v is None:
@@ -221,7 +237,7 @@ _PEEL = 8
 def _cells(name: str, values: np.ndarray, feasible: np.ndarray, jsonl: bool) -> Cells:
     """The cells of a column's values, as ``_clean`` and the row writers had them."""
     if name == "binding_mask":  # the bottleneck column: the names of the binding links
-        codes = np.where(feasible, values, -1)
+        codes = np.where(np.asarray(feasible, dtype=bool), values, -1)
         return _labels(codes, lambda m: binding_label(m) if m >= 0 else None, jsonl)
     if name == "aps_limit":
         return _labels(values, lambda v: APS_LIMITS[v] if v >= 0 else None, jsonl)
@@ -233,10 +249,12 @@ def _cells(name: str, values: np.ndarray, feasible: np.ndarray, jsonl: bool) -> 
         return int_cells(values)
     if kind == "f":
         return float_cells(values, b"null" if jsonl else b"")
-    # object (the reason: text or None), each distinct text formatted once.
+    # object (the reason: text or None), each distinct text formatted once. Only an
+    # infeasible point has a reason (run_sweep's rows): the others are not looked at, a
+    # comparison with None per point costing more than the rest of the column.
     said: dict[object, int] = {None: 0}
     codes = np.zeros(values.size, dtype=np.intp)
-    there = np.flatnonzero(values != None)  # noqa: E711  (elementwise, on an object array)
+    there = np.flatnonzero(~np.asarray(feasible, dtype=bool))
     if there.size:
         codes[there] = [said.setdefault(r, len(said)) for r in values[there].tolist()]
     return text_cells([_text(r, jsonl) for r in said]).take(codes)
