@@ -266,15 +266,20 @@ def float_cells(values: np.ndarray, empty: bytes = b"") -> Cells:
     e = np.log10(a)
     np.floor(e, out=e)
     e = e.astype(np.int64)
-    scaled = _scale(a, digits - 1 - e)
+    # The exponents' range (widened by one where a fix below moves one): the scale's powers
+    # and the notations needed.
+    e_min, e_max = int(e.min()), int(e.max())
+    scaled = _scale(a, digits - 1 - e, (digits - 1 - e_max, digits - 1 - e_min))
     lo_m, hi_m = 10.0 ** (digits - 1), 10.0**digits
     if scaled.min() < lo_m:  # log10 rounded up across a power of ten
         fix = scaled < lo_m
         e[fix] -= 1
+        e_min -= 1
         scaled[fix] = _scale(a[fix], digits - 1 - e[fix])
     if scaled.max() >= hi_m:
         fix = scaled >= hi_m
         e[fix] += 1
+        e_max += 1
         scaled[fix] = _scale(a[fix], digits - 1 - e[fix])
     m = np.rint(scaled)
     # A tie: the scaled value within 1e-5 of halfway between two integers (its rounding
@@ -286,6 +291,7 @@ def float_cells(values: np.ndarray, empty: bytes = b"") -> Cells:
         up = m >= hi_m
         m[up] = lo_m
         e[up] += 1
+        e_max += 1
     mi = m.astype(np.int64)  # (table indices: intp, not converted by each look-up)
     if other is not None:
         zero = other[x[other] == 0]
@@ -299,8 +305,9 @@ def float_cells(values: np.ndarray, empty: bytes = b"") -> Cells:
     g1 = mi // 1000
     mi -= g1 * 1000
     sig = np.take(_SIG3[2], mi)
-    np.maximum(sig, np.take(_SIG3[1], g1), out=sig)
-    np.maximum(sig, np.take(_SIG3[0], g0), out=sig)
+    rest = np.flatnonzero(sig == 0)  # the last 3 digits 000: the few others tell
+    if rest.size:
+        sig[rest] = np.maximum(_SIG3[1][g1[rest]], _SIG3[0][g0[rest]])
     words = np.empty((2, n), dtype=_U)
     lo, hi = words
     np.take(_TEXT3, mi, out=hi)  # the last 3 digits, for now
@@ -309,7 +316,6 @@ def float_cells(values: np.ndarray, empty: bytes = b"") -> Cells:
     hi |= _U(0x3000)
     lo |= np.take(_TEXT3, g0)
     lo |= np.take(_TEXT3, g1) << _U(24)
-    e_min, e_max = int(e.min()), int(e.max())
     sci = (e < -4) | (e >= digits) if e_min < -4 or e_max >= digits else None
     # Fixed notation below 1: "0" and the zeros after the point before the digits.
     z = None
@@ -367,7 +373,7 @@ def float_cells(values: np.ndarray, empty: bytes = b"") -> Cells:
         xo = x[other]
         bad = other[~np.isfinite(xo)]
         if bad.size:
-            filler = text_cells([empty])
+            filler = _filler(empty)
             width = filler.words.shape[0]
             if width > 2:
                 words = np.concatenate([words, np.zeros((width - 2, n), dtype=_U)])
@@ -384,11 +390,18 @@ def float_cells(values: np.ndarray, empty: bytes = b"") -> Cells:
     return cells
 
 
-def _scale(a: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """a x 10^k in one rounding (k within +-22: the powers are exact)."""
+@functools.lru_cache(maxsize=4)
+def _filler(empty: bytes) -> Cells:
+    """The cell of NaN and infinities."""
+    return text_cells([empty])
+
+
+def _scale(a: np.ndarray, k: np.ndarray, bounds: tuple[int, int] | None = None) -> np.ndarray:
+    """a x 10^k in one rounding (k within +-22: the powers are exact); ``bounds``: k's least
+    and largest, or bounds of them, if known."""
     if not k.size:
         return a.copy()
-    low, high = int(k.min()), int(k.max())
+    low, high = bounds or (int(k.min()), int(k.max()))
     if low >= 0 and high <= 22:
         return a * np.take(_POW10, k)
     k = np.clip(k, -22, 22)
@@ -575,20 +588,28 @@ def _prefixed(prefix: bytes, words: np.ndarray, width: int, buffer: TextBuffer) 
     out = buffer.items(words.shape[1], count)
     for j in range(count):
         # Word j: the cell's word j - a moved b bytes on, the end of the one before it, the
-        # prefix's; made whole, then put in its place in the rows (a strided copy).
+        # prefix's; the last operation writes it in its place in the rows.
+        col = out[:, j]
         src = j - a
-        word: np.ndarray | np.uint64 = head[j]
+        terms: list[np.ndarray | np.uint64] = []
         if 0 <= src < k:
-            word = words[src] << bits  # a new array, even moved by 0
-            if b and src >= 1:
-                word |= words[src - 1] >> (_U(64) - bits)
-            if head[j]:
-                word |= head[j]
-        elif b and 0 <= src - 1 < k:
-            word = words[src - 1] >> (_U(64) - bits)
-            if head[j]:
-                word |= head[j]
-        out[:, j] = word
+            terms.append(words[src])
+        if b and 0 <= src - 1 < k:
+            terms.append(words[src - 1] >> (_U(64) - bits))
+        if head[j]:
+            terms.append(head[j])
+        if not terms:
+            col[...] = 0
+        elif 0 <= src < k and b:
+            np.left_shift(terms[0], bits, out=col)
+            for t in terms[1:]:
+                col |= t
+        elif len(terms) == 1:
+            col[...] = terms[0]
+        else:
+            np.bitwise_or(terms[0], terms[1], out=col)
+            for t in terms[2:]:
+                col |= t
     return out
 
 
