@@ -176,12 +176,23 @@ def _column(
         return _cells(key, values[:1], feasible[:1], jsonl)
     if values.dtype.kind in "iu" and key != "binding_mask":
         seen = last.get(key)
-        if seen is not None and np.array_equal(seen[0], values):
+        if seen is not None and _same(seen[0], values):
             return seen[1]
         cells = _cells(key, values, feasible, jsonl)
         last[key] = (values.copy(), cells)
         return cells
     return _cells(key, values, feasible, jsonl)
+
+
+def _same(before: np.ndarray, values: np.ndarray) -> bool:
+    """Whether a column holds the values it held in the previous block (the first values
+    first: a column of point numbers differs there)."""
+    return (
+        before.shape == values.shape
+        and bool(values.size)
+        and bool(before[0] == values[0])
+        and np.array_equal(before, values)
+    )
 
 
 def _constant(values: np.ndarray) -> bool:
