@@ -173,9 +173,13 @@ def int_cells(values: np.ndarray) -> Cells:
         length = np.take(lengths, a)
         hi = np.zeros_like(lo)
     elif top < 10**8:
-        length = _ndigits(a, top)
         lo = _digits8(a)
-        lo >>= _U(8) * (_U(8) - length.astype(_U))  # the leading zeros dropped
+        if len(str(int(a.min()))) == len(str(top)):  # one length (a block's point numbers)
+            length = np.full(v.size, len(str(top)), dtype=np.int64)
+            lo >>= _U(8 * (8 - len(str(top))))  # the leading zeros dropped
+        else:
+            length = _ndigits(a, top)
+            lo >>= _U(8) * (_U(8) - length.astype(_U))
         hi = np.zeros_like(lo)
     elif top < 10**16 // (10 if any_neg else 1):  # the text, "-" included, in two words
         # 16 digits, leading zeros included, in two words; then moved back over the zeros.
@@ -496,6 +500,9 @@ def join_cells(
     row = sizes[0].copy()
     for size in sizes[1:]:
         row += size
+    # The fewest bytes from each segment's start to its row's end (an item reaching no
+    # further cannot reach the next row).
+    least = np.cumsum([int(size.min()) for size in sizes[::-1]])[::-1].tolist()
     end = np.cumsum(row)
     total = int(end[-1])
     # Room for the bytes an item holds past the last row's end.
@@ -517,7 +524,7 @@ def join_cells(
             items = _prefixed(prefix, words, int(length.max()), buffer)
             # An item's bytes past its cell are the next column's place, but must not reach
             # the next row, written already.
-            if not last and int((end - pos).min()) >= 8 * items.shape[1]:
+            if not last and least[k] >= 8 * items.shape[1]:
                 _put(buf, pos, items)
             else:
                 _put_exact(buf, pos, items, size - len(pending) * last, pending * last)
