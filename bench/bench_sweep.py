@@ -7,7 +7,10 @@ expanded, every point evaluated, the summary; with ``--out`` every point written
 process of its own, so that its peak memory (``ru_maxrss``) is the sweep's alone. The
 reference is ``np.multiply`` on two 10^5-element float64 arrays into a third, measured in this
 process just before the cases (best of several repetitions): the ratio of a sweep's points/s to
-that element rate says how a sweep does on a machine independently of the machine's speed.
+that element rate says how a sweep does on a machine independently of the machine's speed. With
+``profile`` and a file case, the file case's rate over ``profile``'s (also by the child's CPU
+time, which other processes on the machine disturb less than the wall clock) and what writing
+adds per point.
 
 Cases (the default spec: DeepSeek-V3.2, dualpath-hopper, paper-64k, dualpath mode):
 - ``pda``: P=1:100, D=1:100, agents=1:400, 4 million points;
@@ -55,6 +58,7 @@ from dualpath_plan.reports.sweep import PointWriter
 from dualpath_plan.scenario.spec import DEFAULT_SPEC
 t_import = time.perf_counter() - t
 t = time.perf_counter()
+cpu = time.process_time()
 axes = [parse_axis(g) for g in grid]
 writer = PointWriter(Path(out), [a.name for a in axes if not a.is_vector]) if out else None
 try:
@@ -66,8 +70,9 @@ finally:
     if writer:
         writer.close()
 dt = time.perf_counter() - t
+cpu = time.process_time() - cpu
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"points": grid_size(axes), "seconds": dt, "rss_mb": rss}))
+print(json.dumps({"points": grid_size(axes), "seconds": dt, "cpu_seconds": cpu, "rss_mb": rss}))
 """
 
 
@@ -116,19 +121,30 @@ def main() -> None:
         ref = multiply_rate()
         print(f"run {run + 1}: np.multiply on 10^5 float64: {ref:,.3g} elements/s")
         rates: dict[str, float] = {}
+        results: dict[str, dict[str, float]] = {}
         for name in names:
             r = run_case(name)
             rate = r["points"] / r["seconds"]
             rates[name] = rate
+            results[name] = r
             extra = f", file {r['out_mb']:,.0f} MB" if "out_mb" in r else ""
             print(
-                f"  {name}: {int(r['points']):,} points in {r['seconds']:.2f} s, "
+                f"  {name}: {int(r['points']):,} points in {r['seconds']:.2f} s "
+                f"(CPU {r['cpu_seconds']:.2f} s), "
                 f"{rate:,.0f} points/s = 1/{ref / rate:,.0f} of np.multiply, "
                 f"peak RSS {r['rss_mb']:,.0f} MB{extra}"
             )
+        # The file's cost: what a point takes more with --out than without (wall clock), and
+        # the same by CPU time (user and system), which other processes disturb less.
         for name in ("profile-csv", "profile-jsonl"):
             if name in rates and "profile" in rates:
-                print(f"  {name} / profile: {rates[name] / rates['profile']:.2f}")
+                base, out = results["profile"], results[name]
+                write_ns = (out["seconds"] - base["seconds"]) / out["points"] * 1e9
+                cpu_ratio = base["cpu_seconds"] / out["cpu_seconds"]
+                print(
+                    f"  {name} / profile: {rates[name] / rates['profile']:.2f} "
+                    f"(by CPU time {cpu_ratio:.2f}), writing {write_ns:,.0f} ns/point"
+                )
 
 
 if __name__ == "__main__":

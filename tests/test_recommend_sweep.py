@@ -21,10 +21,13 @@ from dualpath_plan.outcomes.serving import evaluate_mode, saturated
 from dualpath_plan.outcomes.sweep import parse_axis, parse_values
 from dualpath_plan.reports.text_columns import (
     FLOAT_DIGITS,
+    TextBuffer,
     cells_text,
     float_cells,
     format_float,
     int_cells,
+    join_cells,
+    text_cells,
 )
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ServingConfig
@@ -855,9 +858,87 @@ def test_float_columns_are_percent_g(values) -> None:
             assert text == f"{v:.9g}" or text == f"{v:.9g}.0"
 
 
+def test_float_columns_of_one_range_are_percent_g() -> None:
+    # A column's checks are on its least and largest values: columns all in exponent
+    # notation, all below 1, all whole, all at a magnitude, negative, with NaN or zeros.
+    rng = np.random.default_rng(9)
+    for lo, hi in [(-13, -5), (-5, 0), (0, 9), (7, 9), (9, 15), (-13, 15), (14, 15), (0, 1)]:
+        x = rng.random(2000) * 10.0 ** rng.integers(lo, hi, 2000)
+        columns = [x, np.round(x), -x, np.where(rng.random(x.size) < 0.1, np.nan, x)]
+        columns.append(np.where(rng.random(x.size) < 0.1, 0.0, x))
+        for values in columns:
+            want = [format_float(v) if math.isfinite(v) else "" for v in values.tolist()]
+            assert cells_text(float_cells(values)) == want
+
+
 def test_int_columns_are_decimal() -> None:
     values = np.asarray([0, 1, 9, 10, 99, 100, 12345, -5, -100, 10**17, 2**62])
     assert cells_text(int_cells(values)) == [str(v) for v in values.tolist()]
+    # Each way int_cells goes (by the column's largest value), with negatives, both ends.
+    rng = np.random.default_rng(6)
+    for top in (9, 999, 1000, 10**8 - 1, 10**8, 10**16 - 1, 10**16, 2**63 - 1):
+        values = rng.integers(-top, top, 300, endpoint=True)
+        values[:2] = (top, -top)
+        assert cells_text(int_cells(values)) == [str(v) for v in values.tolist()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_joined_rows_are_their_cells_one_after_another(data) -> None:
+    # join_cells writes each column's cells at their byte offsets in whole words, the bytes
+    # past a cell overwritten by the next column's; the last column, and any whose words
+    # would reach the next row, exactly: every row must be its parts' text in order.
+    rows = data.draw(st.integers(1, 40))
+    glue = st.binary(max_size=40).filter(lambda b: b"\0" not in b)
+    text = st.binary(max_size=70)
+    parts: list = []
+    for _ in range(data.draw(st.integers(1, 7))):
+        parts.append(data.draw(glue))
+        kind = data.draw(st.sampled_from(["int", "float", "few", "many", "constant"]))
+        if kind == "int":
+            parts.append(
+                int_cells(
+                    np.asarray(
+                        data.draw(
+                            st.lists(st.integers(-(2**63), 2**63 - 1), min_size=rows, max_size=rows)
+                        )
+                    )
+                )
+            )
+        elif kind == "float":
+            parts.append(
+                float_cells(
+                    np.asarray(data.draw(st.lists(st.floats(), min_size=rows, max_size=rows))),
+                    data.draw(st.sampled_from([b"", b"null"])),
+                )
+            )
+        elif kind == "constant":
+            parts.append(text_cells([data.draw(text)]))
+        else:  # a few texts picked by codes (labels), or many (one per P/D pair)
+            table = text_cells(
+                data.draw(st.lists(text, min_size=1, max_size=3 if kind == "few" else 80))
+            )
+            codes = data.draw(
+                st.lists(st.integers(0, table.length.size - 1), min_size=rows, max_size=rows)
+            )
+            parts.append(table.take(np.asarray(codes, dtype=np.intp)))
+    parts.append(data.draw(glue))
+    texts = [
+        [p] * rows if isinstance(p, bytes) else [t.encode("latin-1") for t in _cell_bytes(p, rows)]
+        for p in parts
+    ]
+    want = b"".join(b"".join(t[r] for t in texts) for r in range(rows))
+    assert join_cells(parts, rows).tobytes() == want
+    buffer = TextBuffer()  # a buffer holding another block's text first
+    join_cells(parts[::-1], rows, buffer)
+    assert join_cells(parts, rows, buffer).tobytes() == want
+
+
+def _cell_bytes(cells, rows: int) -> list[str]:
+    """Each row's cell (a constant one on every row) as latin-1 text: any bytes."""
+    words, length = cells.dense()
+    raw = [words[:, i].astype("<u8").tobytes()[: int(length[i])] for i in range(length.size)]
+    return [t.decode("latin-1") for t in raw] * (rows if cells.constant else 1)
 
 
 def test_sweep_reasons_are_evaluate_modes(registry) -> None:

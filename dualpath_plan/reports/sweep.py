@@ -4,8 +4,8 @@ summary as JSON or a table."""
 from __future__ import annotations
 
 import csv
+import functools
 import io
-import itertools
 import json
 import math
 import sys
@@ -24,7 +24,14 @@ from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.sweep import SweepSummary, binding_label
 from dualpath_plan.profiles.schemas import NodeProfile
 from dualpath_plan.reports.provenance import efficiency_payload
-from dualpath_plan.reports.text_columns import float_cells, int_cells, join_cells, text_matrix
+from dualpath_plan.reports.text_columns import (
+    Cells,
+    TextBuffer,
+    float_cells,
+    int_cells,
+    join_cells,
+    text_cells,
+)
 from dualpath_plan.scenario.provenance import Efficiencies
 
 OUT_COLUMNS = (
@@ -73,43 +80,35 @@ class PointWriter:
         self.handle: IO[bytes] = self.file.handle
         self.jsonl = suffix != ".csv"
         self.columns = [*extra, *OUT_COLUMNS]
+        self.glue = self._glue()
+        self.buffer = TextBuffer()
+        # Each int column's last values and cells: P, D and the GPUs repeat block after block
+        # in a grid with profile axes (the same P/D pairs for each combination).
+        self.last: dict[str, tuple[np.ndarray, Cells]] = {}
         if not self.jsonl:
             header = io.StringIO()
             csv.writer(header).writerow(self.columns)
             self.handle.write(header.getvalue().encode("utf-8", "backslashreplace"))
 
     def write(self, rows: dict[str, np.ndarray]) -> None:
-        """A chunk's points, in blocks of rows: each column's cells formatted at once as a
-        matrix of bytes (the columns that are one P/D pair's, ``_by_pair``, once per pair;
-        a column constant over the chunk once), the matrices joined side by side
-        (``text_columns.join_cells``) and written; the same text as writing one row at a
-        time, floats with ``FLOAT_DIGITS`` significant digits."""
+        """A chunk's points, in blocks of rows: each column's cells formatted at once
+        (``text_columns``: the columns that are one P/D pair's, ``_by_pair``, once per pair;
+        a column constant over the block once), the rows joined (``text_columns.join_cells``)
+        and written; the same text as writing one row at a time, floats with
+        ``FLOAT_DIGITS`` significant digits."""
         n = int(np.size(rows["point"]))
-        glue = self._glue()
+        by_pair = set(np.asarray(rows["_by_pair"]).tolist()) if "_pair" in rows else set()
         for start in range(0, n, _BLOCK):
             part = slice(start, min(start + _BLOCK, n))
-            cells: list[np.ndarray] = []
-            for k, name in enumerate(self.columns):
-                cells += [glue[k], _column(rows, name, part, self.jsonl)]
-            cells.append(glue[-1])
-            text = join_cells(cells, part.stop - part.start)
-            reasons = rows.get("reason")
-            if reasons is not None and _REASON in text:
-                # The reasons (long, on a few rows) stand as one marker byte in the rows'
-                # text: the text is split there and each marker replaced by its reason.
-                texts: dict[object, bytes] = {}
-                said = [
-                    texts.get(r) or texts.setdefault(r, _text(r, self.jsonl))
-                    for r in reasons[part].tolist()
-                    if r is not None
-                ]
-                pieces = text.split(_REASON)
-                text = b"".join(
-                    itertools.chain.from_iterable(zip(pieces, [*said, b""], strict=True))
-                )
-            self.handle.write(text)
+            pairs = _pairs(rows["_pair"][part]) if by_pair else None
+            parts: list[bytes | Cells] = []
+            for glue, name in zip(self.glue, self.columns, strict=False):
+                cells = _column(rows, name, part, self.jsonl, by_pair, pairs, self.last)
+                parts += [glue, cells]
+            parts.append(self.glue[-1])
+            self.handle.write(join_cells(parts, part.stop - part.start, self.buffer).data)
 
-    def _glue(self) -> list[np.ndarray]:
+    def _glue(self) -> list[bytes]:
         """The text before each column and at the end of a row: CSV's commas and line end,
         or JSON's keys and braces."""
         if self.jsonl:
@@ -119,7 +118,7 @@ class PointWriter:
             texts.append("}\n")
         else:
             texts = ["", *[","] * (len(self.columns) - 1), "\r\n"]
-        return [text_matrix([t.encode()]) for t in texts]
+        return [t.encode() for t in texts]
 
     def close(self) -> None:
         """Called from the sweep's ``finally``: put the file in place if the sweep completed,
@@ -134,46 +133,82 @@ class PointWriter:
 _BLOCK = 10_000
 
 
-def _column(rows: dict[str, np.ndarray], name: str, part: slice, jsonl: bool) -> np.ndarray:
-    """One column of a block of points (``part`` of the chunk) as a matrix of bytes, a row
-    per point (one row for a cell every point shares): CSV cells (None empty) or JSON values.
-    No NaN or inf: infeasible points have empty (null) metrics. A column constant over the
-    chunk is formatted once; a column of the P/D pair (``_by_pair``) once per pair and spread
-    over its points."""
+def _pairs(pair: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """A block's P/D pairs (``pair``: each point's, in order): the first point of each and
+    each point's pair counted from 0; None where each point has a pair of its own."""
+    if not pair.size:
+        return None
+    change = np.diff(pair, prepend=pair[0] - 1) != 0
+    starts = np.flatnonzero(change)
+    if starts.size == pair.size:
+        return None
+    change[0] = False
+    return starts, np.cumsum(change)
+
+
+def _column(
+    rows: dict[str, np.ndarray],
+    name: str,
+    part: slice,
+    jsonl: bool,
+    by_pair: set[str],
+    pairs: tuple[np.ndarray, np.ndarray] | None,
+    last: dict[str, tuple[np.ndarray, Cells]],
+) -> Cells:
+    """One column of a block of points (``part`` of the chunk) as cells: CSV cells (None
+    empty) or JSON values. No NaN or inf: infeasible points have empty (null) metrics. A
+    column constant over the block is formatted once; a column of the P/D pair (``by_pair``;
+    ``pairs``: the block's, from ``_pairs``) once per pair and spread over its points; an
+    int column the same as in the previous block (``last``) not again."""
     key = "binding_mask" if name == "bottleneck" else name
     if key not in rows:  # aps and aps_limit when not computed
-        return text_matrix([b"null" if jsonl else b""])
+        return text_cells([b"null" if jsonl else b""])
     values = rows[key]
     if np.ndim(values) == 0:  # the mode
-        return text_matrix([_text(values.item(), jsonl)])
+        return text_cells([_text(values.item(), jsonl)])
     values = values[part]
-    pair = rows.get("_pair")
-    by_pair = pair is not None and key in set(np.asarray(rows["_by_pair"]).tolist())
-    feasible = np.asarray(rows["feasible"][part], dtype=bool)
-    if by_pair:
-        assert pair is not None
-        p = pair[part]
-        starts = np.flatnonzero(np.diff(p, prepend=p[0] - 1)) if p.size else p
-        if starts.size == p.size:
-            return _cells(key, values, feasible, jsonl)
-        lengths = np.diff(np.append(starts, p.size))
-        return np.repeat(_cells(key, values[starts], feasible[starts], jsonl), lengths, axis=1)
-    if values.size and _constant(values):
+    feasible = rows["feasible"][part]
+    if key in by_pair and pairs is not None:
+        starts, which = pairs
+        return _cells(key, values[starts], feasible[starts], jsonl).take(which)
+    # (Not the bottleneck: its text depends on the point's feasibility too.)
+    if values.size and key != "binding_mask" and _constant(values):
         return _cells(key, values[:1], feasible[:1], jsonl)
+    if values.dtype.kind in "iu" and key != "binding_mask":
+        seen = last.get(key)
+        if seen is not None and _same(seen[0], values):
+            return seen[1]
+        cells = _cells(key, values, feasible, jsonl)
+        last[key] = (values.copy(), cells)
+        return cells
     return _cells(key, values, feasible, jsonl)
 
 
-def _constant(values: np.ndarray) -> bool:
-    """Whether a profile-field column holds one value (np.full): formatted once."""
+def _same(before: np.ndarray, values: np.ndarray) -> bool:
+    """Whether a column holds the values it held in the previous block (the first values
+    first: a column of point numbers differs there)."""
     return (
-        values.dtype.kind == "f"
+        before.shape == values.shape
+        and bool(values.size)
+        and bool(before[0] == values[0])
+        and np.array_equal(before, values)
+    )
+
+
+def _constant(values: np.ndarray) -> bool:
+    """Whether a column of numbers holds one value (a profile field's np.full, the agents
+    without an agents axis): formatted once."""
+    return (
+        values.dtype.kind in "fiu"
         and bool(values[0] == values[-1])
         and bool(np.all(values == values[0]))
     )
 
 
+@functools.lru_cache(maxsize=1024, typed=True)
 def _text(v: object, jsonl: bool) -> bytes:
-    """A text cell (None: empty, null) as CSV (quoted where csv.writer quotes) or JSON."""
+    """A text cell (None: empty, null) as CSV (quoted where csv.writer quotes) or JSON (the
+    same few texts, modes, links and reasons, are asked for block after block)."""
     if jsonl:
         return json.dumps(v).encode("utf-8", "backslashreplace")
     if v is None:
@@ -183,38 +218,57 @@ def _text(v: object, jsonl: bool) -> bytes:
     return line.getvalue()[:-1].encode("utf-8", "backslashreplace")
 
 
-def _labels(codes: np.ndarray, say: Callable[[int], object], jsonl: bool) -> np.ndarray:
+def _labels(codes: np.ndarray, say: Callable[[int], object], jsonl: bool) -> Cells:
     """Cells of a column of a few distinct codes, each said once."""
-    distinct, back = np.unique(codes, return_inverse=True)
-    table = text_matrix([_text(say(int(c)), jsonl) for c in distinct])
-    return np.take(table, np.ravel(back), axis=1)
+    codes = np.ravel(codes)
+    # The distinct codes one at a time while they are few (a block has a handful of sets of
+    # binding links): faster than sorting the column.
+    distinct: list[int] = []
+    rest = codes
+    while rest.size and len(distinct) < _PEEL:
+        distinct.append(int(rest[0]))
+        rest = rest[rest != rest[0]]
+    if rest.size:
+        distinct = np.unique(codes).tolist()
+    table = text_cells([_text(say(c), jsonl) for c in distinct])
+    if len(distinct) == 1:
+        return table
+    if len(distinct) > _PEEL:
+        return table.take(np.searchsorted(distinct, codes))
+    which = np.zeros(codes.size, dtype=np.intp)
+    for i, c in enumerate(distinct[1:], 1):
+        which[codes == c] = i
+    return table.take(which)
 
 
-def _cells(name: str, values: np.ndarray, feasible: np.ndarray, jsonl: bool) -> np.ndarray:
+# Distinct codes of a label column found one at a time up to this many.
+_PEEL = 8
+
+
+def _cells(name: str, values: np.ndarray, feasible: np.ndarray, jsonl: bool) -> Cells:
     """The cells of a column's values, as ``_clean`` and the row writers had them."""
     if name == "binding_mask":  # the bottleneck column: the names of the binding links
-        codes = np.where(feasible, values, -1)
+        codes = np.where(np.asarray(feasible, dtype=bool), values, -1)
         return _labels(codes, lambda m: binding_label(m) if m >= 0 else None, jsonl)
     if name == "aps_limit":
         return _labels(values, lambda v: APS_LIMITS[v] if v >= 0 else None, jsonl)
     kind = values.dtype.kind
     if kind == "b":
-        table = text_matrix([b"false", b"true"] if jsonl else [b"False", b"True"])
-        return np.take(table, values.astype(np.intp), axis=1)
+        table = text_cells([b"false", b"true"] if jsonl else [b"False", b"True"])
+        return table.take(values.astype(np.intp))
     if kind in "iu":
         return int_cells(values)
     if kind == "f":
         return float_cells(values, b"null" if jsonl else b"")
-    # object (the reason: text or None): a marker where there is one (PointWriter.write puts
-    # the text in), empty or null where not.
-    marked = np.asarray(values != None)  # noqa: E711  (elementwise, on an object array)
-    table = text_matrix([b"null" if jsonl else b"", _REASON])
-    return np.take(table, marked.astype(np.intp), axis=1)
-
-
-# Stands for a reason in a block's text (a byte no cell holds: control characters are
-# escaped in JSON, and neither link names, modes nor numbers have any).
-_REASON = b"\x01"
+    # object (the reason: text or None), each distinct text formatted once. Only an
+    # infeasible point has a reason (run_sweep's rows): the others are not looked at, a
+    # comparison with None per point costing more than the rest of the column.
+    said: dict[object, int] = {None: 0}
+    codes = np.zeros(values.size, dtype=np.intp)
+    there = np.flatnonzero(~np.asarray(feasible, dtype=bool))
+    if there.size:
+        codes[there] = [said.setdefault(r, len(said)) for r in values[there].tolist()]
+    return text_cells([_text(r, jsonl) for r in said]).take(codes)
 
 
 def _share(summary: SweepSummary) -> dict[str, float]:
