@@ -9,6 +9,16 @@ import subprocess
 import sys
 
 HEAVY = ("scipy", "matplotlib", "numpy.ma")
+# Modules a plain ``size`` (one cluster, no rate, no search) does not need: the search
+# (--target-aps, --deadline), the model at a rate (--aps, --aps-curve), recommend's outcomes
+# and report (which the rate report's chart borrows from).
+NOT_PLAIN_SIZE = (
+    "dualpath_plan.outcomes.sizing",
+    "dualpath_plan.outcomes.at_rate",
+    "dualpath_plan.reports.at_rate",
+    "dualpath_plan.outcomes.recommend",
+    "dualpath_plan.reports.recommend",
+)
 
 # Runs a command in a fresh interpreter and prints its exit code and every module it imported.
 _RUN = """
@@ -36,3 +46,11 @@ def test_size_imports_no_heavy_module() -> None:
         assert not heavy, f"{args} imported {heavy}"
         # Only the invoked command's module among the commands.
         assert [m for m in modules if m.endswith("_cmd")] == ["dualpath_plan.cli.size_cmd"]
+
+
+def test_plain_size_imports_only_its_path() -> None:
+    for args in (["size"], ["size", "--json"]):
+        code, modules = _imported(*args)
+        assert code == 0
+        extra = sorted(set(NOT_PLAIN_SIZE) & set(modules))
+        assert not extra, f"{args} imported {extra}"
