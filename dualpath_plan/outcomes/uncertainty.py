@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.online import OnlineQueue, online_aps, online_queue, stack_queues
-from dualpath_plan.outcomes.serving import ModeOutcome, mode_offline
+from dualpath_plan.outcomes.serving import ClusterMemo, ModeOutcome, mode_offline
 from dualpath_plan.physics.modes import REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, numeric_bounds
@@ -228,10 +228,11 @@ def _mode_outcomes(
     queues: list[OnlineQueue] = []
     where: list[tuple[int, ModeName]] = []
     for i, s in enumerate(scenarios):
+        memo = ClusterMemo()  # the scenario's modes share its sides and feasibility check
         for m in modes:
             try:
                 # The throughput, JCT and APS alone (evaluate_mode's, without its report).
-                sat, t_max, jct, _ = mode_offline(s, m, cfg)
+                sat, t_max, jct, _ = mode_offline(s, m, cfg, memo)
             except PlanInputError:
                 # One error away the cluster no longer runs (e.g. a larger HBM reserve leaves
                 # no room for a request): no interval for this mode, rather than a guess.

@@ -1,0 +1,76 @@
+"""The modes of one cluster share the sides they build alike (scenario/assemble.py side_key,
+outcomes/serving.py ClusterMemo): every mode's assembly, optimum and outcome are those it has
+built alone, in every mode, for every scheduler, with mixed nodes and with efficiencies off."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from dualpath_plan.outcomes.serving import ClusterMemo, evaluate_mode, mode_offline
+from dualpath_plan.physics.engines import Scheduling
+from dualpath_plan.physics.modes import MODES
+from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.spec import ServingConfig
+
+
+def _scenarios(registry) -> list[Scenario]:
+    base = Scenario.from_ids(
+        registry, model="deepseek-v3.2", prefill_nodes=2, decode_nodes=4, workload="paper-64k"
+    )
+    mixed = Scenario.from_ids(
+        registry,
+        model="deepseek-v3.2",
+        prefill_nodes=3,
+        decode_nodes=2,
+        workload="paper-32k",
+        prefill_node="dgx-h100",
+        decode_node="dualpath-hopper",
+    )
+    return [
+        base,
+        mixed,
+        replace(base, scheduling=Scheduling(policy="round_robin")),
+        replace(base, scheduling=Scheduling(baseline="ideal")),
+        replace(base, options=replace(base.options, efficiencies=False)),
+    ]
+
+
+def _same(a: object, b: object) -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys()
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, tuple):
+        assert isinstance(b, tuple) and len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _same(x, y)
+    else:
+        assert np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True), (a, b)
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_modes_sharing_sides_get_what_they_build_alone(registry, index) -> None:
+    sc = _scenarios(registry)[index]
+    cfg = ServingConfig()
+    memo = ClusterMemo()
+    for m in MODES:
+        shared = mode_offline(sc, m, cfg, memo)
+        alone = mode_offline(sc, m, cfg)
+        _same(shared[1:], alone[1:])
+        for got, want in ((shared[0].assembly, alone[0].assembly),):
+            _same(got.links.capacity, want.links.capacity)
+            _same(got.links.load, want.links.load)
+            _same(got.pe.per_node, want.pe.per_node)
+            _same(got.de.per_node, want.de.per_node)
+            for side in ("pe", "de"):
+                g, w = getattr(got, side), getattr(want, side)
+                assert {k: [f.describe() for f in v] for k, v in g.factors.items()} == {
+                    k: [f.describe() for f in v] for k, v in w.factors.items()
+                }
+        _same(shared[0].solution.throughput_turns_per_s, alone[0].solution.throughput_turns_per_s)
+    shared_memo = ClusterMemo()
+    for m in MODES:
+        assert evaluate_mode(sc, m, cfg, shared_memo) == evaluate_mode(sc, m, cfg)
