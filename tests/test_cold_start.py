@@ -11,13 +11,16 @@ import sys
 HEAVY = ("scipy", "matplotlib", "numpy.ma")
 # Modules a plain ``size`` (one cluster, no rate, no search) does not need: the search
 # (--target-aps, --deadline), the model at a rate (--aps, --aps-curve), recommend's outcomes
-# and report (which the rate report's chart borrows from).
+# and report (which the rate report's chart borrows from), the bottleneck-free range (paths,
+# recommend) and shlex (reports that quote their command line).
 NOT_PLAIN_SIZE = (
     "dualpath_plan.outcomes.sizing",
     "dualpath_plan.outcomes.at_rate",
     "dualpath_plan.reports.at_rate",
     "dualpath_plan.outcomes.recommend",
     "dualpath_plan.reports.recommend",
+    "dualpath_plan.solvers.bounds",
+    "shlex",
 )
 
 # Runs a command in a fresh interpreter and prints its exit code and every module it imported.
