@@ -1,6 +1,7 @@
 """The modes of one cluster share the sides they build alike (scenario/assemble.py side_key,
 outcomes/serving.py ClusterMemo): every mode's assembly, optimum and outcome are those it has
-built alone, in every mode, for every scheduler, with mixed nodes and with efficiencies off."""
+built alone, in every mode, for every scheduler, with mixed nodes and with efficiencies off;
+evaluate()'s one APS search for all modes gives each mode what it gets alone."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dualpath_plan.outcomes.serving import ClusterMemo, evaluate_mode, mode_offline
+from dualpath_plan.errors import InfeasibleError
+from dualpath_plan.outcomes.serving import ClusterMemo, evaluate, evaluate_mode, mode_offline
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.modes import MODES
 from dualpath_plan.scenario import Scenario
@@ -35,6 +37,11 @@ def _scenarios(registry) -> list[Scenario]:
         replace(base, scheduling=Scheduling(policy="round_robin")),
         replace(base, scheduling=Scheduling(baseline="ideal")),
         replace(base, options=replace(base.options, efficiencies=False)),
+        # Basic cannot hold a request's KV beside this reserve: the other modes run.
+        replace(
+            base,
+            prefill_node=base.prefill_node.model_copy(update={"prefill_hbm_reserve_gbyte": 20.5}),
+        ),
     ]
 
 
@@ -51,14 +58,20 @@ def _same(a: object, b: object) -> None:
         assert np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True), (a, b)
 
 
-@pytest.mark.parametrize("index", range(5))
+@pytest.mark.parametrize("index", range(6))
 def test_modes_sharing_sides_get_what_they_build_alone(registry, index) -> None:
     sc = _scenarios(registry)[index]
     cfg = ServingConfig()
     memo = ClusterMemo()
     for m in MODES:
+        try:
+            alone = mode_offline(sc, m, cfg)
+        except InfeasibleError as exc:
+            with pytest.raises(InfeasibleError) as shared_exc:
+                mode_offline(sc, m, cfg, memo)
+            assert str(shared_exc.value) == str(exc)
+            continue
         shared = mode_offline(sc, m, cfg, memo)
-        alone = mode_offline(sc, m, cfg)
         _same(shared[1:], alone[1:])
         for got, want in ((shared[0].assembly, alone[0].assembly),):
             _same(got.links.capacity, want.links.capacity)
@@ -73,4 +86,29 @@ def test_modes_sharing_sides_get_what_they_build_alone(registry, index) -> None:
         _same(shared[0].solution.throughput_turns_per_s, alone[0].solution.throughput_turns_per_s)
     shared_memo = ClusterMemo()
     for m in MODES:
-        assert evaluate_mode(sc, m, cfg, shared_memo) == evaluate_mode(sc, m, cfg)
+        try:
+            alone_outcome = evaluate_mode(sc, m, cfg)
+        except InfeasibleError:
+            continue
+        assert evaluate_mode(sc, m, cfg, shared_memo) == alone_outcome
+
+
+@pytest.mark.parametrize("index", range(6))
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        ServingConfig(),
+        ServingConfig(max_utilization=1.0, agents=64),
+        ServingConfig(ttft_slo_s=3.0, max_utilization=1.0),  # TTFT- and throughput-bound
+        ServingConfig(ttft_slo_s=0.5, tpot_slo_s=0.02),  # unreachable
+    ],
+)
+def test_evaluate_searches_every_mode_at_once_as_each_alone(registry, index, cfg) -> None:
+    """evaluate() finds every mode's APS in one search (online.stack_queues): each mode's
+    outcome is evaluate_mode's, bit for bit."""
+    sc = _scenarios(registry)[index]
+    report = evaluate(sc, cfg, MODES, strict=False)
+    assert len(report.modes) + len(report.infeasible) == len(MODES)
+    for m in MODES:
+        if m in report.modes:
+            assert report.modes[m] == evaluate_mode(sc, m, cfg)

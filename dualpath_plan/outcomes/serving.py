@@ -39,13 +39,13 @@ over arrays of clusters.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
-from dualpath_plan.outcomes.online import OnlineAps, online_aps, online_queue
+from dualpath_plan.outcomes.online import OnlineAps, online_aps, online_queue, stack_queues
 from dualpath_plan.outcomes.paths import check_feasible
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import DecodeGroup, PrefillEngine
@@ -357,7 +357,13 @@ def light_load_turn_s(sc: Scenario, pm: PrefillEngine, group: DecodeGroup) -> tu
 def evaluate_mode(
     sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, memo: ClusterMemo | None = None
 ) -> ModeOutcome:
-    core = mode_core(sc, mode, cfg, memo)
+    return mode_outcome(sc, mode, cfg, mode_core(sc, mode, cfg, memo))
+
+
+def mode_outcome(
+    sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, core: ModeCore
+) -> ModeOutcome:
+    """A mode's full outcome on one cluster from what it rests on (``mode_core``'s)."""
     sat, t_max, jct, cycle_min, on = core.sat, core.t_max, core.jct_s, core.cycle_min, core.online
     P = sc.prefill_nodes
     pm = sat.prefill
@@ -460,14 +466,23 @@ def evaluate(
     # least demanding (layer-wise prefill, no I/O), so its reason holds for all.
     last: InfeasibleError | None = None
     memo = ClusterMemo()  # one cluster: its modes share its sides
+    offline: dict[OutcomeMode, tuple[Saturated, float, float, float]] = {}
     for m in modes:
         try:
-            out[m] = evaluate_mode(sc, m, cfg, memo)
+            offline[m] = mode_offline(sc, m, cfg, memo)
         except InfeasibleError as exc:
             if strict:
                 raise
             last = exc
             infeasible[m] = exc.detail
+    # Every mode's APS in one search (online.stack_queues: each cluster's is what it is alone),
+    # then each mode's outcome as evaluate_mode gives it.
+    if offline:
+        queues = [online_queue(sc, sat.assembly, sat.solution) for sat, *_ in offline.values()]
+        online = online_aps(stack_queues(queues), cfg)
+        for i, (m, (sat, t_max, jct, cycle_min)) in enumerate(offline.items()):
+            on = OnlineAps(*(getattr(online, f.name)[i : i + 1] for f in fields(OnlineAps)))
+            out[m] = mode_outcome(sc, m, cfg, ModeCore(sat, t_max, jct, cycle_min, on))
     if not out and last is not None:
         raise InfeasibleError(f"no mode can run this cluster: {last.detail}", field=last.field)
     if strict and all(o.aps_limit == "unreachable" for o in out.values()):
