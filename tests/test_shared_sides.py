@@ -1,7 +1,8 @@
 """The modes of one cluster share the sides they build alike (scenario/assemble.py side_key,
 outcomes/serving.py ClusterMemo): every mode's assembly, optimum and outcome are those it has
 built alone, in every mode, for every scheduler, with mixed nodes and with efficiencies off;
-evaluate()'s one APS search for all modes gives each mode what it gets alone."""
+evaluate()'s one APS search for all modes gives each mode what it gets alone; the intervals
+reuse the centre's outcomes for a perturbation that a bound cut to nothing."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.outcomes.serving import ClusterMemo, evaluate, evaluate_mode, mode_offline
+from dualpath_plan.outcomes.uncertainty import mode_intervals, perturbations
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.modes import MODES
 from dualpath_plan.scenario import Scenario
@@ -112,3 +114,17 @@ def test_evaluate_searches_every_mode_at_once_as_each_alone(registry, index, cfg
     for m in MODES:
         if m in report.modes:
             assert report.modes[m] == evaluate_mode(sc, m, cfg)
+
+
+def test_intervals_take_the_centre_for_a_step_cut_to_nothing(registry) -> None:
+    """paper-64k's turns_spread sits at its upper bound: its step up leaves the scenario as it
+    was, and the intervals take the centre's outcomes (evaluate's) for it instead of
+    evaluating it again; the same numbers, bit for bit, as evaluating it."""
+    sc = _scenarios(registry)[0]
+    cfg = ServingConfig()
+    moves = perturbations(sc)
+    spread = next(p for p in moves if p.field == "turns_spread")
+    assert spread.above.workload.turns_spread == sc.workload.turns_spread
+    report = evaluate(sc, cfg, strict=False)
+    modes = tuple(report.modes)
+    assert mode_intervals(sc, cfg, modes, report.modes) == mode_intervals(sc, cfg, modes)
