@@ -57,3 +57,37 @@ def test_plain_size_imports_only_its_path() -> None:
         assert code == 0
         extra = sorted(set(NOT_PLAIN_SIZE) & set(modules))
         assert not extra, f"{args} imported {extra}"
+
+
+# The console script's entry point (cli/program.py): main() with the collector paused while
+# the modules load and the objects frozen at exit.
+_PROGRAM = """
+import gc, json, sys
+sys.argv = ["dualpath-plan", *sys.argv[1:]]
+from dualpath_plan.cli import program
+quiet_import = gc.isenabled() and gc.get_freeze_count() == 0
+code = program.run()
+sys.stdout.flush()
+state = {"code": code, "quiet_import": quiet_import, "enabled": gc.isenabled(),
+         "frozen": gc.get_freeze_count()}
+print(json.dumps(state), file=sys.stderr)
+"""
+_MAIN = "import sys\nfrom dualpath_plan.cli.app import main\nsys.exit(main(sys.argv[1:]))"
+
+
+def test_program_is_main_with_the_collector_paused_at_start_up() -> None:
+    for args in (["size", "--json"], ["size", "-P", "1", "-D", "1"]):
+        prog = subprocess.run(
+            [sys.executable, "-c", _PROGRAM, *args], capture_output=True, text=True, check=True
+        )
+        *errors, state = prog.stderr.splitlines()
+        found = json.loads(state)
+        # Importing the module changes nothing; running leaves the collector on, the objects
+        # of the run frozen.
+        assert found["quiet_import"] and found["enabled"] and found["frozen"] > 0
+        plain = subprocess.run([sys.executable, "-c", _MAIN, *args], capture_output=True, text=True)
+        assert (found["code"], prog.stdout, errors) == (
+            plain.returncode,
+            plain.stdout,
+            plain.stderr.splitlines(),
+        )
