@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import itertools
 import json
 import math
@@ -725,14 +726,19 @@ def _bound(v: float) -> str:
 
 # --- output text ---------------------------------------------------------------------------
 
-_XML_ILLEGAL = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+@functools.cache
+def _xml_illegal() -> re.Pattern[str]:
+    # Compiled when first used: its wide character ranges take milliseconds to compile, paid
+    # at start-up by every command otherwise (only SVG and Markdown output needs it).
+    return re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def xml_text(text: object) -> str:
     """``text`` with every character XML 1.0 does not allow (control characters, lone
     surrogates, U+FFFE/U+FFFF) escaped as ``\\xNN``/``\\uNNNN``, so the document stays
     well-formed; ElementTree escapes ``<``, ``&`` and quotes itself."""
-    return _XML_ILLEGAL.sub(lambda m: printable(m.group()), str(text))
+    return _xml_illegal().sub(lambda m: printable(m.group()), str(text))
 
 
 # --- writing -------------------------------------------------------------------------------

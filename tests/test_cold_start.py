@@ -9,6 +9,19 @@ import subprocess
 import sys
 
 HEAVY = ("scipy", "matplotlib", "numpy.ma")
+# Modules a plain ``size`` (one cluster, no rate, no search) does not need: the search
+# (--target-aps, --deadline), the model at a rate (--aps, --aps-curve), recommend's outcomes
+# and report (which the rate report's chart borrows from), the bottleneck-free range (paths,
+# recommend) and shlex (reports that quote their command line).
+NOT_PLAIN_SIZE = (
+    "dualpath_plan.outcomes.sizing",
+    "dualpath_plan.outcomes.at_rate",
+    "dualpath_plan.reports.at_rate",
+    "dualpath_plan.outcomes.recommend",
+    "dualpath_plan.reports.recommend",
+    "dualpath_plan.solvers.bounds",
+    "shlex",
+)
 
 # Runs a command in a fresh interpreter and prints its exit code and every module it imported.
 _RUN = """
@@ -36,3 +49,45 @@ def test_size_imports_no_heavy_module() -> None:
         assert not heavy, f"{args} imported {heavy}"
         # Only the invoked command's module among the commands.
         assert [m for m in modules if m.endswith("_cmd")] == ["dualpath_plan.cli.size_cmd"]
+
+
+def test_plain_size_imports_only_its_path() -> None:
+    for args in (["size"], ["size", "--json"]):
+        code, modules = _imported(*args)
+        assert code == 0
+        extra = sorted(set(NOT_PLAIN_SIZE) & set(modules))
+        assert not extra, f"{args} imported {extra}"
+
+
+# The console script's entry point (cli/program.py): main() with the collector paused while
+# the modules load and the objects frozen at exit.
+_PROGRAM = """
+import gc, json, sys
+sys.argv = ["dualpath-plan", *sys.argv[1:]]
+from dualpath_plan.cli import program
+quiet_import = gc.isenabled() and gc.get_freeze_count() == 0
+code = program.run()
+sys.stdout.flush()
+state = {"code": code, "quiet_import": quiet_import, "enabled": gc.isenabled(),
+         "frozen": gc.get_freeze_count()}
+print(json.dumps(state), file=sys.stderr)
+"""
+_MAIN = "import sys\nfrom dualpath_plan.cli.app import main\nsys.exit(main(sys.argv[1:]))"
+
+
+def test_program_is_main_with_the_collector_paused_at_start_up() -> None:
+    for args in (["size", "--json"], ["size", "-P", "1", "-D", "1"]):
+        prog = subprocess.run(
+            [sys.executable, "-c", _PROGRAM, *args], capture_output=True, text=True, check=True
+        )
+        *errors, state = prog.stderr.splitlines()
+        found = json.loads(state)
+        # Importing the module changes nothing; running leaves the collector on, the objects
+        # of the run frozen.
+        assert found["quiet_import"] and found["enabled"] and found["frozen"] > 0
+        plain = subprocess.run([sys.executable, "-c", _MAIN, *args], capture_output=True, text=True)
+        assert (found["code"], prog.stdout, errors) == (
+            plain.returncode,
+            plain.stdout,
+            plain.stderr.splitlines(),
+        )

@@ -92,6 +92,12 @@ def _register_commands(only: str | None = None) -> None:
             _registered.add(name)
 
 
+def load_command(args: list[str]) -> None:
+    """Import the module of the command ``args`` name (every command's for --help and unknown
+    names): main() does it first; the program (cli/program.py) before it calls main()."""
+    _register_commands(_invoked(args))
+
+
 def _show_rows(source: str, rows: int, done: bool) -> None:
     # One line, rewritten in place, and erased when the read is done.
     text = "\r\x1b[K" if done else f"\rreading {printable(source)}: {rows:,} rows "
@@ -103,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input is one line on stderr and exit 2, never a traceback."""
     args = sys.argv[1:] if argv is None else argv
     GlobalState.argv = list(args)
-    _register_commands(_invoked(args))
+    load_command(args)
     # Floating-point warnings would print on stderr; non-finite results are caught where they
     # are printed (cli.common.print_json), so the warnings add nothing for a user.
     np.seterr(all="ignore")
@@ -147,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["app", "main"]
+__all__ = ["app", "load_command", "main"]
 
 
 def _with_flags(exc: PlanInputError) -> PlanInputError:

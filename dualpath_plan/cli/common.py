@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -51,6 +50,8 @@ class GlobalState:
 
 def command_line() -> str:
     """The command line this run was given, quoted for a shell (reports print it)."""
+    import shlex  # here: only the reports that quote their command line need it
+
     return shlex.join(["dualpath-plan", *GlobalState.argv])
 
 

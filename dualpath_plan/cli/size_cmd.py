@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 import typer
@@ -20,17 +20,18 @@ from dualpath_plan.cli.common import (
 )
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.files import atomic_write
-from dualpath_plan.outcomes.at_rate import rate_report
 from dualpath_plan.outcomes.serving import evaluate
-from dualpath_plan.outcomes.sizing import MAX_NODES, sizing_report
 from dualpath_plan.outcomes.uncertainty import answer_intervals, mode_intervals
-from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
-from dualpath_plan.reports import at_rate
 from dualpath_plan.reports import size as report
 from dualpath_plan.scenario import Scenario
-from dualpath_plan.scenario.spec import ScenarioSpec
+from dualpath_plan.scenario.spec import MAX_NODES, ScenarioSpec
+
+if TYPE_CHECKING:
+    from dualpath_plan.profiles.registry import Registry
+
+# The search (--target-aps, --deadline) and the model at a rate (--aps, --aps-curve) are
+# imported where they run: a plain `size` does not pay for their modules at start-up.
 
 # Rates of one --aps-curve at most: a chart or a table of more says nothing more, and the
 # model at a rate is vectorized, so this many take milliseconds.
@@ -125,6 +126,8 @@ def size(
         _at_rates(sc, registry, spec, rates, curve=aps_curve is not None, out=out, as_json=as_json)
         return
     if target_aps is not None or deadline is not None:
+        from dualpath_plan.outcomes.sizing import sizing_report
+
         sizing = sizing_report(
             sc, spec, target_aps=target_aps, deadline_s=deadline, max_nodes=max_nodes
         )
@@ -185,6 +188,10 @@ def _at_rates(
     out: Path | None,
     as_json: bool,
 ) -> None:
+    from dualpath_plan.files import atomic_write
+    from dualpath_plan.outcomes.at_rate import rate_report
+    from dualpath_plan.reports import at_rate
+
     result = rate_report(sc, spec.serving, rates)
     if out is not None:
         refuse_input(out, sc, registry)

@@ -26,10 +26,10 @@ from dualpath_plan.scenario.assemble import (
     assemble_groups,
 )
 from dualpath_plan.scenario.bundle import Scenario
-from dualpath_plan.solvers.bounds import Bounds, pd_bounds
 from dualpath_plan.solvers.closed_form import solve
 
 if TYPE_CHECKING:  # scipy.optimize loads only for commands that solve an LP (start-up time)
+    from dualpath_plan.solvers.bounds import Bounds
     from dualpath_plan.solvers.lp import LPSolution
 
 
@@ -37,6 +37,8 @@ def bottleneck_free_range(sc: Scenario) -> Bounds:
     """The paper's eq. (1)-(9) range for the scenario's nodes: per-node capacities from the
     assembly under load-balanced scheduling (the paper's assumption)."""
     balanced = replace(sc, scheduling=replace(sc.scheduling, policy="ideal"))
+    from dualpath_plan.solvers.bounds import pd_bounds  # here: size does not need it
+
     return pd_bounds(assemble(balanced, "dualpath", 1.0, 1.0))
 
 

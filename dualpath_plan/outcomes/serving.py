@@ -39,20 +39,20 @@ over arrays of clusters.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
-from dualpath_plan.outcomes.online import OnlineAps, online_aps, online_queue
+from dualpath_plan.outcomes.online import OnlineAps, online_aps, online_queue, stack_queues
 from dualpath_plan.outcomes.paths import check_feasible
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import DecodeGroup, PrefillEngine
 from dualpath_plan.physics.links import LINKS, Num
 from dualpath_plan.physics.modes import MODE_TABLE, REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import TurnCounts
-from dualpath_plan.scenario.assemble import Assembly, assemble
+from dualpath_plan.scenario.assemble import Assembly, SideMemo, assemble
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.spec import ServingConfig
 from dualpath_plan.solvers.closed_form import Solution, solve
@@ -115,10 +115,16 @@ class Saturated:
         return self.assembly.feasible
 
 
-def saturated(sc: Scenario, mode: OutcomeMode, prefill_nodes: Num, decode_nodes: Num) -> Saturated:
+def saturated(
+    sc: Scenario,
+    mode: OutcomeMode,
+    prefill_nodes: Num,
+    decode_nodes: Num,
+    sides: SideMemo | None = None,
+) -> Saturated:
     """The path model's optimum for the mode, vectorized over ``prefill_nodes`` and
-    ``decode_nodes`` (used by size, recommend, sweep)."""
-    asm = assemble(sc, mode, prefill_nodes, decode_nodes)
+    ``decode_nodes`` (used by size, recommend, sweep); ``sides``: assemble's."""
+    asm = assemble(sc, mode, prefill_nodes, decode_nodes, sides)
     return Saturated(asm, solve(asm.links))
 
 
@@ -229,16 +235,34 @@ class ModeCore:
         return float(self.online.aps[0])
 
 
-def runnable(sc: Scenario, mode: OutcomeMode) -> tuple[Saturated, float]:
+class ClusterMemo:
+    """What the modes of one cluster (a scenario at its node counts) share, built by the first
+    mode that needs it: the sides of its assemblies (``assemble``'s ``sides``) and the passed
+    feasibility check, which no mode changes. Intervals evaluate every mode of a dozen
+    perturbed scenarios: each scenario's modes share one."""
+
+    __slots__ = ("checked", "sides")
+
+    def __init__(self) -> None:
+        self.sides: SideMemo = {}
+        self.checked = False
+
+
+def runnable(
+    sc: Scenario, mode: OutcomeMode, memo: ClusterMemo | None = None
+) -> tuple[Saturated, float]:
     """The saturated optimum of one cluster in a mode and its throughput (turns/s, finite and
     > 0); raises InfeasibleError where the cluster does not run in it. What every outcome of
     one cluster (``mode_core``, ``outcomes/at_rate.py``) starts from, so they refuse a cluster
-    for the same reason."""
+    for the same reason. ``memo``: what this cluster's other modes built already."""
     P, D = sc.prefill_nodes, sc.decode_nodes
     # Node counts, weights and one decode request first: the clearest reasons a cluster is too
     # small, the same in every mode.
-    check_feasible(sc)
-    sat = saturated(sc, mode, P, D)
+    if memo is None or not memo.checked:
+        check_feasible(sc)
+        if memo is not None:
+            memo.checked = True
+    sat = saturated(sc, mode, P, D, None if memo is None else memo.sides)
     pm = sat.prefill
     if not bool(sat.feasible):
         per = float(
@@ -292,21 +316,24 @@ def kv_working_set_gbyte(sc: Scenario, aps: Num, agent_s: Num) -> Num:
     return float(gbyte) if gbyte.ndim == 0 else gbyte
 
 
-def mode_core(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeCore:
+def mode_core(
+    sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, memo: ClusterMemo | None = None
+) -> ModeCore:
     """The saturated optimum, offline JCT and online APS of one cluster in a mode; raises
-    InfeasibleError where the cluster does not run in it."""
-    sat, t_max, jct, cycle_min = mode_offline(sc, mode, cfg)
+    InfeasibleError where the cluster does not run in it. ``memo``: ``runnable``'s."""
+    sat, t_max, jct, cycle_min = mode_offline(sc, mode, cfg, memo)
     # Online: the one queueing model (outcomes/online.py), on this one cluster.
     on = online_aps(online_queue(sc, sat.assembly, sat.solution), cfg)
     return ModeCore(sat, t_max, jct, cycle_min, on)
 
 
 def mode_offline(
-    sc: Scenario, mode: OutcomeMode, cfg: ServingConfig
+    sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, memo: ClusterMemo | None = None
 ) -> tuple[Saturated, float, float, float]:
     """``mode_core`` without the online APS: the saturated optimum, its throughput, the
-    offline JCT and the per-agent cycle (intervals search the APS of many clusters at once)."""
-    sat, t_max = runnable(sc, mode)
+    offline JCT and the per-agent cycle (intervals search the APS of many clusters at once);
+    ``memo``: ``runnable``'s."""
+    sat, t_max = runnable(sc, mode, memo)
     pm = sat.prefill
     group = sat.assembly.de.decode  # one cluster: the group of its D decode nodes
     assert group is not None
@@ -327,8 +354,16 @@ def light_load_turn_s(sc: Scenario, pm: PrefillEngine, group: DecodeGroup) -> tu
     return ttft_min, cycle
 
 
-def evaluate_mode(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig) -> ModeOutcome:
-    core = mode_core(sc, mode, cfg)
+def evaluate_mode(
+    sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, memo: ClusterMemo | None = None
+) -> ModeOutcome:
+    return mode_outcome(sc, mode, cfg, mode_core(sc, mode, cfg, memo))
+
+
+def mode_outcome(
+    sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, core: ModeCore
+) -> ModeOutcome:
+    """A mode's full outcome on one cluster from what it rests on (``mode_core``'s)."""
     sat, t_max, jct, cycle_min, on = core.sat, core.t_max, core.jct_s, core.cycle_min, core.online
     P = sc.prefill_nodes
     pm = sat.prefill
@@ -430,14 +465,24 @@ def evaluate(
     # When no mode runs, the last one's reason: the modes go from basic to the oracle, the
     # least demanding (layer-wise prefill, no I/O), so its reason holds for all.
     last: InfeasibleError | None = None
+    memo = ClusterMemo()  # one cluster: its modes share its sides
+    offline: dict[OutcomeMode, tuple[Saturated, float, float, float]] = {}
     for m in modes:
         try:
-            out[m] = evaluate_mode(sc, m, cfg)
+            offline[m] = mode_offline(sc, m, cfg, memo)
         except InfeasibleError as exc:
             if strict:
                 raise
             last = exc
             infeasible[m] = exc.detail
+    # Every mode's APS in one search (online.stack_queues: each cluster's is what it is alone),
+    # then each mode's outcome as evaluate_mode gives it.
+    if offline:
+        queues = [online_queue(sc, sat.assembly, sat.solution) for sat, *_ in offline.values()]
+        online = online_aps(stack_queues(queues), cfg)
+        for i, (m, (sat, t_max, jct, cycle_min)) in enumerate(offline.items()):
+            on = OnlineAps(*(getattr(online, f.name)[i : i + 1] for f in fields(OnlineAps)))
+            out[m] = mode_outcome(sc, m, cfg, ModeCore(sat, t_max, jct, cycle_min, on))
     if not out and last is not None:
         raise InfeasibleError(f"no mode can run this cluster: {last.detail}", field=last.field)
     if strict and all(o.aps_limit == "unreachable" for o in out.values()):

@@ -17,13 +17,9 @@ from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, evaluate_mode
 from dualpath_plan.physics.modes import REPORT_MODES
 from dualpath_plan.scenario.bundle import Scenario
-from dualpath_plan.scenario.spec import ScenarioSpec, ServingConfig
+from dualpath_plan.scenario.spec import MAX_NODES, ScenarioSpec, ServingConfig
 
 Target = Literal["aps", "deadline"]
-# The largest cluster a search may try: each size evaluates every split, so the work grows
-# with the square of this; 4,096 nodes (32,768 GPUs at 8 per node) is beyond any deployment
-# the paper or its peers describe (the paper's largest is 1,152 GPUs).
-MAX_NODES = 4096
 
 
 @dataclass(frozen=True)

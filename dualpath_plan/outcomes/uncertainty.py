@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.online import OnlineQueue, online_aps, online_queue, stack_queues
-from dualpath_plan.outcomes.serving import ModeOutcome, mode_offline
+from dualpath_plan.outcomes.serving import ClusterMemo, ModeOutcome, mode_offline
 from dualpath_plan.physics.modes import REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, numeric_bounds
@@ -192,23 +192,32 @@ def mode_intervals(
     """Intervals of every mode's throughput, JCT and APS from the calibration's errors;
     ``known``: the modes' outcomes on ``sc`` already evaluated (not evaluated again)."""
     moves = perturbations(sc)
+    centre = (
+        {f"{m}.{k}": float(getattr(known[m], k)) for m in modes for k in METRICS}
+        if known is not None and all(m in known for m in modes)
+        else None
+    )
+    # A step that a schema bound cut to nothing (paper-64k's turns_spread sits at its upper
+    # bound) leaves the scenario as it was: its outcomes are the centre's, known already.
+    unmoved = (
+        {id(s) for p in moves for s in (p.below, p.above) if _unmoved(sc, p, s)}
+        if centre is not None
+        else set()
+    )
     # Every perturbed scenario's outcomes at once: the saturated optimum and JCT per
     # scenario and mode, then one APS search over all of them (online.stack_queues: each
     # cluster's APS is what it is alone).
-    shifted = [s for p in moves for s in (p.below, p.above)]
+    shifted = [s for p in moves for s in (p.below, p.above) if id(s) not in unmoved]
     found_values = _mode_outcomes(shifted, modes, cfg)
     table = {id(s): v for s, v in zip(shifted, found_values, strict=True)}
 
     def outcome(s: Scenario) -> dict[str, float]:
         if id(s) in table:
             return table[id(s)]
+        if id(s) in unmoved and centre is not None:
+            return centre
         return _mode_outcomes([s], modes, cfg)[0]
 
-    centre = (
-        {f"{m}.{k}": float(getattr(known[m], k)) for m in modes for k in METRICS}
-        if known is not None and all(m in known for m in modes)
-        else None
-    )
     found = intervals_of(sc, outcome, moves, centre)
     if found is None:
         return OutcomeIntervals(CONFIDENCE, {}, no_interval_reason(sc))
@@ -217,6 +226,17 @@ def mode_intervals(
     }
     fields = tuple(f"{p.kind}.{p.field}" for p in moves)
     return OutcomeIntervals(CONFIDENCE, by_mode, None, fields)
+
+
+def _unmoved(sc: Scenario, p: Perturbation, s: Scenario) -> bool:
+    """Whether ``s``, one side of ``p``, has the field's value of ``sc`` everywhere it was
+    moved (the field is all a perturbation changes)."""
+    if p.kind == "workload":
+        return bool(getattr(s.workload, p.field) == getattr(sc.workload, p.field))
+    return all(
+        getattr(getattr(s, side), p.field) == getattr(getattr(sc, side), p.field)
+        for side in ("prefill_node", "decode_node")
+    )
 
 
 def _mode_outcomes(
@@ -228,10 +248,11 @@ def _mode_outcomes(
     queues: list[OnlineQueue] = []
     where: list[tuple[int, ModeName]] = []
     for i, s in enumerate(scenarios):
+        memo = ClusterMemo()  # the scenario's modes share its sides and feasibility check
         for m in modes:
             try:
                 # The throughput, JCT and APS alone (evaluate_mode's, without its report).
-                sat, t_max, jct, _ = mode_offline(s, m, cfg)
+                sat, t_max, jct, _ = mode_offline(s, m, cfg, memo)
             except PlanInputError:
                 # One error away the cluster no longer runs (e.g. a larger HBM reserve leaves
                 # no room for a request): no interval for this mode, rather than a guess.

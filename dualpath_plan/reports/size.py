@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -12,7 +12,6 @@ from rich.table import Table
 
 from dualpath_plan.outcomes.limits import LinkLimit
 from dualpath_plan.outcomes.serving import ModeOutcome, SizeReport, unreachable_reason
-from dualpath_plan.outcomes.sizing import SizingReport
 from dualpath_plan.outcomes.uncertainty import Interval, OutcomeIntervals
 from dualpath_plan.reports.numbers import finite, per_token, seconds
 from dualpath_plan.reports.provenance import (
@@ -24,6 +23,9 @@ from dualpath_plan.reports.provenance import (
 )
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ServingConfig
+
+if TYPE_CHECKING:  # annotations only: a plain size does not import the search
+    from dualpath_plan.outcomes.sizing import SizingReport
 
 
 def limits_payload(limits: Mapping[str, LinkLimit]) -> dict[str, Any]:

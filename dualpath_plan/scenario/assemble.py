@@ -437,13 +437,19 @@ def read_share(capacity: dict[str, Num]) -> Num:
 
 
 def assemble(
-    sc: Scenario, mode: ModeName | Mode, prefill_nodes: Num, decode_nodes: Num
+    sc: Scenario,
+    mode: ModeName | Mode,
+    prefill_nodes: Num,
+    decode_nodes: Num,
+    sides: SideMemo | None = None,
 ) -> Assembly:
-    """The whole cluster for ``mode``, vectorized over ``prefill_nodes`` and ``decode_nodes``."""
+    """The whole cluster for ``mode``, vectorized over ``prefill_nodes`` and ``decode_nodes``;
+    ``sides``: the sides already built for this scenario at these node counts (filled here),
+    shared by the modes that build the same side (``side_key``)."""
     m = MODE_TABLE[mode] if isinstance(mode, str) else mode
     turns = sc.turn_demand
-    pe = grouped_side_capacity(sc, "pe", sc.prefill_node, sc.prefill_gpu, prefill_nodes, m, turns)
-    de = grouped_side_capacity(sc, "de", sc.decode_node, sc.decode_gpu, decode_nodes, m, turns)
+    pe = _shared_side(sides, sc, "pe", sc.prefill_node, sc.prefill_gpu, prefill_nodes, m, turns)
+    de = _shared_side(sides, sc, "de", sc.decode_node, sc.decode_gpu, decode_nodes, m, turns)
     capacity: dict[str, Num] = {}
     scaling: dict[str, Scaling] = {}
     for group in (pe, de):
@@ -456,6 +462,39 @@ def assemble(
     scaling |= {k: Scaling("storage", float(v), v) for k, v in shared.items()}
     links = replace(link_set(turns.means(), capacity, m, sc), scaling=scaling)
     return Assembly(m, links, pe, de, storage_factors)
+
+
+# --- one side for the modes that share it ----------------------------------------------------
+
+# Built sides of one scenario at one pair of node counts, by side_key.
+SideMemo = dict[tuple[object, ...], SideCapacity]
+
+
+def side_key(side: str, mode: Mode) -> tuple[object, ...]:
+    """What a side's capacities depend on in a mode (side_capacity reads nothing else of it):
+    the scheduler, and on the prefill side layer-wise prefill and free I/O. Basic, even,
+    dualpath and oracle build three prefill sides and two decode sides, not four of each."""
+    if side == "pe":
+        return (side, mode.scheduler, mode.layerwise, mode.io_free)
+    return (side, mode.scheduler)
+
+
+def _shared_side(
+    sides: SideMemo | None,
+    sc: Scenario,
+    side: str,
+    node: NodeProfile,
+    gpu: GpuProfile,
+    nodes: Num,
+    mode: Mode,
+    turns: TurnDemand,
+) -> SideCapacity:
+    if sides is None:
+        return grouped_side_capacity(sc, side, node, gpu, nodes, mode, turns)
+    key = side_key(side, mode)
+    if key not in sides:
+        sides[key] = grouped_side_capacity(sc, side, node, gpu, nodes, mode, turns)
+    return sides[key]
 
 
 def storage_capacity(sc: Scenario) -> tuple[dict[str, Num], dict[str, tuple[Factor, ...]]]:

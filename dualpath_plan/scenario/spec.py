@@ -21,6 +21,11 @@ from dualpath_plan.physics.links import PathOptions
 # Nodes on one side of a cluster, at most: far beyond any deployment (the paper's largest is
 # 144 nodes), and it keeps every product of node counts and rates finite.
 MAX_SIDE_NODES = 1_000_000
+# The largest cluster a search (outcomes/sizing.py) may try: each size evaluates every split,
+# so the work grows with the square of this; 4,096 nodes (32,768 GPUs at 8 per node) is beyond
+# any deployment the paper or its peers describe (the paper's largest is 1,152 GPUs). Here, not
+# in the search's module, so that size's --help text does not import the search.
+MAX_NODES = 4096
 # Agents of an offline run, at most: the paper's largest is 48K; the bound keeps the JCT finite.
 MAX_AGENTS = 1_000_000_000
 PAPER_TERMS: tuple[str, ...] = tuple(PathOptions.__dataclass_fields__)

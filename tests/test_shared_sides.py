@@ -1,0 +1,130 @@
+"""The modes of one cluster share the sides they build alike (scenario/assemble.py side_key,
+outcomes/serving.py ClusterMemo): every mode's assembly, optimum and outcome are those it has
+built alone, in every mode, for every scheduler, with mixed nodes and with efficiencies off;
+evaluate()'s one APS search for all modes gives each mode what it gets alone; the intervals
+reuse the centre's outcomes for a perturbation that a bound cut to nothing."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from dualpath_plan.errors import InfeasibleError
+from dualpath_plan.outcomes.serving import ClusterMemo, evaluate, evaluate_mode, mode_offline
+from dualpath_plan.outcomes.uncertainty import mode_intervals, perturbations
+from dualpath_plan.physics.engines import Scheduling
+from dualpath_plan.physics.modes import MODES
+from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.spec import ServingConfig
+
+
+def _scenarios(registry) -> list[Scenario]:
+    base = Scenario.from_ids(
+        registry, model="deepseek-v3.2", prefill_nodes=2, decode_nodes=4, workload="paper-64k"
+    )
+    mixed = Scenario.from_ids(
+        registry,
+        model="deepseek-v3.2",
+        prefill_nodes=3,
+        decode_nodes=2,
+        workload="paper-32k",
+        prefill_node="dgx-h100",
+        decode_node="dualpath-hopper",
+    )
+    return [
+        base,
+        mixed,
+        replace(base, scheduling=Scheduling(policy="round_robin")),
+        replace(base, scheduling=Scheduling(baseline="ideal")),
+        replace(base, options=replace(base.options, efficiencies=False)),
+        # Basic cannot hold a request's KV beside this reserve: the other modes run.
+        replace(
+            base,
+            prefill_node=base.prefill_node.model_copy(update={"prefill_hbm_reserve_gbyte": 20.5}),
+        ),
+    ]
+
+
+def _same(a: object, b: object) -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys()
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, tuple):
+        assert isinstance(b, tuple) and len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _same(x, y)
+    else:
+        assert np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True), (a, b)
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_modes_sharing_sides_get_what_they_build_alone(registry, index) -> None:
+    sc = _scenarios(registry)[index]
+    cfg = ServingConfig()
+    memo = ClusterMemo()
+    for m in MODES:
+        try:
+            alone = mode_offline(sc, m, cfg)
+        except InfeasibleError as exc:
+            with pytest.raises(InfeasibleError) as shared_exc:
+                mode_offline(sc, m, cfg, memo)
+            assert str(shared_exc.value) == str(exc)
+            continue
+        shared = mode_offline(sc, m, cfg, memo)
+        _same(shared[1:], alone[1:])
+        for got, want in ((shared[0].assembly, alone[0].assembly),):
+            _same(got.links.capacity, want.links.capacity)
+            _same(got.links.load, want.links.load)
+            _same(got.pe.per_node, want.pe.per_node)
+            _same(got.de.per_node, want.de.per_node)
+            for side in ("pe", "de"):
+                g, w = getattr(got, side), getattr(want, side)
+                assert {k: [f.describe() for f in v] for k, v in g.factors.items()} == {
+                    k: [f.describe() for f in v] for k, v in w.factors.items()
+                }
+        _same(shared[0].solution.throughput_turns_per_s, alone[0].solution.throughput_turns_per_s)
+    shared_memo = ClusterMemo()
+    for m in MODES:
+        try:
+            alone_outcome = evaluate_mode(sc, m, cfg)
+        except InfeasibleError:
+            continue
+        assert evaluate_mode(sc, m, cfg, shared_memo) == alone_outcome
+
+
+@pytest.mark.parametrize("index", range(6))
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        ServingConfig(),
+        ServingConfig(max_utilization=1.0, agents=64),
+        ServingConfig(ttft_slo_s=3.0, max_utilization=1.0),  # TTFT- and throughput-bound
+        ServingConfig(ttft_slo_s=0.5, tpot_slo_s=0.02),  # unreachable
+    ],
+)
+def test_evaluate_searches_every_mode_at_once_as_each_alone(registry, index, cfg) -> None:
+    """evaluate() finds every mode's APS in one search (online.stack_queues): each mode's
+    outcome is evaluate_mode's, bit for bit."""
+    sc = _scenarios(registry)[index]
+    report = evaluate(sc, cfg, MODES, strict=False)
+    assert len(report.modes) + len(report.infeasible) == len(MODES)
+    for m in MODES:
+        if m in report.modes:
+            assert report.modes[m] == evaluate_mode(sc, m, cfg)
+
+
+def test_intervals_take_the_centre_for_a_step_cut_to_nothing(registry) -> None:
+    """paper-64k's turns_spread sits at its upper bound: its step up leaves the scenario as it
+    was, and the intervals take the centre's outcomes (evaluate's) for it instead of
+    evaluating it again; the same numbers, bit for bit, as evaluating it."""
+    sc = _scenarios(registry)[0]
+    cfg = ServingConfig()
+    moves = perturbations(sc)
+    spread = next(p for p in moves if p.field == "turns_spread")
+    assert spread.above.workload.turns_spread == sc.workload.turns_spread
+    report = evaluate(sc, cfg, strict=False)
+    modes = tuple(report.modes)
+    assert mode_intervals(sc, cfg, modes, report.modes) == mode_intervals(sc, cfg, modes)
