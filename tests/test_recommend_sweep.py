@@ -37,10 +37,14 @@ FILE_REL = 0.5 * 10.0 ** (1 - FLOAT_DIGITS)
 
 
 def test_grid_value_specs() -> None:
-    assert parse_values("x", "100,200,400") == (100.0, 200.0, 400.0)
-    assert parse_values("P", "1:4") == (1.0, 2.0, 3.0, 4.0)
-    assert parse_values("x", "1:100:3log") == pytest.approx((1.0, 10.0, 100.0))
-    assert parse_values("x", "0:1:5lin") == pytest.approx((0, 0.25, 0.5, 0.75, 1.0))
+    assert parse_values("x", "100,200,400").tolist() == [100.0, 200.0, 400.0]
+    assert parse_values("P", "1:4").tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert parse_values("x", "1:100:3log").tolist() == pytest.approx([1.0, 10.0, 100.0])
+    assert parse_values("x", "0:1:5lin").tolist() == pytest.approx([0, 0.25, 0.5, 0.75, 1.0])
+    # An axis is a read-only float64 array: built and checked whole, never edited in place.
+    values = parse_values("P", "1:10000000")
+    assert values.dtype == np.float64 and not values.flags.writeable
+    assert values[0] == 1.0 and values[-1] == 1e7 and values.size == 10_000_000
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,7 @@ from dualpath_plan.outcomes.serving import (
 )
 from dualpath_plan.physics.engines import check_weights_fit, weights_fit
 from dualpath_plan.physics.links import LINK_INDEX
+from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.profiles.registry import Overrides, Registry
 from dualpath_plan.profiles.schemas import KINDS, numeric_bounds, schema_for
 from dualpath_plan.scenario.assemble import assemble
@@ -53,18 +54,27 @@ DEFAULT_MAX_POINTS = 100_000_000
 DEFAULT_MAX_LP_POINTS = 100_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Axis:
     name: str  # "P", "D", "agents" or "kind.field"
-    values: tuple[float, ...]
+    # Read-only float64: an axis of up to MAX_AXIS_POINTS values is built and checked by
+    # whole-array operations, so a grid too large to run is refused in milliseconds.
+    values: FloatArray
 
     @property
     def is_vector(self) -> bool:
         return self.name in VECTOR_AXES
 
 
-def parse_values(name: str, spec: str) -> tuple[float, ...]:
-    """``a,b,c`` | ``A:B`` (inclusive integers) | ``A:B:Nlog`` | ``A:B:Nlin``."""
+def parse_values(name: str, spec: str) -> FloatArray:
+    """``a,b,c`` | ``A:B`` (inclusive integers) | ``A:B:Nlog`` | ``A:B:Nlin``, as a read-only
+    float64 array."""
+    values = _parse_values(name, spec)
+    values.flags.writeable = False
+    return values
+
+
+def _parse_values(name: str, spec: str) -> FloatArray:
     where = f"--grid {name}={spec}"
     text = spec.strip()
     if not text:
@@ -95,7 +105,7 @@ def parse_values(name: str, spec: str) -> tuple[float, ...]:
                 raise PlanInputError(
                     f"{where}: {count:,} points on one axis is too many", field="--grid"
                 )
-            return tuple(float(v) for v in range(int(a), int(b) + 1))
+            return np.arange(int(a), int(b) + 1, dtype=np.float64)
         if len(parts) == 3:
             a, b = number(parts[0]), number(parts[1])
             step = parts[2].strip().lower()
@@ -120,15 +130,15 @@ def parse_values(name: str, spec: str) -> tuple[float, ...]:
             if kind == "log":
                 if a <= 0:
                     raise PlanInputError(f"{where}: a log range needs A > 0", field="--grid")
-                return tuple(float(v) for v in np.geomspace(a, b, n))
-            return tuple(float(v) for v in np.linspace(a, b, n))
+                return np.geomspace(a, b, n, dtype=np.float64)
+            return np.linspace(a, b, n, dtype=np.float64)
         raise PlanInputError(
             f"{where}: expected a,b,c or A:B or A:B:Nlog / A:B:Nlin", field="--grid"
         )
-    values = tuple(number(p) for p in text.split(",") if p.strip())
+    values = [number(p) for p in text.split(",") if p.strip()]
     if not values:
         raise PlanInputError(f"{where}: no values", field="--grid")
-    return values
+    return np.asarray(values, dtype=np.float64)
 
 
 def parse_axis(text: str) -> Axis:
@@ -138,7 +148,7 @@ def parse_axis(text: str) -> Axis:
         raise PlanInputError(f"--grid {text!r}: expected NAME=VALUES", field="--grid")
     if name in VECTOR_AXES:
         values = parse_values(name, spec)
-        if any(v < 1 or v != int(v) for v in values):
+        if np.any((values < 1) | (values != np.floor(values))):
             raise PlanInputError(f"--grid {name}: expected whole numbers >= 1", field="--grid")
         return Axis(name, values)
     kind, dot, fname = name.partition(".")
@@ -163,10 +173,11 @@ def parse_axis(text: str) -> Axis:
     bounds = numeric_bounds(schema_for(kind), fname)
     if bounds is not None:
         low, high = bounds
-        bad = [v for v in values if not low <= v <= high]
-        if bad:
+        bad = np.flatnonzero(~((low <= values) & (values <= high)))
+        if bad.size:
             raise PlanInputError(
-                f"--grid {name}: {bad[0]:g} is outside the field's range [{low:g}, {high:g}]",
+                f"--grid {name}: {values[bad[0]]:g} is outside the field's range "
+                f"[{low:g}, {high:g}]",
                 field="--grid",
             )
     return Axis(name, values)
