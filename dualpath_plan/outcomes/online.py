@@ -365,3 +365,20 @@ def online_aps(q: OnlineQueue, cfg: ServingConfig) -> OnlineAps:
         tpot_s=np.where(reachable, p_on, low_tpot),
         slo_aps=slo_aps,
     )
+
+
+def online_aps_each(
+    clusters: Sequence[tuple[Scenario, Assembly, Solution]], cfg: ServingConfig
+) -> list[OnlineAps]:
+    """``online_aps`` of each (scenario, assembly, solution) as it gives it alone, in one
+    search over all of them (``stack_queues``): the modes of a cluster (``serving.evaluate``)
+    or of many perturbed clusters (the intervals) at once."""
+    queues = [online_queue(sc, asm, sol) for sc, asm, sol in clusters]
+    if not queues:
+        return []
+    found = online_aps(stack_queues(queues), cfg)
+    ends = np.cumsum([q.t_max.size for q in queues]).tolist()
+    return [
+        OnlineAps(*(getattr(found, f.name)[start:end] for f in fields(OnlineAps)))
+        for start, end in zip([0, *ends[:-1]], ends, strict=True)
+    ]

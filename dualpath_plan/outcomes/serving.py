@@ -39,13 +39,13 @@ over arrays of clusters.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
-from dualpath_plan.outcomes.online import OnlineAps, online_aps, online_queue, stack_queues
+from dualpath_plan.outcomes.online import OnlineAps, online_aps, online_aps_each, online_queue
 from dualpath_plan.outcomes.paths import check_feasible
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import DecodeGroup, PrefillEngine
@@ -475,14 +475,11 @@ def evaluate(
                 raise
             last = exc
             infeasible[m] = exc.detail
-    # Every mode's APS in one search (online.stack_queues: each cluster's is what it is alone),
-    # then each mode's outcome as evaluate_mode gives it.
-    if offline:
-        queues = [online_queue(sc, sat.assembly, sat.solution) for sat, *_ in offline.values()]
-        online = online_aps(stack_queues(queues), cfg)
-        for i, (m, (sat, t_max, jct, cycle_min)) in enumerate(offline.items()):
-            on = OnlineAps(*(getattr(online, f.name)[i : i + 1] for f in fields(OnlineAps)))
-            out[m] = mode_outcome(sc, m, cfg, ModeCore(sat, t_max, jct, cycle_min, on))
+    # Every mode's APS in one search (online_aps_each: each as it is alone), then each mode's
+    # outcome as evaluate_mode gives it.
+    each = online_aps_each([(sc, sat.assembly, sat.solution) for sat, *_ in offline.values()], cfg)
+    for (m, (sat, t_max, jct, cycle_min)), on in zip(offline.items(), each, strict=True):
+        out[m] = mode_outcome(sc, m, cfg, ModeCore(sat, t_max, jct, cycle_min, on))
     if not out and last is not None:
         raise InfeasibleError(f"no mode can run this cluster: {last.detail}", field=last.field)
     if strict and all(o.aps_limit == "unreachable" for o in out.values()):

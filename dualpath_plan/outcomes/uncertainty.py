@@ -16,13 +16,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.outcomes.online import OnlineQueue, online_aps, online_queue, stack_queues
+from dualpath_plan.outcomes.online import online_aps_each
 from dualpath_plan.outcomes.serving import ClusterMemo, ModeOutcome, mode_offline
 from dualpath_plan.physics.modes import REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, numeric_bounds
 from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.assemble import Assembly
 from dualpath_plan.scenario.spec import ServingConfig
+from dualpath_plan.solvers.closed_form import Solution
 
 # Two-sided 95% normal quantile.
 CONFIDENCE = 0.95
@@ -245,7 +247,7 @@ def _mode_outcomes(
     """Per scenario, each mode's throughput, JCT and APS (``mode_core``'s), NaN for a mode
     the scenario cannot run; the APS of every scenario and mode in one search."""
     out: list[dict[str, float]] = [{} for _ in scenarios]
-    queues: list[OnlineQueue] = []
+    clusters: list[tuple[Scenario, Assembly, Solution]] = []
     where: list[tuple[int, ModeName]] = []
     for i, s in enumerate(scenarios):
         memo = ClusterMemo()  # the scenario's modes share its sides and feasibility check
@@ -259,12 +261,10 @@ def _mode_outcomes(
                 out[i] |= {f"{m}.{metric}": math.nan for metric in METRICS}
                 continue
             out[i] |= {f"{m}.throughput_turns_per_s": t_max, f"{m}.jct_s": jct}
-            queues.append(online_queue(s, sat.assembly, sat.solution))
+            clusters.append((s, sat.assembly, sat.solution))
             where.append((i, m))
-    if queues:
-        aps = online_aps(stack_queues(queues), cfg).aps
-        for (i, m), a in zip(where, aps.tolist(), strict=True):
-            out[i][f"{m}.aps"] = a
+    for (i, m), on in zip(where, online_aps_each(clusters, cfg), strict=True):
+        out[i][f"{m}.aps"] = float(on.aps[0])
     # Each mode's metrics in METRICS order, as one scenario at a time gave them.
     return [{f"{m}.{k}": o[f"{m}.{k}"] for m in modes for k in METRICS} for o in out]
 
