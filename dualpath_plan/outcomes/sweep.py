@@ -396,9 +396,10 @@ def run_sweep(
     # Without rows to write, the summary ranks by its objective and reads the other columns
     # only for a best point it keeps: the JCT (a Newton solve per point) waits until then.
     lazy_jct = on_chunk is None and objective not in ("jct_s",)
-    for c, combo in enumerate(itertools.product(*[a.values for a in profile_axes])):
+    for c, index in enumerate(itertools.product(*[range(a.values.size) for a in profile_axes])):
+        combo = [a.values[i] for a, i in zip(profile_axes, index, strict=True)]
         overrides = registry.overrides
-        for axis_sets, i in zip(sets, _combo_index(c, sets), strict=True):
+        for axis_sets, i in zip(sets, index, strict=True):
             overrides = overrides.merged(axis_sets[i])
         reg = replace(registry, overrides=overrides)
         sc = Scenario.from_spec(reg, spec, profiles)
@@ -461,16 +462,6 @@ def _chunk(
     for a in arrays:
         a.flags.writeable = False
     return (*arrays, _grid(start, size, shape, p_vals, d_vals, a_vals))
-
-
-def _combo_index(c: int, sets: list[list[Overrides]]) -> list[int]:
-    """The value index on each profile axis of combination ``c`` (itertools.product's
-    order: the last axis fastest)."""
-    out = []
-    for axis_sets in reversed(sets):
-        c, i = divmod(c, len(axis_sets))
-        out.append(i)
-    return out[::-1]
 
 
 def _grid(
@@ -663,20 +654,12 @@ def _reasons(
         return out
     pairs, back = np.unique(pair[bad], return_inverse=True)
     _weights_fit(sc, P[pairs], D[pairs], cache)
-    # As _cached_reason, in one loop over plain floats: the weights' reason of each side
-    # (known now for every count) before evaluate_mode's. (A call and numpy scalars per
-    # infeasible pair, 4 us each, came to 40 to 90 ns per point of a profile grid's sweep.)
-    said = []
-    for p, d in zip(P[pairs].tolist(), D[pairs].tolist(), strict=True):
-        key = (mode, p, d)
-        if key not in cache:
-            weights = (
-                p >= 1
-                and d >= 1
-                and (cache[("weights:prefill", p, 0.0)] or cache[("weights:decode", d, 0.0)])
-            )
-            cache[key] = weights or _reason(sc, mode, cfg, int(p), int(d))
-        said.append(cache[key])
+    # Node counts as plain floats (NumPy scalars per infeasible pair, 4 us each, came to 40
+    # to 90 ns per point of a profile grid's sweep).
+    said = [
+        _cached_reason(sc, mode, cfg, p, d, cache)
+        for p, d in zip(P[pairs].tolist(), D[pairs].tolist(), strict=True)
+    ]
     out[bad] = np.asarray(said, dtype=object)[np.ravel(back)]
     return out
 
