@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dualpath_plan.memo import IdentityMemo
 from dualpath_plan.profiles.schemas import ModelProfile
 
 FloatArray = NDArray[np.float64]
@@ -181,22 +182,13 @@ def indexer_params_per_layer(m: ModelProfile) -> float:
     )
 
 
-# Parameter counts by model profile (profiles are frozen): the assembly asks for them a dozen
-# times per cluster (weights, shards, decode step), a sweep once per combination of values.
-# Keyed by identity, each entry holding its profile so that the id is not reused; bounded.
-_PARAM_COUNTS: dict[int, tuple[ModelProfile, ParamCounts]] = {}
-_PARAM_COUNTS_MAX = 64
+# Parameter counts by model profile: the assembly asks for them a dozen times per cluster
+# (weights, shards, decode step), a sweep once per combination of values.
+_PARAM_COUNTS: IdentityMemo[ParamCounts] = IdentityMemo(64)
 
 
 def param_counts(m: ModelProfile) -> ParamCounts:
-    hit = _PARAM_COUNTS.get(id(m))
-    if hit is not None and hit[0] is m:
-        return hit[1]
-    if len(_PARAM_COUNTS) >= _PARAM_COUNTS_MAX:
-        _PARAM_COUNTS.clear()
-    counts = _param_counts(m)
-    _PARAM_COUNTS[id(m)] = (m, counts)
-    return counts
+    return _PARAM_COUNTS.get((m,), lambda: _param_counts(m))
 
 
 def _param_counts(m: ModelProfile) -> ParamCounts:

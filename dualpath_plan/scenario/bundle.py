@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dualpath_plan.memo import IdentityMemo
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import Demand, PathOptions
 from dualpath_plan.physics.workload import TurnDemand, workload_demand
@@ -37,8 +38,7 @@ class ProfileCache:
 
     def __init__(self) -> None:
         self._profiles: dict[tuple[str, str, str], Any] = {}
-        self._demands: dict[tuple[int, int], tuple[ModelProfile, WorkloadProfile, TurnDemand]]
-        self._demands = {}
+        self._demands: IdentityMemo[TurnDemand] = IdentityMemo(self.MAX_ENTRIES)
 
     def get(self, registry: Registry, kind: str, profile_id: str) -> Any:
         sets = registry.overrides.by_kind.get(kind, {})
@@ -50,15 +50,10 @@ class ProfileCache:
         return self._profiles[key]
 
     def demand(self, registry: Registry, model: ModelProfile, w: WorkloadProfile) -> TurnDemand:
-        # By identity, each entry holding its profiles so that their ids are not reused.
-        hit = self._demands.get((id(model), id(w)))
-        if hit is not None and hit[0] is model and hit[1] is w:
-            return hit[2]
-        if len(self._demands) >= self.MAX_ENTRIES:
-            self._demands.clear()
-        demand = workload_demand(model, w, registry.origins.get(("workload", w.id)))
-        self._demands[(id(model), id(w))] = (model, w, demand)
-        return demand
+        return self._demands.get(
+            (model, w),
+            lambda: workload_demand(model, w, registry.origins.get(("workload", w.id))),
+        )
 
 
 @dataclass(frozen=True)
