@@ -611,8 +611,12 @@ def _reference_points(registry, spec, axes, modes, aps: bool) -> list[dict]:
         sc = Scenario.from_spec(reg, spec)
         for k, mode in enumerate(modes):
             rows = sw._evaluate_chunk(sc, mode, spec.serving, P, D, agents, "closed", None, aps)
-            rows["reason"] = sw._reasons(
-                sc, mode, spec.serving, P, D, np.arange(P.size), rows["feasible"], {}
+            rows["reason"] = np.asarray(
+                [
+                    None if ok else sw._reason(sc, mode, spec.serving, int(p), int(d))
+                    for ok, p, d in zip(rows["feasible"], P, D, strict=True)
+                ],
+                dtype=object,
             )
             rows["point"] = (c * len(modes) + k) * P.size + np.arange(P.size)
             for a, v in zip(profile, combo, strict=True):
@@ -955,11 +959,97 @@ def test_sweep_reasons_are_evaluate_modes(registry) -> None:
     P, D = (g.ravel().astype(float) for g in np.meshgrid(np.arange(1, 5), np.arange(1, 5)))
     for mode in ("basic", "dualpath"):
         rows = sw._evaluate_chunk(sc, mode, cfg, P, D, np.full(P.size, 64.0))
-        got = sw._reasons(sc, mode, cfg, P, D, np.arange(P.size), rows["feasible"], {})
+        got = sw._reasons(sc, mode, cfg, P, D, np.arange(P.size), rows["feasible"], sw._Reasons())
         bad = np.flatnonzero(~rows["feasible"])
         assert bad.size
         for i in bad:
             assert got[i] == sw._reason(sc, mode, cfg, int(P[i]), int(D[i]))
+
+
+def _varied_scenarios(registry, base: dict[str, str]) -> list[Scenario]:
+    """The scenario of ``base`` (--set assignments) and, for every numeric field of every
+    profile kind, that scenario with the field at half and at one and a half times its value
+    (an int field at least 1), where the profile accepts the value."""
+    import itertools
+
+    from dualpath_plan.outcomes.sweep import _fmt
+    from dualpath_plan.profiles.registry import Overrides
+    from dualpath_plan.profiles.schemas import KINDS, schema_for
+    from dualpath_plan.scenario.spec import ScenarioSpec
+
+    spec = ScenarioSpec(model=base.get("model", "deepseek-v3.2"))
+    sets = [f"{k}={v}" for k, v in base.items() if k != "model"]
+
+    def build(extra: list[str]) -> Scenario | None:
+        try:
+            reg = replace(registry, overrides=Overrides.parse([*sets, *extra]))
+            return Scenario.from_spec(reg, spec)
+        except PlanInputError:
+            return None
+
+    first = build([])
+    assert first is not None
+    profiles = {
+        "model": first.model, "workload": first.workload, "node": first.prefill_node,
+        "gpu": first.prefill_gpu, "storage": first.storage,
+    }  # fmt: skip
+    out = [first]
+    for kind in KINDS:
+        for name in schema_for(kind).model_fields:
+            value = getattr(profiles[kind], name, None)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            for factor in (0.5, 1.5):
+                v = max(1, round(value * factor)) if isinstance(value, int) else value * factor
+                if v != value and (sc := build([f"{kind}.{name}={_fmt(float(v))}"])):
+                    out.append(sc)
+    assert len(out) > 60 and len(set(itertools.chain.from_iterable(
+        (id(s.model), id(s.prefill_node), id(s.prefill_gpu)) for s in out))) > 40  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize(
+    "base",
+    [{}, {"model": "llama-3.1-70b", "gpu.hbm_gbyte": "20", "workload.context_tokens": "60000"}],
+)
+def test_sweep_reasons_follow_every_profile_field(registry, base, monkeypatch) -> None:
+    # One sweep's reasons (sweep._Reasons: the weights' fit and text per node count of a side,
+    # kept across scenarios by their model, node and GPU profiles) must be each scenario's own:
+    # every numeric field of every profile kind varied, the scenarios visited in a shuffled
+    # order twice with one memo, every infeasible pair's reason what evaluate_mode says; the
+    # same with the memo's bounds so small that it starts over again and again.
+    from dualpath_plan.outcomes import sweep as sw
+
+    rng = np.random.default_rng(15)
+    scenarios = _varied_scenarios(registry, base)
+    cfg = ServingConfig()
+    P, D = (g.ravel().astype(float) for g in np.meshgrid([1, 2, 3, 6], [1, 2, 3, 6]))
+    feasible, want = {}, {}
+    for k, sc in enumerate(scenarios):
+        for mode in ("basic", "dualpath"):
+            ok = sw._evaluate_chunk(sc, mode, cfg, P, D, np.full(P.size, 64.0))["feasible"]
+            feasible[k, mode] = ok
+            want[k, mode] = [
+                None if ok[i] else sw._reason(sc, mode, cfg, int(P[i]), int(D[i]))
+                for i in range(P.size)
+            ]
+    for bounded in (False, True):
+        if bounded:
+            monkeypatch.setattr(sw._Reasons, "MAX_PROFILES", 2)
+            monkeypatch.setattr(sw._Reasons, "MAX_PAIRS", 3)
+            monkeypatch.setattr(sw._WeightsTable, "MAX_COUNTS", 2)
+        said = sw._Reasons()
+        for k in [*rng.permutation(len(scenarios)), *rng.permutation(len(scenarios))]:
+            for mode in ("basic", "dualpath"):
+                ok = feasible[k, mode]
+                got = sw._reasons(scenarios[k], mode, cfg, P, D, np.arange(P.size), ok, said)
+                assert got.tolist() == want[k, mode]
+    said_of = {
+        "weights, prefill": "prefill group's HBM", "weights, decode": "decode group's HBM",
+        "one request's KV": "a prefill GPU cannot hold", "one sequence": "not one request fits",
+    }  # fmt: skip
+    kinds = {k for w in want.values() for r in w if r for k, v in said_of.items() if v in r}
+    assert len(kinds) >= 3, kinds
 
 
 def test_stacked_queues_give_each_cluster_its_own_aps(registry) -> None:

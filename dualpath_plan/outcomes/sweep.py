@@ -21,6 +21,7 @@ from typing import Any, cast
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.memo import IdentityMemo
 from dualpath_plan.outcomes.online import APS_LIMITS, online_aps, online_queue
 from dualpath_plan.outcomes.serving import (
     OutcomeMode,
@@ -35,7 +36,14 @@ from dualpath_plan.physics.engines import check_weights_fit, weights_fit
 from dualpath_plan.physics.links import LINK_INDEX
 from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.profiles.registry import Overrides, Registry
-from dualpath_plan.profiles.schemas import KINDS, numeric_bounds, schema_for
+from dualpath_plan.profiles.schemas import (
+    KINDS,
+    GpuProfile,
+    ModelProfile,
+    NodeProfile,
+    numeric_bounds,
+    schema_for,
+)
 from dualpath_plan.scenario.assemble import assemble
 from dualpath_plan.scenario.bundle import ProfileCache, Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
@@ -393,6 +401,7 @@ def run_sweep(
     sets = [[Overrides.parse([f"{a.name}={_fmt(v)}"]) for v in a.values] for a in profile_axes]
     profiles = ProfileCache()
     layouts: list[_Chunk] = []
+    reasons = _Reasons()
     # Without rows to write, the summary ranks by its objective and reads the other columns
     # only for a best point it keeps: the JCT (a Newton solve per point) waits until then.
     lazy_jct = on_chunk is None and objective not in ("jct_s",)
@@ -403,7 +412,6 @@ def run_sweep(
             overrides = overrides.merged(axis_sets[i])
         reg = replace(registry, overrides=overrides)
         sc = Scenario.from_spec(reg, spec, profiles)
-        reasons: dict[tuple[str, float, float], str] = {}  # this scenario's, per mode and P/D
         chunks: Iterable[_Chunk] = layouts or (
             _chunk(start, min(chunk, block - start), shape, p_vals, d_vals, a_vals)
             for start in range(0, block, chunk)
@@ -643,24 +651,21 @@ def _reasons(
     D: np.ndarray,
     pair: np.ndarray,
     feasible: np.ndarray,
-    cache: dict[tuple[str, float, float], str],
+    said: _Reasons,
 ) -> np.ndarray:
     """Why each infeasible point is infeasible (None for the feasible ones): what ``size``
     says for that cluster (the weights, one request's or one sequence's KV, no turns), once
-    per mode and P/D pair (``pair``: each point's, into ``P`` and ``D``)."""
-    out = np.full(pair.shape, None, dtype=object)
+    per P/D pair (``pair``: each point's, into ``P`` and ``D``)."""
+    out = np.empty(pair.shape, dtype=object)  # None throughout
     bad = np.flatnonzero(~feasible)
     if bad.size == 0:
         return out
-    pairs, back = np.unique(pair[bad], return_inverse=True)
-    _weights_fit(sc, P[pairs], D[pairs], cache)
-    # Node counts as plain floats (NumPy scalars per infeasible pair, 4 us each, came to 40
-    # to 90 ns per point of a profile grid's sweep).
-    said = [
-        _cached_reason(sc, mode, cfg, p, d, cache)
-        for p, d in zip(P[pairs].tolist(), D[pairs].tolist(), strict=True)
-    ]
-    out[bad] = np.asarray(said, dtype=object)[np.ravel(back)]
+    pairs = pair[bad]
+    if pairs.size > 1 and not bool(np.all(pairs[1:] > pairs[:-1])):  # a pair over many points
+        pairs, back = np.unique(pairs, return_inverse=True)
+        out[bad] = said.of_pairs(sc, mode, cfg, P[pairs], D[pairs])[np.ravel(back)]
+    else:
+        out[bad] = said.of_pairs(sc, mode, cfg, P[pairs], D[pairs])
     return out
 
 
@@ -671,70 +676,125 @@ def _point_reason(
     P: np.ndarray,
     D: np.ndarray,
     pair: np.ndarray,
-    cache: dict[tuple[str, float, float], str],
+    said: _Reasons,
     i: int,
 ) -> str:
     """Why point ``i`` of a chunk is infeasible (``pair``: each point's, into P and D)."""
-    return _cached_reason(sc, mode, cfg, P[pair[i]], D[pair[i]], cache)
+    k = pair[i : i + 1]
+    return str(said.of_pairs(sc, mode, cfg, P[k], D[k])[0])
 
 
-def _cached_reason(
-    sc: Scenario,
-    mode: OutcomeMode,
-    cfg: ServingConfig,
-    p: float,
-    d: float,
-    cache: dict[tuple[str, float, float], str],
-) -> str:
-    key = (mode, float(p), float(d))
-    if key not in cache:
-        cache[key] = _weights_reason(sc, float(p), float(d), cache) or _reason(
-            sc, mode, cfg, int(p), int(d)
-        )
-    return cache[key]
+class _Reasons:
+    """Why infeasible P/D pairs of a sweep's scenarios are infeasible: what ``evaluate_mode``
+    says for that cluster (``_reason``), its checks in its order (``paths.check_feasible``:
+    the prefill side's weights, the decode side's, then the rest), asked of it as little as
+    that allows.
+
+    Whether the weights fit on n nodes of a side, and where not the text of
+    ``check_weights_fit``, are a function of its arguments: the side, n, and the model, node
+    and GPU profiles of that side (frozen). They are kept per node count under those very
+    objects (``IdentityMemo``: an entry holds them; ``_WeightsTable``), so the scenarios of a
+    sweep that share them (every combination of a grid that changes no model, node or GPU
+    field, and each node profile's combinations of the other kinds' fields) find them once,
+    and a chunk's pairs are looked up by whole-array operations. Any other reason depends on
+    the whole scenario: ``evaluate_mode``'s, asked once per mode and pair of the scenario.
+    Both are bounded (``MAX_PROFILES`` sets of profiles, ``_WeightsTable.MAX_COUNTS`` node
+    counts of a side each, ``MAX_PAIRS`` pairs)."""
+
+    MAX_PROFILES = 64
+    MAX_PAIRS = 1 << 16
+
+    def __init__(self) -> None:
+        self._weights: IdentityMemo[dict[str, _WeightsTable]] = IdentityMemo(self.MAX_PROFILES)
+        self._scenario: Scenario | None = None
+        self._pairs: dict[tuple[str, float, float], str] = {}  # of self._scenario
+
+    def of_pairs(
+        self, sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, P: np.ndarray, D: np.ndarray
+    ) -> np.ndarray:
+        """The reason of each infeasible pair (P[k], D[k]), as ``_reason`` gives it."""
+        out = np.empty(P.size, dtype=object)
+        todo = np.ones(P.size, dtype=bool)
+        # At least one node per side, else evaluate_mode says so before the weights.
+        counted = (P >= 1) & (D >= 1)
+        for side, counts, node, gpu in (
+            ("prefill", P, sc.prefill_node, sc.prefill_gpu),
+            ("decode", D, sc.decode_node, sc.decode_gpu),
+        ):
+            at = np.flatnonzero(todo & counted)
+            if at.size == 0:
+                break
+            tables = self._weights.get((sc.model, node, gpu), dict)
+            table = tables.get(side) or tables.setdefault(side, _WeightsTable(side))
+            i = table.find(sc.model, node, gpu, counts[at])
+            fails = table.fails[i]
+            out[at[fails]] = table.texts[i[fails]]
+            todo[at[fails]] = False
+        if sc is not self._scenario:
+            self._scenario, self._pairs = sc, {}
+        for k in np.flatnonzero(todo).tolist():
+            key = (mode, float(P[k]), float(D[k]))
+            if key not in self._pairs:
+                if len(self._pairs) >= self.MAX_PAIRS:
+                    self._pairs.clear()
+                self._pairs[key] = _reason(sc, mode, cfg, int(P[k]), int(D[k]))
+            out[k] = self._pairs[key]
+        return out
 
 
-def _weights_reason(
-    sc: Scenario, p: float, d: float, cache: dict[tuple[str, float, float], str]
-) -> str:
-    """Why the weights do not fit at P prefill and D decode nodes ("": they fit), as
-    ``evaluate_mode`` says it first (its feasibility checks: the prefill side, then the
-    decode side), asked once per node count of a side rather than per pair and mode."""
-    if not (p >= 1 and d >= 1):
-        return ""  # evaluate_mode says why
-    for side, n in (("prefill", p), ("decode", d)):
-        key = (f"weights:{side}", n, 0.0)
-        if key not in cache:
-            _weights_fit(sc, np.asarray([p]), np.asarray([d]), cache)
-        if cache[key]:
-            return cache[key]
-    return ""
+class _WeightsTable:
+    """``check_weights_fit``'s text at node counts of one side of one model, node and GPU
+    profile ("" where the weights fit), by count ascending."""
 
+    MAX_COUNTS = 1 << 16
 
-def _weights_fit(
-    sc: Scenario, P: np.ndarray, D: np.ndarray, cache: dict[tuple[str, float, float], str]
-) -> None:
-    """Whether the weights fit at each of these node counts of each side, all at once (the
-    vectorized test of the assembly), and where not the message ``check_weights_fit`` gives,
-    into ``cache``."""
-    for side, counts, node, gpu in (
-        ("prefill", P, sc.prefill_node, sc.prefill_gpu),
-        ("decode", D, sc.decode_node, sc.decode_gpu),
-    ):
-        new = [
-            float(n) for n in np.unique(counts) if (f"weights:{side}", float(n), 0.0) not in cache
+    def __init__(self, side: str) -> None:
+        self.side = side
+        self.counts = np.zeros(0)
+        self.texts = np.zeros(0, dtype=object)
+        self.fails = np.zeros(0, dtype=bool)
+
+    def find(
+        self, model: ModelProfile, node: NodeProfile, gpu: GpuProfile, counts: np.ndarray
+    ) -> np.ndarray:
+        """Each count's place in the table, the counts not in it yet added first: tested at
+        once (the assembly's vectorized test) and only those that fail asked for their
+        text."""
+        i, there = self._at(counts)
+        if there.all():
+            return i
+        new = np.unique(counts[~there])
+        fits = np.atleast_1d(weights_fit(model, node, gpu, new)).tolist()
+        texts = [
+            "" if ok else _weights_text(model, node, gpu, n, self.side)
+            for n, ok in zip(new.tolist(), fits, strict=True)
         ]
-        if not new:
-            continue
-        fits = np.atleast_1d(weights_fit(sc.model, node, gpu, np.asarray(new)))
-        for n, ok in zip(new, fits.tolist(), strict=True):
-            reason = ""
-            if not ok:
-                try:
-                    check_weights_fit(sc.model, node, gpu, int(n), side)
-                except InfeasibleError as exc:
-                    reason = exc.detail
-            cache[(f"weights:{side}", n, 0.0)] = reason
+        keep = self.counts.size + new.size <= self.MAX_COUNTS
+        merged = np.concatenate([self.counts, new]) if keep else new
+        order = np.argsort(merged, kind="stable")
+        self.counts = merged[order]
+        said = np.asarray(texts, dtype=object)
+        self.texts = (np.concatenate([self.texts, said]) if keep else said)[order]
+        self.fails = self.texts.astype(bool)
+        return self._at(counts)[0]
+
+    def _at(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.counts.size == 0:
+            return np.zeros(counts.size, dtype=np.intp), np.zeros(counts.size, dtype=bool)
+        i = np.minimum(np.searchsorted(self.counts, counts), self.counts.size - 1)
+        return i, self.counts[i] == counts
+
+
+def _weights_text(
+    model: ModelProfile, node: NodeProfile, gpu: GpuProfile, n: float, side: str
+) -> str:
+    """What ``check_weights_fit`` says at ``n`` nodes of a side ("": nothing, they fit; then
+    ``evaluate_mode`` says why the pair is infeasible)."""
+    try:
+        check_weights_fit(model, node, gpu, int(n), side)
+    except InfeasibleError as exc:
+        return exc.detail
+    return ""
 
 
 def _reason(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, p: int, d: int) -> str:
