@@ -966,6 +966,48 @@ def test_sweep_reasons_are_evaluate_modes(registry) -> None:
             assert got[i] == sw._reason(sc, mode, cfg, int(P[i]), int(D[i]))
 
 
+def test_the_weights_read_only_their_key(registry) -> None:
+    # sweep._Reasons keeps the weights' fit and text under the model and weights_key: the
+    # functions must read nothing else of a node or GPU. Given stand-ins that have nothing
+    # else (any other attribute read is an AttributeError), every shipped model, node and GPU
+    # at 1 to 40 nodes gives what the profiles give.
+    from types import SimpleNamespace
+
+    from dualpath_plan.physics.engines import (
+        check_weights_fit,
+        gpu_weight_bytes,
+        weights_fit,
+        weights_key,
+    )
+
+    def said(model, node, gpu, n) -> object:
+        try:
+            return check_weights_fit(model, node, gpu, n, "decode")
+        except InfeasibleError as exc:
+            return exc.detail
+
+    n = np.arange(1.0, 41.0)
+    failing = 0
+    for model in (registry.get("model", m) for m in registry.ids("model")):
+        for node in (registry.get("node", i) for i in registry.ids("node")):
+            for gpu in (registry.get("gpu", g) for g in registry.ids("gpu")):
+                gpus, hbm = weights_key(node, gpu)
+                node_key, gpu_key = (
+                    SimpleNamespace(gpus_per_node=gpus),
+                    SimpleNamespace(hbm_gbyte=hbm),
+                )
+                fits = weights_fit(model, node, gpu, n)
+                assert np.array_equal(weights_fit(model, node_key, gpu_key, n), fits)
+                assert np.array_equal(
+                    gpu_weight_bytes(model, node_key, gpu_key, n),
+                    gpu_weight_bytes(model, node, gpu, n),
+                )
+                for k in (1, 2, 3, 8, 40):
+                    assert said(model, node_key, gpu_key, k) == said(model, node, gpu, k)
+                failing += int(np.count_nonzero(~fits))
+    assert failing  # some do not fit: their texts were compared too
+
+
 def _varied_scenarios(registry, base: dict[str, str]) -> list[Scenario]:
     """The scenario of ``base`` (--set assignments) and, for every numeric field of every
     profile kind, that scenario with the field at half and at one and a half times its value
@@ -1014,10 +1056,11 @@ def _varied_scenarios(registry, base: dict[str, str]) -> list[Scenario]:
 )
 def test_sweep_reasons_follow_every_profile_field(registry, base, monkeypatch) -> None:
     # One sweep's reasons (sweep._Reasons: the weights' fit and text per node count of a side,
-    # kept across scenarios by their model, node and GPU profiles) must be each scenario's own:
-    # every numeric field of every profile kind varied, the scenarios visited in a shuffled
-    # order twice with one memo, every infeasible pair's reason what evaluate_mode says; the
-    # same with the memo's bounds so small that it starts over again and again.
+    # kept across scenarios by their model and weights_key, and per pair of a layout asked for
+    # again) must be each scenario's own: every numeric field of every profile kind varied,
+    # the scenarios visited in a shuffled order twice with one memo, every infeasible pair's
+    # reason what evaluate_mode says; the same with the memo's bounds so small that it starts
+    # over again and again.
     from dualpath_plan.outcomes import sweep as sw
 
     rng = np.random.default_rng(15)
@@ -1035,7 +1078,8 @@ def test_sweep_reasons_follow_every_profile_field(registry, base, monkeypatch) -
             ]
     for bounded in (False, True):
         if bounded:
-            monkeypatch.setattr(sw._Reasons, "MAX_PROFILES", 2)
+            monkeypatch.setattr(sw._Reasons, "MAX_MODELS", 1)
+            monkeypatch.setattr(sw._Reasons, "MAX_TABLES", 2)
             monkeypatch.setattr(sw._Reasons, "MAX_PAIRS", 3)
             monkeypatch.setattr(sw._WeightsTable, "MAX_COUNTS", 2)
         said = sw._Reasons()
@@ -1044,6 +1088,7 @@ def test_sweep_reasons_follow_every_profile_field(registry, base, monkeypatch) -
                 ok = feasible[k, mode]
                 got = sw._reasons(scenarios[k], mode, cfg, P, D, np.arange(P.size), ok, said)
                 assert got.tolist() == want[k, mode]
+        assert said._layout is not None  # the pairs' weights kept for the layout, and used
     said_of = {
         "weights, prefill": "prefill group's HBM", "weights, decode": "decode group's HBM",
         "one request's KV": "a prefill GPU cannot hold", "one sequence": "not one request fits",

@@ -32,7 +32,7 @@ from dualpath_plan.outcomes.serving import (
     offline_jct_s,
     saturated,
 )
-from dualpath_plan.physics.engines import check_weights_fit, weights_fit
+from dualpath_plan.physics.engines import check_weights_fit, weights_fit, weights_key
 from dualpath_plan.physics.links import LINK_INDEX
 from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.profiles.registry import Overrides, Registry
@@ -658,14 +658,8 @@ def _reasons(
     per P/D pair (``pair``: each point's, into ``P`` and ``D``)."""
     out = np.empty(pair.shape, dtype=object)  # None throughout
     bad = np.flatnonzero(~feasible)
-    if bad.size == 0:
-        return out
-    pairs = pair[bad]
-    if pairs.size > 1 and not bool(np.all(pairs[1:] > pairs[:-1])):  # a pair over many points
-        pairs, back = np.unique(pairs, return_inverse=True)
-        out[bad] = said.of_pairs(sc, mode, cfg, P[pairs], D[pairs])[np.ravel(back)]
-    else:
-        out[bad] = said.of_pairs(sc, mode, cfg, P[pairs], D[pairs])
+    if bad.size:
+        out[bad] = said.of_points(sc, mode, cfg, P, D, pair, bad)
     return out
 
 
@@ -691,48 +685,78 @@ class _Reasons:
     that allows.
 
     Whether the weights fit on n nodes of a side, and where not the text of
-    ``check_weights_fit``, are a function of its arguments: the side, n, and the model, node
-    and GPU profiles of that side (frozen). They are kept per node count under those very
-    objects (``IdentityMemo``: an entry holds them; ``_WeightsTable``), so the scenarios of a
-    sweep that share them (every combination of a grid that changes no model, node or GPU
-    field, and each node profile's combinations of the other kinds' fields) find them once,
-    and a chunk's pairs are looked up by whole-array operations. Any other reason depends on
-    the whole scenario: ``evaluate_mode``'s, asked once per mode and pair of the scenario.
-    Both are bounded (``MAX_PROFILES`` sets of profiles, ``_WeightsTable.MAX_COUNTS`` node
-    counts of a side each, ``MAX_PAIRS`` pairs)."""
+    ``check_weights_fit``, are a function of the side, n, the model and the node and GPU's
+    ``weights_key`` (the GPUs per node, the HBM of each): they are kept per node count under
+    those (``_WeightsTable``; the model by identity, ``IdentityMemo``), so every scenario of a
+    sweep with the same model and key finds them (a grid over any other field finds them
+    once), and a chunk's pairs are looked up by whole-array operations. A layout of pairs
+    that comes back chunk after chunk (one chunk per combination of profile values) keeps
+    each pair's text while the model and keys stay. Any other reason depends on the whole
+    scenario: ``evaluate_mode``'s, asked once per mode and pair of the scenario. Everything
+    is bounded: ``MAX_MODELS`` models of ``MAX_TABLES`` tables each, of at most
+    ``_WeightsTable.MAX_COUNTS`` node counts, one layout, ``MAX_PAIRS`` pairs."""
 
-    MAX_PROFILES = 64
+    MAX_MODELS = 16
+    MAX_TABLES = 256
     MAX_PAIRS = 1 << 16
 
     def __init__(self) -> None:
-        self._weights: IdentityMemo[dict[str, _WeightsTable]] = IdentityMemo(self.MAX_PROFILES)
+        # Per model: per (side, weights_key), the table of node counts.
+        self._tables: IdentityMemo[dict[tuple[object, ...], _WeightsTable]] = IdentityMemo(
+            self.MAX_MODELS
+        )
         self._scenario: Scenario | None = None
         self._pairs: dict[tuple[str, float, float], str] = {}  # of self._scenario
+        # The last layout (P, D, model, keys) asked for and, once asked again, its weights.
+        self._seen: tuple[object, ...] | None = None
+        self._layout: tuple[tuple[object, ...], np.ndarray, np.ndarray] | None = None
+
+    def of_points(
+        self,
+        sc: Scenario,
+        mode: OutcomeMode,
+        cfg: ServingConfig,
+        P: np.ndarray,
+        D: np.ndarray,
+        pair: np.ndarray,
+        bad: np.ndarray,
+    ) -> np.ndarray:
+        """The reason of each point ``bad`` of a chunk (``pair``: each point's, into P and D)."""
+        pairs = pair[bad]
+        known = self._layout_weights(sc, P, D)
+        if known is not None:
+            fails, texts = (v[pairs] for v in known)
+            if fails.all():
+                return texts
+            out = texts
+            rest = np.flatnonzero(~fails)
+            out[rest] = self._by_pairs(sc, mode, cfg, P, D, pairs[rest])
+            return out
+        return self._by_pairs(sc, mode, cfg, P, D, pairs)
+
+    def _by_pairs(
+        self,
+        sc: Scenario,
+        mode: OutcomeMode,
+        cfg: ServingConfig,
+        P: np.ndarray,
+        D: np.ndarray,
+        pairs: np.ndarray,
+    ) -> np.ndarray:
+        """``of_pairs`` of pairs ``pairs`` (into P and D), each distinct one asked once."""
+        if pairs.size > 1 and not bool(np.all(pairs[1:] > pairs[:-1])):  # one over many points
+            distinct, back = np.unique(pairs, return_inverse=True)
+            return self.of_pairs(sc, mode, cfg, P[distinct], D[distinct])[np.ravel(back)]
+        return self.of_pairs(sc, mode, cfg, P[pairs], D[pairs])
 
     def of_pairs(
         self, sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, P: np.ndarray, D: np.ndarray
     ) -> np.ndarray:
         """The reason of each infeasible pair (P[k], D[k]), as ``_reason`` gives it."""
-        out = np.empty(P.size, dtype=object)
-        todo = np.ones(P.size, dtype=bool)
-        # At least one node per side, else evaluate_mode says so before the weights.
-        counted = (P >= 1) & (D >= 1)
-        for side, counts, node, gpu in (
-            ("prefill", P, sc.prefill_node, sc.prefill_gpu),
-            ("decode", D, sc.decode_node, sc.decode_gpu),
-        ):
-            at = np.flatnonzero(todo & counted)
-            if at.size == 0:
-                break
-            tables = self._weights.get((sc.model, node, gpu), dict)
-            table = tables.get(side) or tables.setdefault(side, _WeightsTable(side))
-            i = table.find(sc.model, node, gpu, counts[at])
-            fails = table.fails[i]
-            out[at[fails]] = table.texts[i[fails]]
-            todo[at[fails]] = False
+        fails, out = self.weights(sc, P, D)
         if sc is not self._scenario:
             self._scenario, self._pairs = sc, {}
-        for k in np.flatnonzero(todo).tolist():
+        for k in np.flatnonzero(~fails).tolist():
             key = (mode, float(P[k]), float(D[k]))
             if key not in self._pairs:
                 if len(self._pairs) >= self.MAX_PAIRS:
@@ -741,10 +765,68 @@ class _Reasons:
             out[k] = self._pairs[key]
         return out
 
+    def weights(self, sc: Scenario, P: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per pair (P[k], D[k]): whether the weights do not fit on a side, and
+        ``check_weights_fit``'s text for the first side that way (the prefill side's, then
+        the decode side's; None where both fit). A pair without a node on a side is not
+        asked: evaluate_mode says so first."""
+        fails = np.zeros(P.size, dtype=bool)
+        texts = np.empty(P.size, dtype=object)  # None throughout
+        todo = np.flatnonzero((P >= 1) & (D >= 1))
+        tables = self._tables.get((sc.model,), dict)
+        for side, counts, node, gpu in (
+            ("prefill", P, sc.prefill_node, sc.prefill_gpu),
+            ("decode", D, sc.decode_node, sc.decode_gpu),
+        ):
+            if todo.size == 0:
+                break
+            key = (side, *weights_key(node, gpu))
+            table = tables.get(key)
+            if table is None:
+                if len(tables) >= self.MAX_TABLES:
+                    tables.clear()
+                table = tables[key] = _WeightsTable(side)
+            i = table.find(sc.model, node, gpu, counts[todo])
+            failing = table.fails[i]
+            fails[todo[failing]] = True
+            texts[todo[failing]] = table.texts[i[failing]]
+            todo = todo[~failing]
+        return fails, texts
+
+    def _layout_weights(
+        self, sc: Scenario, P: np.ndarray, D: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``weights`` of every pair of a layout asked for again (the same arrays P and D,
+        the same model and keys as the last time; None the first time: a layout or keys
+        that change chunk after chunk are looked up pair by infeasible pair instead)."""
+        key = (
+            P,
+            D,
+            sc.model,
+            *weights_key(sc.prefill_node, sc.prefill_gpu),
+            *weights_key(sc.decode_node, sc.decode_gpu),
+        )
+        if self._layout is not None and _same(self._layout[0], key):
+            return self._layout[1], self._layout[2]
+        if self._seen is None or not _same(self._seen, key):
+            self._seen = key
+            return None
+        self._layout = (key, *self.weights(sc, P, D))
+        return self._layout[1], self._layout[2]
+
+
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """The same arrays and profiles (identity) and equal numbers."""
+    return all(
+        x is y if isinstance(x, np.ndarray | ModelProfile) else x == y
+        for x, y in zip(a, b, strict=True)
+    )
+
 
 class _WeightsTable:
-    """``check_weights_fit``'s text at node counts of one side of one model, node and GPU
-    profile ("" where the weights fit), by count ascending."""
+    """``check_weights_fit``'s text at node counts of one side of one model and weights key
+    ("" where the weights fit), by count ascending: at most ``MAX_COUNTS``, or the counts of
+    one request if it has more."""
 
     MAX_COUNTS = 1 << 16
 
@@ -764,17 +846,21 @@ class _WeightsTable:
         if there.all():
             return i
         new = np.unique(counts[~there])
+        if self.counts.size + new.size > self.MAX_COUNTS:  # start over with these counts alone
+            self.counts, self.texts = np.zeros(0), np.zeros(0, dtype=object)
+            new = np.unique(counts)
         fits = np.atleast_1d(weights_fit(model, node, gpu, new)).tolist()
-        texts = [
-            "" if ok else _weights_text(model, node, gpu, n, self.side)
-            for n, ok in zip(new.tolist(), fits, strict=True)
-        ]
-        keep = self.counts.size + new.size <= self.MAX_COUNTS
-        merged = np.concatenate([self.counts, new]) if keep else new
+        said = np.asarray(
+            [
+                "" if ok else _weights_text(model, node, gpu, n, self.side)
+                for n, ok in zip(new.tolist(), fits, strict=True)
+            ],
+            dtype=object,
+        )
+        merged = np.concatenate([self.counts, new])
         order = np.argsort(merged, kind="stable")
         self.counts = merged[order]
-        said = np.asarray(texts, dtype=object)
-        self.texts = (np.concatenate([self.texts, said]) if keep else said)[order]
+        self.texts = np.concatenate([self.texts, said])[order]
         self.fails = self.texts.astype(bool)
         return self._at(counts)[0]
 

@@ -88,6 +88,15 @@ def gpu_weight_bytes(model: ModelProfile, node: NodeProfile, gpu: GpuProfile, no
     return weight_bytes_per_gpu(model, g / np.asarray(replicas(model, node, gpu, nodes)))
 
 
+def weights_key(node: NodeProfile, gpu: GpuProfile) -> tuple[int, float]:
+    """All that the weights' placement reads of a node and its GPU: the GPUs per node and
+    each one's HBM. ``gpu_weight_bytes``, ``weights_fit`` and ``check_weights_fit`` are
+    functions of the model, the node count and this (tests/test_recommend_sweep.py holds
+    them to it with stand-ins that have nothing else), so what they give may be kept under
+    it (sweep's reasons)."""
+    return node.gpus_per_node, gpu.hbm_gbyte
+
+
 def weights_fit(model: ModelProfile, node: NodeProfile, gpu: GpuProfile, nodes: Num) -> np.ndarray:
     """Whether each GPU's share of the weights fits in its HBM."""
     return np.asarray(gpu_weight_bytes(model, node, gpu, nodes)) < gpu.hbm_gbyte * 1e9
