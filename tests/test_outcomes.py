@@ -409,6 +409,21 @@ def test_ramp_integral_is_the_every_point_form_bit_for_bit(seed, top, special) -
     )
 
 
+def test_flat_at_is_the_broadcast_take() -> None:
+    # The crossing's terms are taken by flat index from arrays over some axes of the shape
+    # (agents, D values): each element as laying the array out over the shape would give.
+    from dualpath_plan.outcomes.serving import _flat_at
+
+    rng = np.random.default_rng(7)
+    shape = (4, 5, 3, 2)
+    index = rng.integers(0, int(np.prod(shape)), 50)
+    for dims in [(1, 5, 1, 1), (4, 1, 3, 1), (3, 2), (2,), (1, 1, 1, 1), (), (4, 5, 3, 2),
+                 (5, 1, 2), (4, 1, 1, 2)]:  # fmt: skip
+        a = rng.uniform(size=dims)
+        want = np.broadcast_to(a, shape).reshape(-1)[index]
+        assert np.array_equal(_flat_at(a, shape, index), want), dims
+
+
 def test_no_agent_left_is_exp_to_the_bit() -> None:
     # (1 - x)^N from its logarithm: exp where it can be above 0, else 0 without asking exp;
     # the same bits as exp everywhere (the cut-off, subnormals, infinities and NaN).

@@ -242,13 +242,25 @@ def _no_agent_left(log_gone: np.ndarray) -> np.ndarray:
 
 
 def _flat_at(a: np.ndarray, shape: tuple[int, ...], index: np.ndarray) -> np.ndarray:
-    """The elements at flat ``index`` of ``a`` broadcast to ``shape``."""
+    """The elements at flat ``index`` of ``a`` broadcast to ``shape``: for an array over
+    some of the axes (the agents values, the D values), each index's place along those axes
+    into ``a`` itself, without laying ``a`` out over the whole shape."""
     a = np.asarray(a, dtype=np.float64)
     if a.shape == shape:
         return a.reshape(-1)[index]
     if a.size == 1:  # one agents value
         return np.full(index.size, a.reshape(-1)[0])
-    return np.broadcast_to(a, shape).reshape(-1)[index]  # a pass to lay it out, then a take
+    dims = (1,) * (len(shape) - a.ndim) + a.shape
+    at: np.ndarray | None = None
+    stride = within = 1  # of an axis over the shape, and over a
+    for size, own in zip(reversed(shape), reversed(dims), strict=True):
+        if own > 1:
+            place = (index // stride if stride > 1 else index) % size
+            place = place * within if within > 1 else place
+            at = place if at is None else at + place
+            within *= own
+        stride *= size
+    return a.reshape(-1)[at]
 
 
 # Newton steps for the crossing in _ramp_integral, at most: from the right of the root of a
