@@ -249,10 +249,11 @@ class DecodeGroup:
 # decode_step's costs by model (identity) and then by batches and context (their values):
 # the same few arrays of batches come back scenario after scenario of a sweep (a decode step
 # at one sequence per replica, or at each group's HBM-limited batch), each a dozen array
-# operations to cost. Small arrays only, a bounded number each.
-_STEP_COSTS: IdentityMemo[dict[tuple[object, ...], phys.DecodeStepCost]] = IdentityMemo(16)
+# operations to cost. Arrays of at most 1,024 batches, 64 of them for each of 4 models: at
+# most 8 MB of costs.
+_STEP_COSTS: IdentityMemo[dict[tuple[object, ...], phys.DecodeStepCost]] = IdentityMemo(4)
 _STEP_COSTS_EACH = 64
-_STEP_COSTS_MAX_BATCHES = 4096
+_STEP_COSTS_MAX_BATCHES = 1024
 
 
 def _decode_step(model: ModelProfile, batch: np.ndarray, context: float) -> phys.DecodeStepCost:
