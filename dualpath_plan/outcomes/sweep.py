@@ -694,10 +694,11 @@ class _Reasons:
     each pair's text while the model and keys stay. Any other reason depends on the whole
     scenario: ``evaluate_mode``'s, asked once per mode and pair of the scenario. Everything
     is bounded: ``MAX_MODELS`` models of ``MAX_TABLES`` tables each, of at most
-    ``_WeightsTable.MAX_COUNTS`` node counts, one layout, ``MAX_PAIRS`` pairs."""
+    ``_WeightsTable.MAX_COUNTS`` node counts (about 17 bytes each, and the text of a count
+    whose weights do not fit), one layout (a chunk's pairs), ``MAX_PAIRS`` pairs' texts."""
 
-    MAX_MODELS = 16
-    MAX_TABLES = 256
+    MAX_MODELS = 4
+    MAX_TABLES = 64
     MAX_PAIRS = 1 << 16
 
     def __init__(self) -> None:
@@ -828,7 +829,7 @@ class _WeightsTable:
     ("" where the weights fit), by count ascending: at most ``MAX_COUNTS``, or the counts of
     one request if it has more."""
 
-    MAX_COUNTS = 1 << 16
+    MAX_COUNTS = 4096
 
     def __init__(self, side: str) -> None:
         self.side = side
