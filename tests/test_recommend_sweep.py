@@ -1057,26 +1057,29 @@ def _varied_scenarios(registry, base: dict[str, str]) -> list[Scenario]:
 def test_sweep_reasons_follow_every_profile_field(registry, base, monkeypatch) -> None:
     # One sweep's reasons (sweep._Reasons: the weights' fit and text per node count of a side,
     # kept across scenarios by their model and weights_key, and per pair of a layout asked for
-    # again) must be each scenario's own: every numeric field of every profile kind varied,
-    # the scenarios visited in a shuffled order twice with one memo, every infeasible pair's
-    # reason what evaluate_mode says; the same with the memo's bounds so small that it starts
-    # over again and again.
+    # again; past the weights, the decode side's by D and the prefill side's by mode and P
+    # where the assembly does not run the pair) must be each scenario's own: every numeric
+    # field of every profile kind varied, the scenarios visited in a shuffled order twice
+    # with one memo, every infeasible pair's reason what evaluate_mode says; the same with the
+    # memo's bounds so small that it starts over again and again, and without the assembly's
+    # word (as for the summary's first infeasible point).
     from dualpath_plan.outcomes import sweep as sw
 
     rng = np.random.default_rng(15)
     scenarios = _varied_scenarios(registry, base)
     cfg = ServingConfig()
     P, D = (g.ravel().astype(float) for g in np.meshgrid([1, 2, 3, 6], [1, 2, 3, 6]))
-    feasible, want = {}, {}
+    feasible, assembled, want = {}, {}, {}
     for k, sc in enumerate(scenarios):
         for mode in ("basic", "dualpath"):
-            ok = sw._evaluate_chunk(sc, mode, cfg, P, D, np.full(P.size, 64.0))["feasible"]
-            feasible[k, mode] = ok
+            rows = sw._evaluate_chunk(sc, mode, cfg, P, D, np.full(P.size, 64.0))
+            feasible[k, mode] = ok = rows["feasible"]
+            assembled[k, mode] = rows["_assembled"]
             want[k, mode] = [
                 None if ok[i] else sw._reason(sc, mode, cfg, int(P[i]), int(D[i]))
                 for i in range(P.size)
             ]
-    for bounded in (False, True):
+    for bounded, told in ((False, True), (True, True), (False, False)):
         if bounded:
             monkeypatch.setattr(sw._Reasons, "MAX_MODELS", 1)
             monkeypatch.setattr(sw._Reasons, "MAX_TABLES", 2)
@@ -1085,16 +1088,44 @@ def test_sweep_reasons_follow_every_profile_field(registry, base, monkeypatch) -
         said = sw._Reasons()
         for k in [*rng.permutation(len(scenarios)), *rng.permutation(len(scenarios))]:
             for mode in ("basic", "dualpath"):
-                ok = feasible[k, mode]
-                got = sw._reasons(scenarios[k], mode, cfg, P, D, np.arange(P.size), ok, said)
+                ok, runs = feasible[k, mode], assembled[k, mode] if told else None
+                got = sw._reasons(scenarios[k], mode, cfg, P, D, np.arange(P.size), ok, said, runs)
                 assert got.tolist() == want[k, mode]
         assert said._layout is not None  # the pairs' weights kept for the layout, and used
+        monkeypatch.undo()
     said_of = {
         "weights, prefill": "prefill group's HBM", "weights, decode": "decode group's HBM",
         "one request's KV": "a prefill GPU cannot hold", "one sequence": "not one request fits",
     }  # fmt: skip
     kinds = {k for w in want.values() for r in w if r for k, v in said_of.items() if v in r}
     assert len(kinds) >= 3, kinds
+
+
+def test_a_pair_the_assembly_runs_is_asked_alone(registry) -> None:
+    # Past the weights and the decode side, a pair the assembly does not run takes the
+    # prefill side's message (of the mode and P: basic here, without layer-wise prefill), and
+    # one it runs is asked of evaluate_mode alone (no turns; here feasible pairs marked
+    # infeasible, which evaluate_mode runs). One memo for both modes.
+    from dualpath_plan.outcomes import sweep as sw
+    from dualpath_plan.profiles.registry import Overrides
+    from dualpath_plan.scenario.spec import ScenarioSpec
+
+    reg = replace(registry, overrides=Overrides.parse(["gpu.hbm_gbyte=40"]))
+    sc = Scenario.from_spec(reg, ScenarioSpec(model="llama-3.1-70b", gpu="a100-sxm-80gb"))
+    cfg = ServingConfig()
+    P, D = (g.ravel().astype(float) for g in np.meshgrid([1, 2, 4, 8], [1, 2, 4, 8]))
+    said = sw._Reasons()
+    for mode in ("basic", "dualpath"):
+        rows = sw._evaluate_chunk(sc, mode, cfg, P, D, np.full(P.size, 64.0))
+        runs, ok = rows["_assembled"], rows["feasible"].copy()
+        assert runs.all() == (mode == "dualpath") and ok.all() == (mode == "dualpath")
+        ok[::3] = False
+        got = sw._reasons(sc, mode, cfg, P, D, np.arange(P.size), ok, said, runs)
+        for i in np.flatnonzero(~ok):
+            assert got[i] == sw._reason(sc, mode, cfg, int(P[i]), int(D[i]))
+        prefill = "in basic, a prefill GPU cannot hold one request's KV"
+        assert all(t == "infeasible" if mode == "dualpath" else t.startswith(prefill)
+                   for t in got[~ok].tolist())  # fmt: skip
 
 
 def test_stacked_queues_give_each_cluster_its_own_aps(registry) -> None:

@@ -23,6 +23,7 @@ import numpy as np
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.memo import IdentityMemo
 from dualpath_plan.outcomes.online import APS_LIMITS, online_aps, online_queue
+from dualpath_plan.outcomes.paths import check_decode_fits
 from dualpath_plan.outcomes.serving import (
     OutcomeMode,
     Saturated,
@@ -427,7 +428,9 @@ def run_sweep(
                 for a, v in zip(profile_axes, combo, strict=True):
                     rows[a.name] = np.full(idx.size, v)
                 if on_chunk is not None:
-                    rows["reason"] = _reasons(sc, mode, cfg, P, D, local, rows["feasible"], reasons)
+                    rows["reason"] = _reasons(
+                        sc, mode, cfg, P, D, local, rows["feasible"], reasons, rows["_assembled"]
+                    )
                     summary.add(rows)
                     on_chunk(rows)
                 else:  # the summary needs the reason of a mode's first infeasible point only
@@ -515,8 +518,9 @@ def _evaluate_chunk(
     on the same assembly, and spread over the pair's points; the JCT and drain, which depend on
     the agents, per point from that solver's throughput. With ``aps``, also the online APS and
     its limit, from the closed form's optimum (as ``size``; the LP's equals it to 1e-6). The
-    rows carry ``_pair``, each point's pair, and ``_by_pair``, the columns that are the same
-    for every point of a pair (a writer formats them once per pair).
+    rows carry ``_pair``, each point's pair, ``_by_pair``, the columns that are the same
+    for every point of a pair (a writer formats them once per pair), and ``_assembled``,
+    whether the assembly runs each pair (by pair: ``_reasons``).
 
     ``lazy_jct``: the JCT and drain columns computed when first read (for a summary alone,
     ranking by another objective: ``_LazyColumn``).
@@ -539,9 +543,12 @@ def _evaluate_chunk(
     t = np.asarray(sol.throughput_turns_per_s, dtype=np.float64)
     x = np.asarray(sol.decode_path_fraction, dtype=np.float64)
     mask = np.asarray(sol.binding_mask)
-    feasible = sat.feasible & np.isfinite(t) & (t > 0)
+    assembled = sat.feasible  # the assembly runs the pair: both sides hold a request
+    feasible = assembled & np.isfinite(t) & (t > 0)
     if grid is not None:  # (P, D) -> pairs laid flat, P slowest, as P and D are
-        t, x, mask, feasible = (np.broadcast_to(v, t.shape).ravel() for v in (t, x, mask, feasible))
+        t, x, mask, feasible, assembled = (
+            np.broadcast_to(v, t.shape).ravel() for v in (t, x, mask, feasible, assembled)
+        )
     if solver == "lp":
         from dualpath_plan.solvers.lp import LPProblem, solve_lp  # scipy.optimize: only here
 
@@ -613,6 +620,7 @@ def _evaluate_chunk(
         "drain_s": drain,
         "_pair": pair,
         "_by_pair": np.asarray(list(per_pair)),
+        "_assembled": assembled,
     }
     return rows
 
@@ -652,14 +660,16 @@ def _reasons(
     pair: np.ndarray,
     feasible: np.ndarray,
     said: _Reasons,
+    assembled: np.ndarray | None = None,
 ) -> np.ndarray:
     """Why each infeasible point is infeasible (None for the feasible ones): what ``size``
     says for that cluster (the weights, one request's or one sequence's KV, no turns), once
-    per P/D pair (``pair``: each point's, into ``P`` and ``D``)."""
+    per P/D pair (``pair``: each point's, into ``P`` and ``D``; ``assembled``: whether the
+    assembly runs each pair, the chunk's ``_assembled``)."""
     out = np.empty(pair.shape, dtype=object)  # None throughout
     bad = np.flatnonzero(~feasible)
     if bad.size:
-        out[bad] = said.of_points(sc, mode, cfg, P, D, pair, bad)
+        out[bad] = said.of_points(sc, mode, cfg, P, D, pair, bad, assembled)
     return out
 
 
@@ -707,7 +717,7 @@ class _Reasons:
             self.MAX_MODELS
         )
         self._scenario: Scenario | None = None
-        self._pairs: dict[tuple[str, float, float], str] = {}  # of self._scenario
+        self._said: dict[tuple[object, ...], str] = {}  # reasons of self._scenario, by key
         # The last layout (P, D, model, keys) asked for and, once asked again, its weights.
         self._seen: tuple[object, ...] | None = None
         self._layout: tuple[tuple[object, ...], np.ndarray, np.ndarray] | None = None
@@ -721,8 +731,10 @@ class _Reasons:
         D: np.ndarray,
         pair: np.ndarray,
         bad: np.ndarray,
+        assembled: np.ndarray | None = None,
     ) -> np.ndarray:
-        """The reason of each point ``bad`` of a chunk (``pair``: each point's, into P and D)."""
+        """The reason of each point ``bad`` of a chunk (``pair``: each point's, into P and D;
+        ``assembled``: whether the assembly runs each pair)."""
         pairs = pair[bad]
         known = self._layout_weights(sc, P, D)
         if known is not None:
@@ -731,9 +743,9 @@ class _Reasons:
                 return texts
             out = texts
             rest = np.flatnonzero(~fails)
-            out[rest] = self._by_pairs(sc, mode, cfg, P, D, pairs[rest])
+            out[rest] = self._by_pairs(sc, mode, cfg, P, D, pairs[rest], assembled)
             return out
-        return self._by_pairs(sc, mode, cfg, P, D, pairs)
+        return self._by_pairs(sc, mode, cfg, P, D, pairs, assembled)
 
     def _by_pairs(
         self,
@@ -743,27 +755,57 @@ class _Reasons:
         P: np.ndarray,
         D: np.ndarray,
         pairs: np.ndarray,
+        assembled: np.ndarray | None,
     ) -> np.ndarray:
         """``of_pairs`` of pairs ``pairs`` (into P and D), each distinct one asked once."""
+        back = None
         if pairs.size > 1 and not bool(np.all(pairs[1:] > pairs[:-1])):  # one over many points
-            distinct, back = np.unique(pairs, return_inverse=True)
-            return self.of_pairs(sc, mode, cfg, P[distinct], D[distinct])[np.ravel(back)]
-        return self.of_pairs(sc, mode, cfg, P[pairs], D[pairs])
+            pairs, back = np.unique(pairs, return_inverse=True)
+        runs = None if assembled is None else assembled[pairs]
+        out = self.of_pairs(sc, mode, cfg, P[pairs], D[pairs], runs)
+        return out if back is None else out[np.ravel(back)]
 
     def of_pairs(
-        self, sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, P: np.ndarray, D: np.ndarray
+        self,
+        sc: Scenario,
+        mode: OutcomeMode,
+        cfg: ServingConfig,
+        P: np.ndarray,
+        D: np.ndarray,
+        assembled: np.ndarray | None = None,
     ) -> np.ndarray:
-        """The reason of each infeasible pair (P[k], D[k]), as ``_reason`` gives it."""
+        """The reason of each infeasible pair (P[k], D[k]), as ``_reason`` gives it
+        (``assembled``: whether the assembly runs each pair, None: not known).
+
+        Past the weights, evaluate_mode's next checks are: one request's KV on the decode
+        side (``check_decode_fits``, of D alone), then the assembly (where it does not run
+        the pair, the prefill side's message: of the mode and P alone), then the turns (of
+        the pair). Each is asked once per its key within a scenario where ``assembled`` says
+        which applies; without it, evaluate_mode once per mode and pair."""
         fails, out = self.weights(sc, P, D)
         if sc is not self._scenario:
-            self._scenario, self._pairs = sc, {}
+            self._scenario, self._said = sc, {}
+        said = self._said
+        if len(said) >= self.MAX_PAIRS:
+            said.clear()
         for k in np.flatnonzero(~fails).tolist():
-            key = (mode, float(P[k]), float(D[k]))
-            if key not in self._pairs:
-                if len(self._pairs) >= self.MAX_PAIRS:
-                    self._pairs.clear()
-                self._pairs[key] = _reason(sc, mode, cfg, int(P[k]), int(D[k]))
-            out[k] = self._pairs[key]
+            p, d = float(P[k]), float(D[k])
+            if assembled is not None and p >= 1 and d >= 1:
+                if ("decode", d) not in said:
+                    said["decode", d] = _decode_text(sc, int(d))
+                if said["decode", d]:
+                    out[k] = said["decode", d]
+                    continue
+                if not assembled[k]:  # the prefill side's message, whatever the decode side
+                    key: tuple[object, ...] = ("assembly", mode, p)
+                    if key not in said:
+                        said[key] = _reason(sc, mode, cfg, int(p), int(d))
+                    out[k] = said[key]
+                    continue
+            key = ("pair", mode, p, d)
+            if key not in said:
+                said[key] = _reason(sc, mode, cfg, int(p), int(d))
+            out[k] = said[key]
         return out
 
     def weights(self, sc: Scenario, P: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -879,6 +921,15 @@ def _weights_text(
     ``evaluate_mode`` says why the pair is infeasible)."""
     try:
         check_weights_fit(model, node, gpu, int(n), side)
+    except InfeasibleError as exc:
+        return exc.detail
+    return ""
+
+
+def _decode_text(sc: Scenario, d: int) -> str:
+    """What ``check_decode_fits`` says at ``d`` decode nodes ("": one request fits)."""
+    try:
+        check_decode_fits(replace(sc, decode_nodes=d))
     except InfeasibleError as exc:
         return exc.detail
     return ""
