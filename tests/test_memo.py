@@ -1,4 +1,5 @@
-"""IdentityMemo: values of frozen objects by identity (param_counts, ProfileCache's demands)."""
+"""IdentityMemo: values of frozen objects by identity (param_counts, ProfileCache's demands, the
+decode step costs of a model)."""
 
 from __future__ import annotations
 
@@ -17,3 +18,29 @@ def test_a_value_is_computed_once_per_object_and_the_memo_is_bounded() -> None:
     assert value(b) == 2 and calls == [a, b]  # equal contents, another object: computed
     assert value(c) == 3  # past two entries the memo starts over
     assert value(a) == 4 and calls == [a, b, c, a]
+
+
+def test_kept_decode_step_costs_are_decode_steps(registry, monkeypatch) -> None:
+    # engines._decode_step keeps decode_step's costs by model and the batches' and context's
+    # values: for every shipped model, batches and contexts asked in a shuffled order (again
+    # and again, and with a bound so small that it starts over), each cost is decode_step's,
+    # bit for bit, and read-only.
+    import numpy as np
+    import pytest
+
+    from dualpath_plan.physics import engines
+    from dualpath_plan.physics.model import decode_step
+
+    rng = np.random.default_rng(3)
+    models = [registry.get("model", m) for m in registry.ids("model")]
+    batches = [np.ones(5), np.arange(1.0, 6.0), np.array([2.0]), np.full((2, 3), 7.0)]
+    asks = [(m, b, c) for m in models for b in batches for c in (1000.0, 33238.0)]
+    for each in (64, 2):
+        monkeypatch.setattr(engines, "_STEP_COSTS_EACH", each)
+        for k in [*rng.permutation(len(asks)), *rng.permutation(len(asks))]:
+            m, b, c = asks[k]
+            got, want = engines._decode_step(m, b, c), decode_step(m, b, c)
+            for name in ("weight_bytes", "kv_bytes", "flops", "routed_weight_bytes"):
+                assert np.array_equal(getattr(got, name), getattr(want, name)), name
+            with pytest.raises(ValueError):
+                got.flops[...] = 0.0

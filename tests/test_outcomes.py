@@ -391,7 +391,10 @@ def test_ramp_integral_is_the_every_point_form_bit_for_bit(seed, top, special) -
     if special:
         r = r.copy()
         r[0, 0, 0], r[1, 1, 0], r[2, 2, 0] = np.inf, np.nan, 0.0
-    for args in ((n, r, c), (np.broadcast_to(n, r.shape[:2] + n.shape[2:]).copy(), r, c)):
+    # Agents broadcast, laid out in full, and the throughput in Fortran order (the crossing
+    # is written into the result by its C-order flat index).
+    full_n = np.broadcast_to(n, r.shape[:2] + n.shape[2:]).copy()
+    for args in ((n, r, c), (full_n, r, c), (n, np.asfortranarray(r), c)):
         got = _ramp_integral(*args, top)
         want = _ramp_integral_every_point(*args, top)
         assert got.shape == want.shape
@@ -404,6 +407,41 @@ def test_ramp_integral_is_the_every_point_form_bit_for_bit(seed, top, special) -
         _ramp_integral(np.float64(512.0), np.float64(40.0), np.float64(6.0), top),
         _ramp_integral_every_point(np.float64(512.0), np.float64(40.0), np.float64(6.0), top),
     )
+
+
+def test_flat_at_is_the_broadcast_take() -> None:
+    # The crossing's terms are taken by flat index from arrays over some axes of the shape
+    # (agents, D values): each element as laying the array out over the shape would give.
+    from dualpath_plan.outcomes.serving import _flat_at
+
+    rng = np.random.default_rng(7)
+    shape = (4, 5, 3, 2)
+    index = rng.integers(0, int(np.prod(shape)), 50)
+    for dims in [(1, 5, 1, 1), (4, 1, 3, 1), (3, 2), (2,), (1, 1, 1, 1), (), (4, 5, 3, 2),
+                 (5, 1, 2), (4, 1, 1, 2)]:  # fmt: skip
+        a = rng.uniform(size=dims)
+        want = np.broadcast_to(a, shape).reshape(-1)[index]
+        assert np.array_equal(_flat_at(a, shape, index), want), dims
+
+
+def test_no_agent_left_is_exp_to_the_bit() -> None:
+    # (1 - x)^N from its logarithm: exp where it can be above 0, else 0 without asking exp;
+    # the same bits as exp everywhere (the cut-off, subnormals, infinities and NaN).
+    from dualpath_plan.outcomes.serving import _EXP_ZERO_BELOW, _no_agent_left
+
+    y = np.concatenate(
+        [
+            np.linspace(-1e6, _EXP_ZERO_BELOW, 200_001),
+            np.linspace(_EXP_ZERO_BELOW - 50, -700.0, 200_001),
+            np.linspace(-50.0, 0.0, 1001),
+            [-np.inf, np.nan, np.inf, np.nextafter(_EXP_ZERO_BELOW, 0.0), 0.0, -0.0],
+        ]
+    )
+    with np.errstate(under="ignore", over="ignore"):
+        want = np.exp(y)
+        assert np.array_equal(_no_agent_left(y), want, equal_nan=True)
+        assert np.array_equal(np.signbit(_no_agent_left(y)), np.signbit(want))
+        assert np.array_equal(_no_agent_left(y[:10]), want[:10])  # every one below the cut
 
 
 def test_stragglers_set_the_small_batch_jct(registry) -> None:

@@ -611,8 +611,12 @@ def _reference_points(registry, spec, axes, modes, aps: bool) -> list[dict]:
         sc = Scenario.from_spec(reg, spec)
         for k, mode in enumerate(modes):
             rows = sw._evaluate_chunk(sc, mode, spec.serving, P, D, agents, "closed", None, aps)
-            rows["reason"] = sw._reasons(
-                sc, mode, spec.serving, P, D, np.arange(P.size), rows["feasible"], {}
+            rows["reason"] = np.asarray(
+                [
+                    None if ok else sw._reason(sc, mode, spec.serving, int(p), int(d))
+                    for ok, p, d in zip(rows["feasible"], P, D, strict=True)
+                ],
+                dtype=object,
             )
             rows["point"] = (c * len(modes) + k) * P.size + np.arange(P.size)
             for a, v in zip(profile, combo, strict=True):
@@ -955,11 +959,173 @@ def test_sweep_reasons_are_evaluate_modes(registry) -> None:
     P, D = (g.ravel().astype(float) for g in np.meshgrid(np.arange(1, 5), np.arange(1, 5)))
     for mode in ("basic", "dualpath"):
         rows = sw._evaluate_chunk(sc, mode, cfg, P, D, np.full(P.size, 64.0))
-        got = sw._reasons(sc, mode, cfg, P, D, np.arange(P.size), rows["feasible"], {})
+        got = sw._reasons(sc, mode, cfg, P, D, np.arange(P.size), rows["feasible"], sw._Reasons())
         bad = np.flatnonzero(~rows["feasible"])
         assert bad.size
         for i in bad:
             assert got[i] == sw._reason(sc, mode, cfg, int(P[i]), int(D[i]))
+
+
+def test_the_weights_read_only_their_key(registry) -> None:
+    # sweep._Reasons keeps the weights' fit and text under the model and weights_key: the
+    # functions must read nothing else of a node or GPU. Given stand-ins that have nothing
+    # else (any other attribute read is an AttributeError), every shipped model, node and GPU
+    # at 1 to 40 nodes gives what the profiles give.
+    from types import SimpleNamespace
+
+    from dualpath_plan.physics.engines import (
+        check_weights_fit,
+        gpu_weight_bytes,
+        weights_fit,
+        weights_key,
+    )
+
+    def said(model, node, gpu, n) -> object:
+        try:
+            return check_weights_fit(model, node, gpu, n, "decode")
+        except InfeasibleError as exc:
+            return exc.detail
+
+    n = np.arange(1.0, 41.0)
+    failing = 0
+    for model in (registry.get("model", m) for m in registry.ids("model")):
+        for node in (registry.get("node", i) for i in registry.ids("node")):
+            for gpu in (registry.get("gpu", g) for g in registry.ids("gpu")):
+                gpus, hbm = weights_key(node, gpu)
+                node_key, gpu_key = (
+                    SimpleNamespace(gpus_per_node=gpus),
+                    SimpleNamespace(hbm_gbyte=hbm),
+                )
+                fits = weights_fit(model, node, gpu, n)
+                assert np.array_equal(weights_fit(model, node_key, gpu_key, n), fits)
+                assert np.array_equal(
+                    gpu_weight_bytes(model, node_key, gpu_key, n),
+                    gpu_weight_bytes(model, node, gpu, n),
+                )
+                for k in (1, 2, 3, 8, 40):
+                    assert said(model, node_key, gpu_key, k) == said(model, node, gpu, k)
+                failing += int(np.count_nonzero(~fits))
+    assert failing  # some do not fit: their texts were compared too
+
+
+def _varied_scenarios(registry, base: dict[str, str]) -> list[Scenario]:
+    """The scenario of ``base`` (--set assignments) and, for every numeric field of every
+    profile kind, that scenario with the field at half and at one and a half times its value
+    (an int field at least 1), where the profile accepts the value."""
+    import itertools
+
+    from dualpath_plan.outcomes.sweep import _fmt
+    from dualpath_plan.profiles.registry import Overrides
+    from dualpath_plan.profiles.schemas import KINDS, schema_for
+    from dualpath_plan.scenario.spec import ScenarioSpec
+
+    spec = ScenarioSpec(model=base.get("model", "deepseek-v3.2"))
+    sets = [f"{k}={v}" for k, v in base.items() if k != "model"]
+
+    def build(extra: list[str]) -> Scenario | None:
+        try:
+            reg = replace(registry, overrides=Overrides.parse([*sets, *extra]))
+            return Scenario.from_spec(reg, spec)
+        except PlanInputError:
+            return None
+
+    first = build([])
+    assert first is not None
+    profiles = {
+        "model": first.model, "workload": first.workload, "node": first.prefill_node,
+        "gpu": first.prefill_gpu, "storage": first.storage,
+    }  # fmt: skip
+    out = [first]
+    for kind in KINDS:
+        for name in schema_for(kind).model_fields:
+            value = getattr(profiles[kind], name, None)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            for factor in (0.5, 1.5):
+                v = max(1, round(value * factor)) if isinstance(value, int) else value * factor
+                if v != value and (sc := build([f"{kind}.{name}={_fmt(float(v))}"])):
+                    out.append(sc)
+    assert len(out) > 60 and len(set(itertools.chain.from_iterable(
+        (id(s.model), id(s.prefill_node), id(s.prefill_gpu)) for s in out))) > 40  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize(
+    "base",
+    [{}, {"model": "llama-3.1-70b", "gpu.hbm_gbyte": "20", "workload.context_tokens": "60000"}],
+)
+def test_sweep_reasons_follow_every_profile_field(registry, base, monkeypatch) -> None:
+    # One sweep's reasons (sweep._Reasons: the weights' fit and text per node count of a side,
+    # kept across scenarios by their model and weights_key, and per pair of a layout asked for
+    # again; past the weights, the decode side's by D and the prefill side's by mode and P
+    # where the assembly does not run the pair) must be each scenario's own: every numeric
+    # field of every profile kind varied, the scenarios visited in a shuffled order twice
+    # with one memo, every infeasible pair's reason what evaluate_mode says; the same with the
+    # memo's bounds so small that it starts over again and again, and without the assembly's
+    # word (as for the summary's first infeasible point).
+    from dualpath_plan.outcomes import sweep as sw
+
+    rng = np.random.default_rng(15)
+    scenarios = _varied_scenarios(registry, base)
+    cfg = ServingConfig()
+    P, D = (g.ravel().astype(float) for g in np.meshgrid([1, 2, 3, 6], [1, 2, 3, 6]))
+    feasible, assembled, want = {}, {}, {}
+    for k, sc in enumerate(scenarios):
+        for mode in ("basic", "dualpath"):
+            rows = sw._evaluate_chunk(sc, mode, cfg, P, D, np.full(P.size, 64.0))
+            feasible[k, mode] = ok = rows["feasible"]
+            assembled[k, mode] = rows["_assembled"]
+            want[k, mode] = [
+                None if ok[i] else sw._reason(sc, mode, cfg, int(P[i]), int(D[i]))
+                for i in range(P.size)
+            ]
+    for bounded, told in ((False, True), (True, True), (False, False)):
+        if bounded:
+            monkeypatch.setattr(sw._Reasons, "MAX_MODELS", 1)
+            monkeypatch.setattr(sw._Reasons, "MAX_TABLES", 2)
+            monkeypatch.setattr(sw._Reasons, "MAX_PAIRS", 3)
+            monkeypatch.setattr(sw._WeightsTable, "MAX_COUNTS", 2)
+        said = sw._Reasons()
+        for k in [*rng.permutation(len(scenarios)), *rng.permutation(len(scenarios))]:
+            for mode in ("basic", "dualpath"):
+                ok, runs = feasible[k, mode], assembled[k, mode] if told else None
+                got = sw._reasons(scenarios[k], mode, cfg, P, D, np.arange(P.size), ok, said, runs)
+                assert got.tolist() == want[k, mode]
+        assert said._layout is not None  # the pairs' weights kept for the layout, and used
+        monkeypatch.undo()
+    said_of = {
+        "weights, prefill": "prefill group's HBM", "weights, decode": "decode group's HBM",
+        "one request's KV": "a prefill GPU cannot hold", "one sequence": "not one request fits",
+    }  # fmt: skip
+    kinds = {k for w in want.values() for r in w if r for k, v in said_of.items() if v in r}
+    assert len(kinds) >= 3, kinds
+
+
+def test_a_pair_the_assembly_runs_is_asked_alone(registry) -> None:
+    # Past the weights and the decode side, a pair the assembly does not run takes the
+    # prefill side's message (of the mode and P: basic here, without layer-wise prefill), and
+    # one it runs is asked of evaluate_mode alone (no turns; here feasible pairs marked
+    # infeasible, which evaluate_mode runs). One memo for both modes.
+    from dualpath_plan.outcomes import sweep as sw
+    from dualpath_plan.profiles.registry import Overrides
+    from dualpath_plan.scenario.spec import ScenarioSpec
+
+    reg = replace(registry, overrides=Overrides.parse(["gpu.hbm_gbyte=40"]))
+    sc = Scenario.from_spec(reg, ScenarioSpec(model="llama-3.1-70b", gpu="a100-sxm-80gb"))
+    cfg = ServingConfig()
+    P, D = (g.ravel().astype(float) for g in np.meshgrid([1, 2, 4, 8], [1, 2, 4, 8]))
+    said = sw._Reasons()
+    for mode in ("basic", "dualpath"):
+        rows = sw._evaluate_chunk(sc, mode, cfg, P, D, np.full(P.size, 64.0))
+        runs, ok = rows["_assembled"], rows["feasible"].copy()
+        assert runs.all() == (mode == "dualpath") and ok.all() == (mode == "dualpath")
+        ok[::3] = False
+        got = sw._reasons(sc, mode, cfg, P, D, np.arange(P.size), ok, said, runs)
+        for i in np.flatnonzero(~ok):
+            assert got[i] == sw._reason(sc, mode, cfg, int(P[i]), int(D[i]))
+        prefill = "in basic, a prefill GPU cannot hold one request's KV"
+        assert all(t == "infeasible" if mode == "dualpath" else t.startswith(prefill)
+                   for t in got[~ok].tolist())  # fmt: skip
 
 
 def test_stacked_queues_give_each_cluster_its_own_aps(registry) -> None:

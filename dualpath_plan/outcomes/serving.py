@@ -132,20 +132,26 @@ def offline_jct_s(agents: Num, t_max: Num, cycle_min: Num, counts: TurnCounts) -
     """Offline JCT of N agents started together (docs/model.md section 6): over the turn
     index k, turns take max(cycle_min x P(any left), N S(k) / T_max) each, P(any left) =
     1 - (1 - S)^N. Exact: a sum over the steps of S, and the integral over its linear ramp in
-    closed form. Vectorized over agents, t_max and cycle_min."""
+    closed form. Vectorized over agents, t_max and cycle_min. A step of no turns adds
+    nothing (the uniform turn counts of a spread of 1 start with one): it is skipped, so
+    where T_max = 0 the JCT is inf (no turns are ever served) rather than NaN."""
     n = np.asarray(agents, dtype=np.float64)
     t = np.asarray(t_max, dtype=np.float64)
     c = np.asarray(cycle_min, dtype=np.float64)
     r = n / t  # seconds per turn while all N run
     total = np.zeros(np.broadcast(n, t, c).shape)
     for length, share in zip(counts.length, counts.surviving, strict=True):
+        if length == 0:
+            continue
         # (x 1.0 is x to the bit: skipped for the first step, where every agent is left)
         any_left = -np.expm1(n * np.log1p(-share)) if share < 1.0 else None
         bound = c if any_left is None else c * any_left
         total += length * np.maximum(bound, r if share == 1.0 else r * share)
     if counts.ramp_turns > 0:
         top = float(counts.surviving[-1]) if counts.surviving.size else 1.0
-        total += counts.ramp_turns / top * _ramp_integral(n, r, c, top)
+        ramp = _ramp_integral(n, r, c, top)  # a new array of the full shape: scaled in place
+        ramp *= counts.ramp_turns / top
+        total += ramp
     return float(total) if total.ndim == 0 else total
 
 
@@ -172,42 +178,89 @@ def _ramp_integral(n: np.ndarray, r: np.ndarray, c: np.ndarray, top: float) -> n
         n1 = n + 1
         g_top = -c * np.expm1(n * np.log1p(-top))
         below_throughout = c * n <= r
-        above_throughout = ~below_throughout & (g_top >= r * top)
-        out = np.where(
-            below_throughout, r * top * top / 2, c * (top + np.expm1(n1 * np.log1p(-top)) / n1)
-        )
-        if out.shape != shape or out.dtype != np.float64:  # a writable array of the full shape
-            out = np.array(np.broadcast_to(out, shape), dtype=np.float64)
-        cross = np.flatnonzero(~below_throughout & ~above_throughout)
+        rt = r if top == 1.0 else r * top  # (x 1.0 is x to the bit)
+        # Neither below nor above throughout (g_top >= r top and not below): a crossing,
+        # NaN included (no comparison holds).
+        settled = np.greater_equal(g_top, rt)
+        settled |= below_throughout
+        # r top^2 / 2 (a halving is exact: x 0.5), then G(top) where not below throughout.
+        out = rt * 0.5 if top == 1.0 else rt * top * 0.5
+        if not (
+            isinstance(out, np.ndarray)
+            and out.shape == shape
+            and out.dtype == np.float64
+            and out.flags.c_contiguous
+        ):
+            out = np.array(np.broadcast_to(out, shape), dtype=np.float64, order="C")
+        g_all = c * (top + np.expm1(n1 * np.log1p(-top)) / n1)
+        np.copyto(out, g_all, where=~below_throughout)
+        cross = np.flatnonzero(~settled)
         if cross.size == 0:
             return out
         na, ra, ca = (_flat_at(a, shape, cross) for a in (n, r, c))
         # Start where h = c (or at the top), right of the root, where g - h < 0.
         x = np.minimum(top, ca / ra)
-        active = np.arange(cross.size)
+        active: np.ndarray | None = None  # every point, on the first step
         for _ in range(_NEWTON_MAX_STEPS):  # on the points not yet converged only
-            if active.size == 0:
+            if active is None:
+                xa, nx, rx, cx = x, na, ra, ca
+            elif active.size == 0:
                 break
-            xa, nx, rx, cx = x[active], na[active], ra[active], ca[active]
-            gone = np.exp(nx * np.log1p(-xa))  # (1 - x)^n: no agent left
+            else:
+                xa, nx, rx, cx = x[active], na[active], ra[active], ca[active]
+            gone = _no_agent_left(nx * np.log1p(-xa))
             phi = cx * (1.0 - gone) - rx * xa
             slope = cx * nx * gone / (1.0 - xa) - rx
             step = np.where(slope < 0, phi / slope, 0.0)
-            x[active] = np.clip(xa - step, 0.0, top)
-            active = active[np.abs(step) > 1e-13 + 1e-12 * x[active]]
+            # clip to [0, top]: the larger of x - step and 0, then the smaller of it and top
+            moved = np.minimum(np.maximum(xa - step, 0.0), top)
+            going = np.abs(step) > 1e-13 + 1e-12 * moved
+            if active is None:
+                x, active = moved, np.flatnonzero(going)
+            else:
+                x[active] = moved
+                active = active[going]
         g_x = ca * (x + np.expm1((na + 1) * np.log1p(-x)) / (na + 1))
-        out.flat[cross] = g_x + ra * (top * top - x * x) / 2
+        out.reshape(-1)[cross] = g_x + ra * (top * top - x * x) * 0.5  # a view: C-contiguous
         return out
 
 
+# (1 - x)^N below exp(-750) is 0 to the bit: the true value is under 1% of the least
+# subnormal, so exp rounds it to 0, slowly (an underflow per element, most of a crossing's).
+_EXP_ZERO_BELOW = -750.0
+
+
+def _no_agent_left(log_gone: np.ndarray) -> np.ndarray:
+    """exp(log_gone): (1 - x)^N, the chance no agent is left, from its logarithm; 0 where
+    that is below ``_EXP_ZERO_BELOW`` without asking exp."""
+    live = ~(log_gone <= _EXP_ZERO_BELOW)  # NaN too
+    if live.all():
+        return np.exp(log_gone)
+    gone = np.zeros_like(log_gone)
+    gone[live] = np.exp(log_gone[live])
+    return gone
+
+
 def _flat_at(a: np.ndarray, shape: tuple[int, ...], index: np.ndarray) -> np.ndarray:
-    """The elements at flat ``index`` of ``a`` broadcast to ``shape``."""
+    """The elements at flat ``index`` of ``a`` broadcast to ``shape``: for an array over
+    some of the axes (the agents values, the D values), each index's place along those axes
+    into ``a`` itself, without laying ``a`` out over the whole shape."""
     a = np.asarray(a, dtype=np.float64)
     if a.shape == shape:
         return a.reshape(-1)[index]
     if a.size == 1:  # one agents value
         return np.full(index.size, a.reshape(-1)[0])
-    return np.broadcast_to(a, shape).reshape(-1)[index]  # a pass to lay it out, then a take
+    dims = (1,) * (len(shape) - a.ndim) + a.shape
+    at: np.ndarray | None = None
+    stride = within = 1  # of an axis over the shape, and over a
+    for size, own in zip(reversed(shape), reversed(dims), strict=True):
+        if own > 1:
+            place = (index // stride if stride > 1 else index) % size
+            place = place * within if within > 1 else place
+            at = place if at is None else at + place
+            within *= own
+        stride *= size
+    return a.reshape(-1)[at]
 
 
 # Newton steps for the crossing in _ramp_integral, at most: from the right of the root of a

@@ -21,7 +21,9 @@ from typing import Any, cast
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.memo import IdentityMemo
 from dualpath_plan.outcomes.online import APS_LIMITS, online_aps, online_queue
+from dualpath_plan.outcomes.paths import check_decode_fits
 from dualpath_plan.outcomes.serving import (
     OutcomeMode,
     Saturated,
@@ -31,11 +33,18 @@ from dualpath_plan.outcomes.serving import (
     offline_jct_s,
     saturated,
 )
-from dualpath_plan.physics.engines import check_weights_fit, weights_fit
+from dualpath_plan.physics.engines import check_weights_fit, weights_fit, weights_key
 from dualpath_plan.physics.links import LINK_INDEX
 from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.profiles.registry import Overrides, Registry
-from dualpath_plan.profiles.schemas import KINDS, numeric_bounds, schema_for
+from dualpath_plan.profiles.schemas import (
+    KINDS,
+    GpuProfile,
+    ModelProfile,
+    NodeProfile,
+    numeric_bounds,
+    schema_for,
+)
 from dualpath_plan.scenario.assemble import assemble
 from dualpath_plan.scenario.bundle import ProfileCache, Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
@@ -393,6 +402,7 @@ def run_sweep(
     sets = [[Overrides.parse([f"{a.name}={_fmt(v)}"]) for v in a.values] for a in profile_axes]
     profiles = ProfileCache()
     layouts: list[_Chunk] = []
+    reasons = _Reasons()
     # Without rows to write, the summary ranks by its objective and reads the other columns
     # only for a best point it keeps: the JCT (a Newton solve per point) waits until then.
     lazy_jct = on_chunk is None and objective not in ("jct_s",)
@@ -403,7 +413,6 @@ def run_sweep(
             overrides = overrides.merged(axis_sets[i])
         reg = replace(registry, overrides=overrides)
         sc = Scenario.from_spec(reg, spec, profiles)
-        reasons: dict[tuple[str, float, float], str] = {}  # this scenario's, per mode and P/D
         chunks: Iterable[_Chunk] = layouts or (
             _chunk(start, min(chunk, block - start), shape, p_vals, d_vals, a_vals)
             for start in range(0, block, chunk)
@@ -419,7 +428,9 @@ def run_sweep(
                 for a, v in zip(profile_axes, combo, strict=True):
                     rows[a.name] = np.full(idx.size, v)
                 if on_chunk is not None:
-                    rows["reason"] = _reasons(sc, mode, cfg, P, D, local, rows["feasible"], reasons)
+                    rows["reason"] = _reasons(
+                        sc, mode, cfg, P, D, local, rows["feasible"], reasons, rows["_assembled"]
+                    )
                     summary.add(rows)
                     on_chunk(rows)
                 else:  # the summary needs the reason of a mode's first infeasible point only
@@ -507,8 +518,9 @@ def _evaluate_chunk(
     on the same assembly, and spread over the pair's points; the JCT and drain, which depend on
     the agents, per point from that solver's throughput. With ``aps``, also the online APS and
     its limit, from the closed form's optimum (as ``size``; the LP's equals it to 1e-6). The
-    rows carry ``_pair``, each point's pair, and ``_by_pair``, the columns that are the same
-    for every point of a pair (a writer formats them once per pair).
+    rows carry ``_pair``, each point's pair, ``_by_pair``, the columns that are the same
+    for every point of a pair (a writer formats them once per pair), and ``_assembled``,
+    whether the assembly runs each pair (by pair: ``_reasons``).
 
     ``lazy_jct``: the JCT and drain columns computed when first read (for a summary alone,
     ranking by another objective: ``_LazyColumn``).
@@ -531,9 +543,12 @@ def _evaluate_chunk(
     t = np.asarray(sol.throughput_turns_per_s, dtype=np.float64)
     x = np.asarray(sol.decode_path_fraction, dtype=np.float64)
     mask = np.asarray(sol.binding_mask)
-    feasible = sat.feasible & np.isfinite(t) & (t > 0)
+    assembled = sat.feasible  # the assembly runs the pair: both sides hold a request
+    feasible = assembled & np.isfinite(t) & (t > 0)
     if grid is not None:  # (P, D) -> pairs laid flat, P slowest, as P and D are
-        t, x, mask, feasible = (np.broadcast_to(v, t.shape).ravel() for v in (t, x, mask, feasible))
+        t, x, mask, feasible, assembled = (
+            np.broadcast_to(v, t.shape).ravel() for v in (t, x, mask, feasible, assembled)
+        )
     if solver == "lp":
         from dualpath_plan.solvers.lp import LPProblem, solve_lp  # scipy.optimize: only here
 
@@ -605,6 +620,7 @@ def _evaluate_chunk(
         "drain_s": drain,
         "_pair": pair,
         "_by_pair": np.asarray(list(per_pair)),
+        "_assembled": assembled,
     }
     return rows
 
@@ -643,24 +659,17 @@ def _reasons(
     D: np.ndarray,
     pair: np.ndarray,
     feasible: np.ndarray,
-    cache: dict[tuple[str, float, float], str],
+    said: _Reasons,
+    assembled: np.ndarray | None = None,
 ) -> np.ndarray:
     """Why each infeasible point is infeasible (None for the feasible ones): what ``size``
     says for that cluster (the weights, one request's or one sequence's KV, no turns), once
-    per mode and P/D pair (``pair``: each point's, into ``P`` and ``D``)."""
-    out = np.full(pair.shape, None, dtype=object)
+    per P/D pair (``pair``: each point's, into ``P`` and ``D``; ``assembled``: whether the
+    assembly runs each pair, the chunk's ``_assembled``)."""
+    out = np.empty(pair.shape, dtype=object)  # None throughout
     bad = np.flatnonzero(~feasible)
-    if bad.size == 0:
-        return out
-    pairs, back = np.unique(pair[bad], return_inverse=True)
-    _weights_fit(sc, P[pairs], D[pairs], cache)
-    # Node counts as plain floats (NumPy scalars per infeasible pair, 4 us each, came to 40
-    # to 90 ns per point of a profile grid's sweep).
-    said = [
-        _cached_reason(sc, mode, cfg, p, d, cache)
-        for p, d in zip(P[pairs].tolist(), D[pairs].tolist(), strict=True)
-    ]
-    out[bad] = np.asarray(said, dtype=object)[np.ravel(back)]
+    if bad.size:
+        out[bad] = said.of_points(sc, mode, cfg, P, D, pair, bad, assembled)
     return out
 
 
@@ -671,70 +680,259 @@ def _point_reason(
     P: np.ndarray,
     D: np.ndarray,
     pair: np.ndarray,
-    cache: dict[tuple[str, float, float], str],
+    said: _Reasons,
     i: int,
 ) -> str:
     """Why point ``i`` of a chunk is infeasible (``pair``: each point's, into P and D)."""
-    return _cached_reason(sc, mode, cfg, P[pair[i]], D[pair[i]], cache)
+    k = pair[i : i + 1]
+    return str(said.of_pairs(sc, mode, cfg, P[k], D[k])[0])
 
 
-def _cached_reason(
-    sc: Scenario,
-    mode: OutcomeMode,
-    cfg: ServingConfig,
-    p: float,
-    d: float,
-    cache: dict[tuple[str, float, float], str],
-) -> str:
-    key = (mode, float(p), float(d))
-    if key not in cache:
-        cache[key] = _weights_reason(sc, float(p), float(d), cache) or _reason(
-            sc, mode, cfg, int(p), int(d)
+class _Reasons:
+    """Why infeasible P/D pairs of a sweep's scenarios are infeasible: what ``evaluate_mode``
+    says for that cluster (``_reason``), its checks in its order (``paths.check_feasible``:
+    the prefill side's weights, the decode side's, then the rest), asked of it as little as
+    that allows.
+
+    Whether the weights fit on n nodes of a side, and where not the text of
+    ``check_weights_fit``, are a function of the side, n, the model and the node and GPU's
+    ``weights_key`` (the GPUs per node, the HBM of each): they are kept per node count under
+    those (``_WeightsTable``; the model by identity, ``IdentityMemo``), so every scenario of a
+    sweep with the same model and key finds them (a grid over any other field finds them
+    once), and a chunk's pairs are looked up by whole-array operations. A layout of pairs
+    that comes back chunk after chunk (one chunk per combination of profile values) keeps
+    each pair's text while the model and keys stay. Any other reason depends on the whole
+    scenario: ``evaluate_mode``'s, asked once per mode and pair of the scenario. Everything
+    is bounded: ``MAX_MODELS`` models of ``MAX_TABLES`` tables each, of at most
+    ``_WeightsTable.MAX_COUNTS`` node counts (about 17 bytes each, and the text of a count
+    whose weights do not fit), one layout (a chunk's pairs), ``MAX_PAIRS`` pairs' texts."""
+
+    MAX_MODELS = 4
+    MAX_TABLES = 64
+    MAX_PAIRS = 1 << 16
+
+    def __init__(self) -> None:
+        # Per model: per (side, weights_key), the table of node counts.
+        self._tables: IdentityMemo[dict[tuple[object, ...], _WeightsTable]] = IdentityMemo(
+            self.MAX_MODELS
         )
-    return cache[key]
+        self._scenario: Scenario | None = None
+        self._said: dict[tuple[object, ...], str] = {}  # reasons of self._scenario, by key
+        # The last layout (P, D, model, keys) asked for and, once asked again, its weights.
+        self._seen: tuple[object, ...] | None = None
+        self._layout: tuple[tuple[object, ...], np.ndarray, np.ndarray] | None = None
+
+    def of_points(
+        self,
+        sc: Scenario,
+        mode: OutcomeMode,
+        cfg: ServingConfig,
+        P: np.ndarray,
+        D: np.ndarray,
+        pair: np.ndarray,
+        bad: np.ndarray,
+        assembled: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The reason of each point ``bad`` of a chunk (``pair``: each point's, into P and D;
+        ``assembled``: whether the assembly runs each pair)."""
+        pairs = pair[bad]
+        known = self._layout_weights(sc, P, D)
+        if known is not None:
+            fails, texts = (v[pairs] for v in known)
+            if fails.all():
+                return texts
+            out = texts
+            rest = np.flatnonzero(~fails)
+            out[rest] = self._by_pairs(sc, mode, cfg, P, D, pairs[rest], assembled)
+            return out
+        return self._by_pairs(sc, mode, cfg, P, D, pairs, assembled)
+
+    def _by_pairs(
+        self,
+        sc: Scenario,
+        mode: OutcomeMode,
+        cfg: ServingConfig,
+        P: np.ndarray,
+        D: np.ndarray,
+        pairs: np.ndarray,
+        assembled: np.ndarray | None,
+    ) -> np.ndarray:
+        """``of_pairs`` of pairs ``pairs`` (into P and D), each distinct one asked once."""
+        back = None
+        if pairs.size > 1 and not bool(np.all(pairs[1:] > pairs[:-1])):  # one over many points
+            pairs, back = np.unique(pairs, return_inverse=True)
+        runs = None if assembled is None else assembled[pairs]
+        out = self.of_pairs(sc, mode, cfg, P[pairs], D[pairs], runs)
+        return out if back is None else out[np.ravel(back)]
+
+    def of_pairs(
+        self,
+        sc: Scenario,
+        mode: OutcomeMode,
+        cfg: ServingConfig,
+        P: np.ndarray,
+        D: np.ndarray,
+        assembled: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The reason of each infeasible pair (P[k], D[k]), as ``_reason`` gives it
+        (``assembled``: whether the assembly runs each pair, None: not known).
+
+        Past the weights, evaluate_mode's next checks are: one request's KV on the decode
+        side (``check_decode_fits``, of D alone), then the assembly (where it does not run
+        the pair, the prefill side's message: of the mode and P alone), then the turns (of
+        the pair). Each is asked once per its key within a scenario where ``assembled`` says
+        which applies; without it, evaluate_mode once per mode and pair."""
+        fails, out = self.weights(sc, P, D)
+        if sc is not self._scenario:
+            self._scenario, self._said = sc, {}
+        said = self._said
+        if len(said) >= self.MAX_PAIRS:
+            said.clear()
+        for k in np.flatnonzero(~fails).tolist():
+            p, d = float(P[k]), float(D[k])
+            if assembled is not None and p >= 1 and d >= 1:
+                if ("decode", d) not in said:
+                    said["decode", d] = _decode_text(sc, int(d))
+                if said["decode", d]:
+                    out[k] = said["decode", d]
+                    continue
+                if not assembled[k]:  # the prefill side's message, whatever the decode side
+                    key: tuple[object, ...] = ("assembly", mode, p)
+                    if key not in said:
+                        said[key] = _reason(sc, mode, cfg, int(p), int(d))
+                    out[k] = said[key]
+                    continue
+            key = ("pair", mode, p, d)
+            if key not in said:
+                said[key] = _reason(sc, mode, cfg, int(p), int(d))
+            out[k] = said[key]
+        return out
+
+    def weights(self, sc: Scenario, P: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per pair (P[k], D[k]): whether the weights do not fit on a side, and
+        ``check_weights_fit``'s text for the first side that way (the prefill side's, then
+        the decode side's; None where both fit). A pair without a node on a side is not
+        asked: evaluate_mode says so first."""
+        fails = np.zeros(P.size, dtype=bool)
+        texts = np.empty(P.size, dtype=object)  # None throughout
+        todo = np.flatnonzero((P >= 1) & (D >= 1))
+        tables = self._tables.get((sc.model,), dict)
+        for side, counts, node, gpu in (
+            ("prefill", P, sc.prefill_node, sc.prefill_gpu),
+            ("decode", D, sc.decode_node, sc.decode_gpu),
+        ):
+            if todo.size == 0:
+                break
+            key = (side, *weights_key(node, gpu))
+            table = tables.get(key)
+            if table is None:
+                if len(tables) >= self.MAX_TABLES:
+                    tables.clear()
+                table = tables[key] = _WeightsTable(side)
+            i = table.find(sc.model, node, gpu, counts[todo])
+            failing = table.fails[i]
+            fails[todo[failing]] = True
+            texts[todo[failing]] = table.texts[i[failing]]
+            todo = todo[~failing]
+        return fails, texts
+
+    def _layout_weights(
+        self, sc: Scenario, P: np.ndarray, D: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``weights`` of every pair of a layout asked for again (the same arrays P and D,
+        the same model and keys as the last time; None the first time: a layout or keys
+        that change chunk after chunk are looked up pair by infeasible pair instead)."""
+        key = (
+            P,
+            D,
+            sc.model,
+            *weights_key(sc.prefill_node, sc.prefill_gpu),
+            *weights_key(sc.decode_node, sc.decode_gpu),
+        )
+        if self._layout is not None and _same(self._layout[0], key):
+            return self._layout[1], self._layout[2]
+        if self._seen is None or not _same(self._seen, key):
+            self._seen = key
+            return None
+        self._layout = (key, *self.weights(sc, P, D))
+        return self._layout[1], self._layout[2]
 
 
-def _weights_reason(
-    sc: Scenario, p: float, d: float, cache: dict[tuple[str, float, float], str]
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """The same arrays and profiles (identity) and equal numbers."""
+    return all(
+        x is y if isinstance(x, np.ndarray | ModelProfile) else x == y
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+class _WeightsTable:
+    """``check_weights_fit``'s text at node counts of one side of one model and weights key
+    ("" where the weights fit), by count ascending: at most ``MAX_COUNTS``, or the counts of
+    one request if it has more."""
+
+    MAX_COUNTS = 4096
+
+    def __init__(self, side: str) -> None:
+        self.side = side
+        self.counts = np.zeros(0)
+        self.texts = np.zeros(0, dtype=object)
+        self.fails = np.zeros(0, dtype=bool)
+
+    def find(
+        self, model: ModelProfile, node: NodeProfile, gpu: GpuProfile, counts: np.ndarray
+    ) -> np.ndarray:
+        """Each count's place in the table, the counts not in it yet added first: tested at
+        once (the assembly's vectorized test) and only those that fail asked for their
+        text."""
+        i, there = self._at(counts)
+        if there.all():
+            return i
+        new = np.unique(counts[~there])
+        if self.counts.size + new.size > self.MAX_COUNTS:  # start over with these counts alone
+            self.counts, self.texts = np.zeros(0), np.zeros(0, dtype=object)
+            new = np.unique(counts)
+        fits = np.atleast_1d(weights_fit(model, node, gpu, new)).tolist()
+        said = np.asarray(
+            [
+                "" if ok else _weights_text(model, node, gpu, n, self.side)
+                for n, ok in zip(new.tolist(), fits, strict=True)
+            ],
+            dtype=object,
+        )
+        merged = np.concatenate([self.counts, new])
+        order = np.argsort(merged, kind="stable")
+        self.counts = merged[order]
+        self.texts = np.concatenate([self.texts, said])[order]
+        self.fails = self.texts.astype(bool)
+        return self._at(counts)[0]
+
+    def _at(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.counts.size == 0:
+            return np.zeros(counts.size, dtype=np.intp), np.zeros(counts.size, dtype=bool)
+        i = np.minimum(np.searchsorted(self.counts, counts), self.counts.size - 1)
+        return i, self.counts[i] == counts
+
+
+def _weights_text(
+    model: ModelProfile, node: NodeProfile, gpu: GpuProfile, n: float, side: str
 ) -> str:
-    """Why the weights do not fit at P prefill and D decode nodes ("": they fit), as
-    ``evaluate_mode`` says it first (its feasibility checks: the prefill side, then the
-    decode side), asked once per node count of a side rather than per pair and mode."""
-    if not (p >= 1 and d >= 1):
-        return ""  # evaluate_mode says why
-    for side, n in (("prefill", p), ("decode", d)):
-        key = (f"weights:{side}", n, 0.0)
-        if key not in cache:
-            _weights_fit(sc, np.asarray([p]), np.asarray([d]), cache)
-        if cache[key]:
-            return cache[key]
+    """What ``check_weights_fit`` says at ``n`` nodes of a side ("": nothing, they fit; then
+    ``evaluate_mode`` says why the pair is infeasible)."""
+    try:
+        check_weights_fit(model, node, gpu, int(n), side)
+    except InfeasibleError as exc:
+        return exc.detail
     return ""
 
 
-def _weights_fit(
-    sc: Scenario, P: np.ndarray, D: np.ndarray, cache: dict[tuple[str, float, float], str]
-) -> None:
-    """Whether the weights fit at each of these node counts of each side, all at once (the
-    vectorized test of the assembly), and where not the message ``check_weights_fit`` gives,
-    into ``cache``."""
-    for side, counts, node, gpu in (
-        ("prefill", P, sc.prefill_node, sc.prefill_gpu),
-        ("decode", D, sc.decode_node, sc.decode_gpu),
-    ):
-        new = [
-            float(n) for n in np.unique(counts) if (f"weights:{side}", float(n), 0.0) not in cache
-        ]
-        if not new:
-            continue
-        fits = np.atleast_1d(weights_fit(sc.model, node, gpu, np.asarray(new)))
-        for n, ok in zip(new, fits.tolist(), strict=True):
-            reason = ""
-            if not ok:
-                try:
-                    check_weights_fit(sc.model, node, gpu, int(n), side)
-                except InfeasibleError as exc:
-                    reason = exc.detail
-            cache[(f"weights:{side}", n, 0.0)] = reason
+def _decode_text(sc: Scenario, d: int) -> str:
+    """What ``check_decode_fits`` says at ``d`` decode nodes ("": one request fits)."""
+    try:
+        check_decode_fits(replace(sc, decode_nodes=d))
+    except InfeasibleError as exc:
+        return exc.detail
+    return ""
 
 
 def _reason(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, p: int, d: int) -> str:

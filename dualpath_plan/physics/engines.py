@@ -11,6 +11,7 @@ from typing import Literal
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
+from dualpath_plan.memo import IdentityMemo
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.latency import (
     layer_floor_s,
@@ -88,6 +89,15 @@ def gpu_weight_bytes(model: ModelProfile, node: NodeProfile, gpu: GpuProfile, no
     return weight_bytes_per_gpu(model, g / np.asarray(replicas(model, node, gpu, nodes)))
 
 
+def weights_key(node: NodeProfile, gpu: GpuProfile) -> tuple[int, float]:
+    """All that the weights' placement reads of a node and its GPU: the GPUs per node and
+    each one's HBM. ``gpu_weight_bytes``, ``weights_fit`` and ``check_weights_fit`` are
+    functions of the model, the node count and this (tests/test_recommend_sweep.py holds
+    them to it with stand-ins that have nothing else), so what they give may be kept under
+    it (sweep's reasons)."""
+    return node.gpus_per_node, gpu.hbm_gbyte
+
+
 def weights_fit(model: ModelProfile, node: NodeProfile, gpu: GpuProfile, nodes: Num) -> np.ndarray:
     """Whether each GPU's share of the weights fits in its HBM."""
     return np.asarray(gpu_weight_bytes(model, node, gpu, nodes)) < gpu.hbm_gbyte * 1e9
@@ -162,7 +172,7 @@ class DecodeGroup:
         # GPU reads the replicated weights in full and its share of the rest (the touched
         # experts, its sequences' KV).
         r = np.asarray(self.replicas, dtype=np.float64)
-        cost = phys.decode_step(self.model, np.asarray(batch) / r, self.context_tokens)
+        cost = _decode_step(self.model, np.asarray(batch) / r, self.context_tokens)
         rep = np.minimum(self.replicated_bytes, cost.weight_bytes - cost.routed_weight_bytes)
         hbm_s = (rep * np.asarray(self.gpus) + (cost.hbm_bytes - rep) * r) / self.hbm_byte_s
         return (
@@ -234,6 +244,37 @@ class DecodeGroup:
         f0 = turns_per_s * generated_tokens * t[k - 1] - b[k - 1]
         f1 = turns_per_s * generated_tokens * t[k] - b[k]
         return float(b[k - 1] + (b[k] - b[k - 1]) * f0 / (f0 - f1))
+
+
+# decode_step's costs by model (identity) and then by batches and context (their values):
+# the same few arrays of batches come back scenario after scenario of a sweep (a decode step
+# at one sequence per replica, or at each group's HBM-limited batch), each a dozen array
+# operations to cost. Arrays of at most 1,024 batches, 64 of them for each of 4 models: at
+# most 8 MB of costs.
+_STEP_COSTS: IdentityMemo[dict[tuple[object, ...], phys.DecodeStepCost]] = IdentityMemo(4)
+_STEP_COSTS_EACH = 64
+_STEP_COSTS_MAX_BATCHES = 1024
+
+
+def _decode_step(model: ModelProfile, batch: np.ndarray, context: float) -> phys.DecodeStepCost:
+    """``phys.decode_step(model, batch, context)``, kept for a small float64 array of
+    batches: the cost is a function of the model and the values of the batches and context
+    (its arrays read-only, shared by every caller that asks with the same values)."""
+    b = np.asarray(batch)
+    if b.dtype != np.float64 or b.size > _STEP_COSTS_MAX_BATCHES:
+        return phys.decode_step(model, b, context)
+    kept = _STEP_COSTS.get((model,), dict)
+    key = (float(context), b.shape, b.tobytes())
+    cost = kept.get(key)
+    if cost is None:
+        if len(kept) >= _STEP_COSTS_EACH:
+            kept.clear()
+        cost = phys.decode_step(model, b, context)
+        for v in vars(cost).values():
+            if isinstance(v, np.ndarray):
+                v.flags.writeable = False
+        kept[key] = cost
+    return cost
 
 
 def decode_group(
