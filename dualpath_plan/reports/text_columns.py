@@ -20,6 +20,9 @@ appended where that leaves neither a point nor an exponent, so that a float read
 float (``128.0``, not ``128``). Values within rounding of a tie at the last digit, and values
 beyond 1e-13..1e15, are formatted by Python itself; the result is that text for every value
 (``tests/test_recommend_sweep.py::test_float_columns_are_percent_g``).
+
+A column's values (:class:`Floats`, :class:`Ints`, :class:`Picked`) become its cells by
+:func:`column_cells`.
 """
 
 from __future__ import annotations
@@ -645,3 +648,40 @@ def _put_exact(
         if tail.size:
             group = np.concatenate([group, np.broadcast_to(tail, (rows.size, tail.size))], axis=1)
         _put(buf, at[rows], group)
+
+
+@dataclass(frozen=True)
+class Floats:
+    """A column of floats (float64, one a row), NaN and infinities as ``empty``."""
+
+    values: np.ndarray
+    empty: bytes = b""
+
+
+@dataclass(frozen=True)
+class Ints:
+    """A column of whole numbers (int64, one a row)."""
+
+    values: np.ndarray
+
+
+@dataclass(frozen=True)
+class Picked:
+    """A column of a few texts: ``texts[codes[i]]`` on row i (codes: ints or bools), or
+    ``texts[0]`` on every row where ``codes`` is None."""
+
+    texts: tuple[bytes, ...]
+    codes: np.ndarray | None = None
+
+
+Column = Floats | Ints | Picked
+
+
+def column_cells(column: Column) -> Cells:
+    """A column's cells."""
+    if isinstance(column, Floats):
+        return float_cells(column.values, column.empty)
+    if isinstance(column, Ints):
+        return int_cells(column.values)
+    table = text_cells(column.texts)
+    return table if column.codes is None else table.take(column.codes.astype(np.intp, copy=False))
