@@ -23,6 +23,7 @@ from dualpath_plan.files import AtomicWriter
 from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.sweep import SweepSummary, binding_label
 from dualpath_plan.profiles.schemas import NodeProfile
+from dualpath_plan.reports import text_columns
 from dualpath_plan.reports.provenance import efficiency_payload
 from dualpath_plan.reports.text_columns import (
     Cells,
@@ -32,6 +33,7 @@ from dualpath_plan.reports.text_columns import (
     Picked,
     TextBuffer,
     column_cells,
+    format_rows,
     join_cells,
     text_cells,
 )
@@ -84,6 +86,10 @@ class PointWriter:
         self.jsonl = suffix != ".csv"
         self.columns = [*extra, *OUT_COLUMNS]
         self.glue = self._glue()
+        # The compiled writer where it was built (text_columns.rowtext), its text in ``out``;
+        # else NumPy's, in ``buffer``.
+        self.compiled = text_columns.rowtext is not None
+        self.out = bytearray()
         self.buffer = TextBuffer()
         # Each int column's last values and cells: P, D and the GPUs repeat block after block
         # in a grid with profile axes (the same P/D pairs for each combination).
@@ -94,15 +100,25 @@ class PointWriter:
             self.handle.write(header.getvalue().encode("utf-8", "backslashreplace"))
 
     def write(self, rows: dict[str, np.ndarray]) -> None:
-        """A chunk's points, in blocks of rows: each column's cells formatted at once
-        (``text_columns``: the columns that are one P/D pair's, ``_by_pair``, once per pair;
-        a column constant over the block once), the rows joined (``text_columns.join_cells``)
-        and written; the same text as writing one row at a time, floats with
-        ``FLOAT_DIGITS`` significant digits."""
+        """A chunk's points, in blocks of rows, the same text as writing one row at a time,
+        floats with ``FLOAT_DIGITS`` significant digits. The compiled writer formats a
+        block's rows in one pass (``text_columns.format_rows``); NumPy's formats each column's
+        cells at once (``text_columns``: the columns that are one P/D pair's, ``_by_pair``,
+        once per pair; a column constant over the block once) and joins the rows
+        (``text_columns.join_cells``)."""
         n = int(np.size(rows["point"]))
         by_pair = set(np.asarray(rows["_by_pair"]).tolist()) if "_pair" in rows else set()
         for start in range(0, n, _BLOCK):
             part = slice(start, min(start + _BLOCK, n))
+            if self.compiled:
+                columns: list[bytes | Column] = []
+                for glue, name in zip(self.glue, self.columns, strict=False):
+                    block = _of_block(rows, name, part, self.jsonl)
+                    columns += [glue, block if isinstance(block, bytes) else _values(*block)]
+                columns.append(self.glue[-1])
+                size = format_rows(columns, part.stop - part.start, self.out)
+                self.handle.write(memoryview(self.out)[:size])
+                continue
             pairs = _pairs(rows["_pair"][part]) if by_pair else None
             parts: list[bytes | Cells] = []
             for glue, name in zip(self.glue, self.columns, strict=False):
