@@ -182,8 +182,17 @@ def _of_block(
     feasible = rows["feasible"][part]
     # (Not the bottleneck: its text depends on the point's feasibility too.)
     if values.size and key != "binding_mask" and _constant(values):
-        return _cells(key, values[:1], feasible[:1], jsonl).text(0)
+        return _one_text(key, values[:1].tobytes(), values.dtype.str, jsonl)
     return key, values, feasible, jsonl
+
+
+@functools.lru_cache(maxsize=1024)
+def _one_text(key: str, raw: bytes, dtype: str, jsonl: bool) -> bytes:
+    """The text of a column of numbers holding one value (``raw``, of ``dtype``; its bytes, so
+    that 0.0 and -0.0 differ), formatted once: the same values come back block after block (a
+    profile field's, the agents)."""
+    value = np.frombuffer(raw, dtype=dtype)
+    return _cells(key, value, np.ones(1, dtype=bool), jsonl).text(0)
 
 
 def _column(
