@@ -10,7 +10,8 @@ process just before the cases (best of several repetitions): the ratio of a swee
 that element rate says how a sweep does on a machine independently of the machine's speed. With
 ``profile`` and a file case, the file case's rate over ``profile``'s (also by the child's CPU
 time, which other processes on the machine disturb less than the wall clock) and what writing
-adds per point.
+adds per point. A file case says which writer wrote it: the compiled one (``_rowtext``, where
+the install built it) or NumPy's (``DUALPATH_PLAN_PURE_WRITER=1`` asks for it).
 
 Cases (the default spec: DeepSeek-V3.2, dualpath-hopper, paper-64k, dualpath mode):
 - ``pda``: P=1:100, D=1:100, agents=1:400, 4 million points;
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +57,7 @@ t = time.perf_counter()
 from dualpath_plan.outcomes.sweep import grid_size, parse_axis, run_sweep
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.reports.sweep import PointWriter
+from dualpath_plan.reports.text_columns import rowtext
 from dualpath_plan.scenario.spec import DEFAULT_SPEC
 t_import = time.perf_counter() - t
 t = time.perf_counter()
@@ -72,7 +75,8 @@ finally:
 dt = time.perf_counter() - t
 cpu = time.process_time() - cpu
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"points": grid_size(axes), "seconds": dt, "cpu_seconds": cpu, "rss_mb": rss}))
+print(json.dumps({"points": grid_size(axes), "seconds": dt, "cpu_seconds": cpu, "rss_mb": rss,
+                  "writer": "compiled" if rowtext is not None else "NumPy"}))
 """
 
 
@@ -89,7 +93,7 @@ def multiply_rate(n: int = 100_000, repeats: int = 2000) -> float:
     return n * repeats / best
 
 
-def run_case(name: str) -> dict[str, float]:
+def run_case(name: str) -> dict[str, Any]:
     grid, suffix = CASES[name]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, f"points{suffix}") if suffix else ""
@@ -99,7 +103,7 @@ def run_case(name: str) -> dict[str, float]:
             capture_output=True,
             text=True,
         )
-        result: dict[str, float] = json.loads(res.stdout)
+        result: dict[str, Any] = json.loads(res.stdout)
         if out:
             result["out_mb"] = os.path.getsize(out) / 1e6
     return result
@@ -121,13 +125,13 @@ def main() -> None:
         ref = multiply_rate()
         print(f"run {run + 1}: np.multiply on 10^5 float64: {ref:,.3g} elements/s")
         rates: dict[str, float] = {}
-        results: dict[str, dict[str, float]] = {}
+        results: dict[str, dict[str, Any]] = {}
         for name in names:
             r = run_case(name)
             rate = r["points"] / r["seconds"]
             rates[name] = rate
             results[name] = r
-            extra = f", file {r['out_mb']:,.0f} MB" if "out_mb" in r else ""
+            extra = f", file {r['out_mb']:,.0f} MB, {r['writer']} writer" if "out_mb" in r else ""
             print(
                 f"  {name}: {int(r['points']):,} points in {r['seconds']:.2f} s "
                 f"(CPU {r['cpu_seconds']:.2f} s), "

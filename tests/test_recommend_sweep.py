@@ -5,9 +5,13 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,21 +23,56 @@ from dualpath_plan.outcomes.online import online_aps, online_queue
 from dualpath_plan.outcomes.recommend import Budget
 from dualpath_plan.outcomes.serving import evaluate_mode, saturated
 from dualpath_plan.outcomes.sweep import parse_axis, parse_values
+from dualpath_plan.reports import text_columns
 from dualpath_plan.reports.text_columns import (
     FLOAT_DIGITS,
+    Column,
+    Floats,
+    Ints,
+    Picked,
     TextBuffer,
-    cells_text,
-    float_cells,
+    column_cells,
     format_float,
-    int_cells,
+    format_rows,
     join_cells,
-    text_cells,
 )
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ServingConfig
 
 # The relative rounding of a float written by sweep --out (FLOAT_DIGITS significant digits).
 FILE_REL = 0.5 * 10.0 ** (1 - FLOAT_DIGITS)
+
+# sweep --out's two writers: the compiled one (_rowtext.c) and NumPy's (the reference).
+WRITERS = ["compiled", "numpy"]
+
+
+def _need(writer: str) -> None:
+    if writer == "compiled" and text_columns.rowtext is None:
+        pytest.skip("the compiled writer was not built (no C compiler at install)")
+
+
+@pytest.fixture(params=WRITERS)
+def writer(request, monkeypatch) -> str:
+    """Each writer in turn for PointWriter (NumPy's: the compiled one set aside)."""
+    _need(request.param)
+    if request.param == "numpy":
+        monkeypatch.setattr(text_columns, "rowtext", None)
+    return request.param
+
+
+def _rows_text(parts: list[bytes | Column], rows: int, writer: str) -> bytes:
+    """The rows of ``parts`` (texts and columns) as ``writer`` writes them."""
+    if writer == "numpy":
+        cells = [p if isinstance(p, bytes) else column_cells(p) for p in parts]
+        return join_cells(cells, rows).tobytes()
+    out = bytearray()
+    return bytes(out[: format_rows(parts, rows, out)])
+
+
+def _cells(column: Column, writer: str) -> list[str]:
+    """Each row's cell of a column of numbers as ``writer`` writes it."""
+    rows = column.values.size if isinstance(column, Floats | Ints) else 0
+    return _rows_text([column, b"\n"], rows, writer).decode().split("\n")[:-1]
 
 
 def test_grid_value_specs() -> None:
@@ -632,11 +671,13 @@ def _reference_points(registry, spec, axes, modes, aps: bool) -> list[dict]:
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
-def test_sweep_rows_are_those_of_one_point_at_a_time(registry, cli, tmp_path, suffix) -> None:
+def test_sweep_rows_are_those_of_one_point_at_a_time(
+    registry, cli, tmp_path, suffix, writer
+) -> None:
     # Each P/D pair is now evaluated once and spread over its agents, and --out writes whole
-    # columns: every row must be what evaluating and writing one point at a time gave,
-    # infeasible points (P=1: the weights do not fit) with their reason, chunks that split a
-    # pair's agents, two profile fields, the APS.
+    # columns (either writer): every row must be what evaluating and writing one point at a
+    # time gave, infeasible points (P=1: the weights do not fit) with their reason, chunks
+    # that split a pair's agents, two profile fields, the APS.
     from dualpath_plan.reports.sweep import OUT_COLUMNS
     from dualpath_plan.scenario.spec import ScenarioSpec
 
@@ -841,9 +882,10 @@ def test_sweep_chunks_of_whole_rows_or_not_give_the_same_rows(registry) -> None:
         _same_rows(runs[0], r)
 
 
+@pytest.mark.parametrize("writer", WRITERS)
 @settings(max_examples=200, deadline=None)
 @given(
-    st.lists(
+    values=st.lists(
         st.one_of(
             st.floats(allow_nan=True, allow_infinity=True),
             st.floats(min_value=1e-6, max_value=1e12),
@@ -855,10 +897,11 @@ def test_sweep_chunks_of_whole_rows_or_not_give_the_same_rows(registry) -> None:
         max_size=50,
     )
 )
-def test_float_columns_are_percent_g(values) -> None:
+def test_float_columns_are_percent_g(values, writer) -> None:
     # sweep --out formats whole columns at once; every cell is Python's '%.9g' of the value
     # (".0" added to a whole number), NaN and inf empty: the same text as one value at a time.
-    cells = cells_text(float_cells(np.asarray(values), b"null"))
+    _need(writer)
+    cells = _cells(Floats(np.asarray(values, dtype=float), b"null"), writer)
     for v, text in zip(values, cells, strict=True):
         assert text == (format_float(v) if math.isfinite(v) else "null")
         if math.isfinite(v):
@@ -866,9 +909,80 @@ def test_float_columns_are_percent_g(values) -> None:
             assert text == f"{v:.9g}" or text == f"{v:.9g}.0"
 
 
-def test_float_columns_of_one_range_are_percent_g() -> None:
+def _hard_floats() -> list[float]:
+    """Floats where a shortcut to '%.9g' goes wrong: ties at the 9th digit (m + 0.5 at any
+    decade, and the floats either side), powers of ten and the floats either side, values
+    that round up to the next power of ten, the fast path's bounds, zeros, subnormals, the
+    largest and least floats."""
+    rng = np.random.default_rng(11)
+    out = [0.0, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 1e-13, 1e15]
+    out += [999999999.5, 999999999.6, 9.999999995, 99999999.95, 0.5e-8, 100000000.5]
+    for e in range(-16, 18):
+        for m in rng.integers(10**8, 10**9, 40).tolist():
+            tie = (m + 0.5) * 10.0 ** (e - 8)
+            out += [tie, math.nextafter(tie, 0.0), math.nextafter(tie, math.inf)]
+        ten = 10.0**e
+        out += [ten, math.nextafter(ten, 0.0), math.nextafter(ten, math.inf), ten * (1 - 5e-10)]
+    return out + [-v for v in out]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(v=st.floats(allow_nan=False, allow_infinity=False) | st.floats(-1e16, 1e16))
+def test_compiled_float_text_is_percent_g(v) -> None:
+    # The compiled writer formats a float by scaling it to 9 digits in one rounding, as
+    # float_cells does, and by the C library where that may not give the digits: every float
+    # is Python's '%.9g' text (format_float).
+    if text_columns.rowtext is None:
+        pytest.skip("the compiled writer was not built (no C compiler at install)")
+    assert text_columns.rowtext.float_text(v) == format_float(v).encode()
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_hard_floats_are_percent_g(writer) -> None:
+    _need(writer)
+    values = np.asarray(_hard_floats())
+    assert _cells(Floats(values), writer) == [format_float(v) for v in values.tolist()]
+
+
+def test_compiled_writer_refuses_what_it_cannot_write() -> None:
+    # A code beyond its texts, an array of another type or length: an error, not a guess.
+    _need("compiled")
+    out = bytearray()
+    codes = Picked((b"a", b"b"), np.asarray([0, 2], dtype=np.intp))
+    with pytest.raises(ValueError, match="code beyond"):
+        format_rows([codes], 2, out)
+    rowtext = text_columns.rowtext
+    with pytest.raises(TypeError, match="float64"):
+        rowtext.format_rows(out, 2, ((b"", "f", np.zeros(2, np.float32), b""),), b"")
+    with pytest.raises(ValueError, match="of 3 items"):
+        rowtext.format_rows(out, 3, ((b"", "i", np.zeros(2, np.int64), None),), b"")
+    with pytest.raises(ValueError, match="contiguous"):
+        rowtext.format_rows(out, 2, ((b"", "f", np.zeros(4)[::2], b""),), b"")
+    assert format_rows([b"x", Floats(np.zeros(0))], 0, out) == 0
+
+
+def test_pure_writer_is_chosen_by_the_environment(tmp_path) -> None:
+    # DUALPATH_PLAN_PURE_WRITER=1 sets the compiled writer aside (sweep --out writes with
+    # NumPy); unset, the compiled one is used where it was built. (The package this test
+    # imported, not whichever the working directory would give.)
+    package = Path(text_columns.__file__).parents[2]
+    said = {}
+    for value in ("1", ""):
+        code = "from dualpath_plan.reports import text_columns as t; print(t.rowtext is None)"
+        env = {**os.environ, "DUALPATH_PLAN_PURE_WRITER": value, "PYTHONPATH": str(package)}
+        run = subprocess.run(
+            [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True
+        )
+        said[value] = run.stdout.strip()
+    assert said["1"] == "True"
+    assert said[""] == str(text_columns.rowtext is None)
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_float_columns_of_one_range_are_percent_g(writer) -> None:
     # A column's checks are on its least and largest values: columns all in exponent
     # notation, all below 1, all whole, all at a magnitude, negative, with NaN or zeros.
+    _need(writer)
     rng = np.random.default_rng(9)
     for lo, hi in [(-13, -5), (-5, 0), (0, 9), (7, 9), (9, 15), (-13, 15), (14, 15), (0, 1)]:
         x = rng.random(2000) * 10.0 ** rng.integers(lo, hi, 2000)
@@ -876,77 +990,88 @@ def test_float_columns_of_one_range_are_percent_g() -> None:
         columns.append(np.where(rng.random(x.size) < 0.1, 0.0, x))
         for values in columns:
             want = [format_float(v) if math.isfinite(v) else "" for v in values.tolist()]
-            assert cells_text(float_cells(values)) == want
+            assert _cells(Floats(values), writer) == want
 
 
-def test_int_columns_are_decimal() -> None:
-    values = np.asarray([0, 1, 9, 10, 99, 100, 12345, -5, -100, 10**17, 2**62])
-    assert cells_text(int_cells(values)) == [str(v) for v in values.tolist()]
+@pytest.mark.parametrize("writer", WRITERS)
+def test_int_columns_are_decimal(writer) -> None:
+    _need(writer)
+    values = np.asarray([0, 1, 9, 10, 99, 100, 12345, -5, -100, 10**17, 2**62, -(2**63)])
+    assert _cells(Ints(values), writer) == [str(v) for v in values.tolist()]
     # Each way int_cells goes (by the column's largest value), with negatives, both ends.
     rng = np.random.default_rng(6)
     for top in (9, 999, 1000, 10**8 - 1, 10**8, 10**16 - 1, 10**16, 2**63 - 1):
         values = rng.integers(-top, top, 300, endpoint=True)
         values[:2] = (top, -top)
-        assert cells_text(int_cells(values)) == [str(v) for v in values.tolist()]
+        assert _cells(Ints(values), writer) == [str(v) for v in values.tolist()]
 
 
+@pytest.mark.parametrize("writer", WRITERS)
 @settings(max_examples=300, deadline=None)
-@given(st.data())
-def test_joined_rows_are_their_cells_one_after_another(data) -> None:
+@given(data=st.data())
+def test_joined_rows_are_their_cells_one_after_another(data, writer) -> None:
     # join_cells writes each column's cells at their byte offsets in whole words, the bytes
     # past a cell overwritten by the next column's; the last column, and any whose words
-    # would reach the next row, exactly: every row must be its parts' text in order.
+    # would reach the next row, exactly. The compiled writer copies texts in whole words
+    # too, and copies a cell again for a value the same as the row before's. Either way,
+    # every row must be its parts' text in order, each cell NumPy's (column_cells).
+    _need(writer)
     rows = data.draw(st.integers(1, 40))
     glue = st.binary(max_size=40).filter(lambda b: b"\0" not in b)
     text = st.binary(max_size=70)
-    parts: list = []
+
+    def values(element: st.SearchStrategy) -> np.ndarray:
+        # Runs of one value, as a P/D pair's over its agents.
+        drawn = data.draw(st.lists(element, min_size=1, max_size=rows))
+        return np.resize(np.repeat(drawn, data.draw(st.integers(1, 3))), rows)
+
+    parts: list[bytes | Column] = []
     for _ in range(data.draw(st.integers(1, 7))):
         parts.append(data.draw(glue))
-        kind = data.draw(st.sampled_from(["int", "float", "few", "many", "constant"]))
+        kind = data.draw(st.sampled_from(["int", "float", "few", "many", "bool", "constant"]))
         if kind == "int":
-            parts.append(
-                int_cells(
-                    np.asarray(
-                        data.draw(
-                            st.lists(st.integers(-(2**63), 2**63 - 1), min_size=rows, max_size=rows)
-                        )
-                    )
-                )
-            )
+            parts.append(Ints(values(st.integers(-(2**63), 2**63 - 1)).astype(np.int64)))
         elif kind == "float":
-            parts.append(
-                float_cells(
-                    np.asarray(data.draw(st.lists(st.floats(), min_size=rows, max_size=rows))),
-                    data.draw(st.sampled_from([b"", b"null"])),
-                )
-            )
+            empty = data.draw(st.sampled_from([b"", b"null"]))
+            parts.append(Floats(values(st.floats()).astype(np.float64), empty))
         elif kind == "constant":
-            parts.append(text_cells([data.draw(text)]))
+            parts.append(Picked((data.draw(text),)))
+        elif kind == "bool":
+            flags = data.draw(st.lists(st.booleans(), min_size=rows, max_size=rows))
+            parts.append(Picked((b"False", b"True"), np.asarray(flags)))
         else:  # a few texts picked by codes (labels), or many (one per P/D pair)
-            table = text_cells(
-                data.draw(st.lists(text, min_size=1, max_size=3 if kind == "few" else 80))
-            )
+            texts = data.draw(st.lists(text, min_size=1, max_size=3 if kind == "few" else 80))
             codes = data.draw(
-                st.lists(st.integers(0, table.length.size - 1), min_size=rows, max_size=rows)
+                st.lists(st.integers(0, len(texts) - 1), min_size=rows, max_size=rows)
             )
-            parts.append(table.take(np.asarray(codes, dtype=np.intp)))
+            parts.append(Picked(tuple(texts), np.asarray(codes, dtype=np.intp)))
     parts.append(data.draw(glue))
     texts = [
-        [p] * rows if isinstance(p, bytes) else [t.encode("latin-1") for t in _cell_bytes(p, rows)]
-        for p in parts
+        [p] * rows if isinstance(p, bytes) else _cell_bytes(column_cells(p), rows) for p in parts
     ]
     want = b"".join(b"".join(t[r] for t in texts) for r in range(rows))
-    assert join_cells(parts, rows).tobytes() == want
-    buffer = TextBuffer()  # a buffer holding another block's text first
-    join_cells(parts[::-1], rows, buffer)
-    assert join_cells(parts, rows, buffer).tobytes() == want
+    assert _rows_text(parts, rows, writer) == want
+    # Memory holding another block's text first.
+    if writer == "numpy":
+        buffer = TextBuffer()
+        join_cells(
+            [p if isinstance(p, bytes) else column_cells(p) for p in parts[::-1]], rows, buffer
+        )
+        got = join_cells(
+            [p if isinstance(p, bytes) else column_cells(p) for p in parts], rows, buffer
+        )
+        assert got.tobytes() == want
+    else:
+        out = bytearray(b"x" * 100)
+        format_rows(parts[::-1], rows, out)
+        assert bytes(out[: format_rows(parts, rows, out)]) == want
 
 
-def _cell_bytes(cells, rows: int) -> list[str]:
-    """Each row's cell (a constant one on every row) as latin-1 text: any bytes."""
+def _cell_bytes(cells, rows: int) -> list[bytes]:
+    """Each row's cell (a constant one on every row): any bytes."""
     words, length = cells.dense()
     raw = [words[:, i].astype("<u8").tobytes()[: int(length[i])] for i in range(length.size)]
-    return [t.decode("latin-1") for t in raw] * (rows if cells.constant else 1)
+    return raw * (rows if cells.constant else 1)
 
 
 def test_sweep_reasons_are_evaluate_modes(registry) -> None:

@@ -23,12 +23,17 @@ from dualpath_plan.files import AtomicWriter
 from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.sweep import SweepSummary, binding_label
 from dualpath_plan.profiles.schemas import NodeProfile
+from dualpath_plan.reports import text_columns
 from dualpath_plan.reports.provenance import efficiency_payload
 from dualpath_plan.reports.text_columns import (
     Cells,
+    Column,
+    Floats,
+    Ints,
+    Picked,
     TextBuffer,
-    float_cells,
-    int_cells,
+    column_cells,
+    format_rows,
     join_cells,
     text_cells,
 )
@@ -81,6 +86,10 @@ class PointWriter:
         self.jsonl = suffix != ".csv"
         self.columns = [*extra, *OUT_COLUMNS]
         self.glue = self._glue()
+        # The compiled writer where it was built (text_columns.rowtext), its text in ``out``;
+        # else NumPy's, in ``buffer``.
+        self.compiled = text_columns.rowtext is not None
+        self.out = bytearray()
         self.buffer = TextBuffer()
         # Each int column's last values and cells: P, D and the GPUs repeat block after block
         # in a grid with profile axes (the same P/D pairs for each combination).
@@ -91,15 +100,25 @@ class PointWriter:
             self.handle.write(header.getvalue().encode("utf-8", "backslashreplace"))
 
     def write(self, rows: dict[str, np.ndarray]) -> None:
-        """A chunk's points, in blocks of rows: each column's cells formatted at once
-        (``text_columns``: the columns that are one P/D pair's, ``_by_pair``, once per pair;
-        a column constant over the block once), the rows joined (``text_columns.join_cells``)
-        and written; the same text as writing one row at a time, floats with
-        ``FLOAT_DIGITS`` significant digits."""
+        """A chunk's points, in blocks of rows, the same text as writing one row at a time,
+        floats with ``FLOAT_DIGITS`` significant digits. The compiled writer formats a
+        block's rows in one pass (``text_columns.format_rows``); NumPy's formats each column's
+        cells at once (``text_columns``: the columns that are one P/D pair's, ``_by_pair``,
+        once per pair; a column constant over the block once) and joins the rows
+        (``text_columns.join_cells``)."""
         n = int(np.size(rows["point"]))
         by_pair = set(np.asarray(rows["_by_pair"]).tolist()) if "_pair" in rows else set()
         for start in range(0, n, _BLOCK):
             part = slice(start, min(start + _BLOCK, n))
+            if self.compiled:
+                columns: list[bytes | Column] = []
+                for glue, name in zip(self.glue, self.columns, strict=False):
+                    block = _of_block(rows, name, part, self.jsonl)
+                    columns += [glue, block if isinstance(block, bytes) else _values(*block)]
+                columns.append(self.glue[-1])
+                size = format_rows(columns, part.stop - part.start, self.out)
+                self.handle.write(memoryview(self.out)[:size])
+                continue
             pairs = _pairs(rows["_pair"][part]) if by_pair else None
             parts: list[bytes | Cells] = []
             for glue, name in zip(self.glue, self.columns, strict=False):
@@ -146,6 +165,36 @@ def _pairs(pair: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return starts, np.cumsum(change)
 
 
+def _of_block(
+    rows: dict[str, np.ndarray], name: str, part: slice, jsonl: bool
+) -> bytes | tuple[str, np.ndarray, np.ndarray, bool]:
+    """One column of a block of points (``part`` of the chunk): its text where it is the
+    same on every row (a column not computed, the mode, a column of numbers constant over the
+    block: formatted once), else its key in ``rows``, its values, the points' feasibility and
+    whether JSON (``_values``' arguments)."""
+    key = "binding_mask" if name == "bottleneck" else name
+    if key not in rows:  # aps and aps_limit when not computed
+        return b"null" if jsonl else b""
+    values = rows[key]
+    if np.ndim(values) == 0:  # the mode
+        return _text(values.item(), jsonl)
+    values = values[part]
+    feasible = rows["feasible"][part]
+    # (Not the bottleneck: its text depends on the point's feasibility too.)
+    if values.size and key != "binding_mask" and _constant(values):
+        return _one_text(key, values[:1].tobytes(), values.dtype.str, jsonl)
+    return key, values, feasible, jsonl
+
+
+@functools.lru_cache(maxsize=1024)
+def _one_text(key: str, raw: bytes, dtype: str, jsonl: bool) -> bytes:
+    """The text of a column of numbers holding one value (``raw``, of ``dtype``; its bytes, so
+    that 0.0 and -0.0 differ), formatted once: the same values come back block after block (a
+    profile field's, the agents)."""
+    value = np.frombuffer(raw, dtype=dtype)
+    return _cells(key, value, np.ones(1, dtype=bool), jsonl).text(0)
+
+
 def _column(
     rows: dict[str, np.ndarray],
     name: str,
@@ -155,25 +204,17 @@ def _column(
     pairs: tuple[np.ndarray, np.ndarray] | None,
     last: dict[str, tuple[np.ndarray, Cells]],
 ) -> Cells:
-    """One column of a block of points (``part`` of the chunk) as cells: CSV cells (None
-    empty) or JSON values. No NaN or inf: infeasible points have empty (null) metrics. A
-    column constant over the block is formatted once; a column of the P/D pair (``by_pair``;
-    ``pairs``: the block's, from ``_pairs``) once per pair and spread over its points; an
-    int column the same as in the previous block (``last``) not again."""
-    key = "binding_mask" if name == "bottleneck" else name
-    if key not in rows:  # aps and aps_limit when not computed
-        return text_cells([b"null" if jsonl else b""])
-    values = rows[key]
-    if np.ndim(values) == 0:  # the mode
-        return text_cells([_text(values.item(), jsonl)])
-    values = values[part]
-    feasible = rows["feasible"][part]
+    """One column of a block of points (``part`` of the chunk) as cells (NumPy's writer): a
+    column of the P/D pair (``by_pair``; ``pairs``: the block's, from ``_pairs``) formatted
+    once per pair and spread over its points; an int column the same as in the previous block
+    (``last``) not again."""
+    block = _of_block(rows, name, part, jsonl)
+    if isinstance(block, bytes):
+        return text_cells([block])
+    key, values, feasible, _ = block
     if key in by_pair and pairs is not None:
         starts, which = pairs
         return _cells(key, values[starts], feasible[starts], jsonl).take(which)
-    # (Not the bottleneck: its text depends on the point's feasibility too.)
-    if values.size and key != "binding_mask" and _constant(values):
-        return _cells(key, values[:1], feasible[:1], jsonl)
     if values.dtype.kind in "iu" and key != "binding_mask":
         seen = last.get(key)
         if seen is not None and _same(seen[0], values):
@@ -218,8 +259,8 @@ def _text(v: object, jsonl: bool) -> bytes:
     return line.getvalue()[:-1].encode("utf-8", "backslashreplace")
 
 
-def _labels(codes: np.ndarray, say: Callable[[int], object], jsonl: bool) -> Cells:
-    """Cells of a column of a few distinct codes, each said once."""
+def _labels(codes: np.ndarray, say: Callable[[int], object], jsonl: bool) -> Picked:
+    """A column of a few distinct codes, each said once."""
     codes = np.ravel(codes)
     # The distinct codes one at a time while they are few (a block has a handful of sets of
     # binding links): faster than sorting the column.
@@ -230,15 +271,15 @@ def _labels(codes: np.ndarray, say: Callable[[int], object], jsonl: bool) -> Cel
         rest = rest[rest != rest[0]]
     if rest.size:
         distinct = np.unique(codes).tolist()
-    table = text_cells([_text(say(c), jsonl) for c in distinct])
+    texts = tuple(_text(say(c), jsonl) for c in distinct)
     if len(distinct) == 1:
-        return table
+        return Picked(texts)
     if len(distinct) > _PEEL:
-        return table.take(np.searchsorted(distinct, codes))
+        return Picked(texts, np.searchsorted(distinct, codes))
     which = np.zeros(codes.size, dtype=np.intp)
     for i, c in enumerate(distinct[1:], 1):
         which[codes == c] = i
-    return table.take(which)
+    return Picked(texts, which)
 
 
 # Distinct codes of a label column found one at a time up to this many.
@@ -246,7 +287,13 @@ _PEEL = 8
 
 
 def _cells(name: str, values: np.ndarray, feasible: np.ndarray, jsonl: bool) -> Cells:
-    """The cells of a column's values, as ``_clean`` and the row writers had them."""
+    """The cells of a column's values (NumPy's writer)."""
+    return column_cells(_values(name, values, feasible, jsonl))
+
+
+def _values(name: str, values: np.ndarray, feasible: np.ndarray, jsonl: bool) -> Column:
+    """A column's values as the writers take them, their text as ``_clean`` and the row
+    writers had it: labels, bools and reasons as texts picked by codes, numbers as numbers."""
     if name == "binding_mask":  # the bottleneck column: the names of the binding links
         codes = np.where(np.asarray(feasible, dtype=bool), values, -1)
         return _labels(codes, lambda m: binding_label(m) if m >= 0 else None, jsonl)
@@ -254,12 +301,11 @@ def _cells(name: str, values: np.ndarray, feasible: np.ndarray, jsonl: bool) -> 
         return _labels(values, lambda v: APS_LIMITS[v] if v >= 0 else None, jsonl)
     kind = values.dtype.kind
     if kind == "b":
-        table = text_cells([b"false", b"true"] if jsonl else [b"False", b"True"])
-        return table.take(values.astype(np.intp))
+        return Picked((b"false", b"true") if jsonl else (b"False", b"True"), values)
     if kind in "iu":
-        return int_cells(values)
+        return Ints(values)
     if kind == "f":
-        return float_cells(values, b"null" if jsonl else b"")
+        return Floats(values, b"null" if jsonl else b"")
     # object (the reason: text or None), each distinct text formatted once. Only an
     # infeasible point has a reason (run_sweep's rows): the others are not looked at, a
     # comparison with None per point costing more than the rest of the column.
@@ -268,7 +314,7 @@ def _cells(name: str, values: np.ndarray, feasible: np.ndarray, jsonl: bool) -> 
     there = np.flatnonzero(~np.asarray(feasible, dtype=bool))
     if there.size:
         codes[there] = [said.setdefault(r, len(said)) for r in values[there].tolist()]
-    return text_cells([_text(r, jsonl) for r in said]).take(codes)
+    return Picked(tuple(_text(r, jsonl) for r in said), codes)
 
 
 def _share(summary: SweepSummary) -> dict[str, float]:

@@ -20,14 +20,23 @@ appended where that leaves neither a point nor an exponent, so that a float read
 float (``128.0``, not ``128``). Values within rounding of a tie at the last digit, and values
 beyond 1e-13..1e15, are formatted by Python itself; the result is that text for every value
 (``tests/test_recommend_sweep.py::test_float_columns_are_percent_g``).
+
+Where it was built (``_rowtext.c``, compiled when the package is installed and a C compiler is
+there), :func:`format_rows` writes the same rows in one compiled pass over the columns' values
+(:class:`Floats`, :class:`Ints`, :class:`Picked`): the same text, each cell made by the same
+rules, at a few nanoseconds a cell. :data:`rowtext` is that module, or None where it was not
+built or ``DUALPATH_PLAN_PURE_WRITER=1`` asks for NumPy; :func:`column_cells` gives a column's
+cells for :func:`join_cells` either way, the reference the compiled writer is tested against.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -645,3 +654,90 @@ def _put_exact(
         if tail.size:
             group = np.concatenate([group, np.broadcast_to(tail, (rows.size, tail.size))], axis=1)
         _put(buf, at[rows], group)
+
+
+@dataclass(frozen=True)
+class Floats:
+    """A column of floats (float64, one a row), NaN and infinities as ``empty``."""
+
+    values: np.ndarray
+    empty: bytes = b""
+
+
+@dataclass(frozen=True)
+class Ints:
+    """A column of whole numbers (int64, one a row)."""
+
+    values: np.ndarray
+
+
+@dataclass(frozen=True)
+class Picked:
+    """A column of a few texts: ``texts[codes[i]]`` on row i (codes: ints or bools), or
+    ``texts[0]`` on every row where ``codes`` is None."""
+
+    texts: tuple[bytes, ...]
+    codes: np.ndarray | None = None
+
+
+Column = Floats | Ints | Picked
+
+
+def column_cells(column: Column) -> Cells:
+    """A column's cells (the NumPy writer's)."""
+    if isinstance(column, Floats):
+        return float_cells(column.values, column.empty)
+    if isinstance(column, Ints):
+        return int_cells(column.values)
+    table = text_cells(column.texts)
+    return table if column.codes is None else table.take(column.codes.astype(np.intp, copy=False))
+
+
+def _load_rowtext() -> ModuleType | None:
+    """The compiled writer, unless not built or ``DUALPATH_PLAN_PURE_WRITER`` asks for NumPy."""
+    if os.environ.get("DUALPATH_PLAN_PURE_WRITER", "") not in ("", "0"):
+        return None
+    try:
+        from dualpath_plan.reports import _rowtext
+    except ImportError:
+        return None
+    return _rowtext
+
+
+rowtext = _load_rowtext()
+
+
+def format_rows(parts: Sequence[bytes | Column], rows: int, out: bytearray) -> int:
+    """``rows`` rows of text, each the parts in order (a bytes part as it is, a column that
+    row's cell), one row after another, written by the compiled writer into ``out`` (grown if
+    too small); returns the bytes written. The text :func:`join_cells` gives the parts' cells
+    (:func:`column_cells`)."""
+    assert rowtext is not None, "the compiled writer was not built"
+    columns: list[tuple[bytes, str, np.ndarray, bytes | tuple[bytes, ...] | None]] = []
+    pending = b""  # text that does not vary, joined into the next column's prefix
+    for part in parts:
+        if isinstance(part, bytes):
+            pending += part
+        elif isinstance(part, Floats):
+            floats = np.ascontiguousarray(part.values, dtype=np.float64).ravel()
+            columns.append((pending, "f", floats, part.empty))
+            pending = b""
+        elif isinstance(part, Ints):
+            ints = np.ascontiguousarray(part.values, dtype=np.int64).ravel()
+            columns.append((pending, "i", ints, None))
+            pending = b""
+        elif part.codes is None:
+            pending += part.texts[0]
+        else:
+            columns.append((pending, "c", _codes(part.codes), part.texts))
+            pending = b""
+    written: int = rowtext.format_rows(out, rows, tuple(columns), pending)
+    return written
+
+
+def _codes(codes: np.ndarray) -> np.ndarray:
+    """Codes as the compiled writer reads them: 1-byte (bools) or 8-byte integers."""
+    codes = np.ascontiguousarray(codes).ravel()
+    if codes.dtype.itemsize == 1 or codes.dtype == np.intp:
+        return codes
+    return codes.astype(np.intp)
