@@ -44,11 +44,17 @@ FILE_REL = 0.5 * 10.0 ** (1 - FLOAT_DIGITS)
 
 # sweep --out's two writers: the compiled one (_rowtext.c) and NumPy's (the reference).
 WRITERS = ["compiled", "numpy"]
+# The tests import the source tree: an editable install (`pip install -e`) builds the compiled
+# writer there, a plain `pip install .` into site-packages only.
+NOT_BUILT = (
+    "the compiled writer is not in the source tree (install with `pip install -e '.[test]'`, "
+    "with a C compiler)"
+)
 
 
 def _need(writer: str) -> None:
     if writer == "compiled" and text_columns.rowtext is None:
-        pytest.skip("the compiled writer was not built (no C compiler at install)")
+        pytest.skip(NOT_BUILT)
 
 
 @pytest.fixture(params=WRITERS)
@@ -933,7 +939,7 @@ def test_compiled_float_text_is_percent_g(v) -> None:
     # float_cells does, and by the C library where that may not give the digits: every float
     # is Python's '%.9g' text (format_float).
     if text_columns.rowtext is None:
-        pytest.skip("the compiled writer was not built (no C compiler at install)")
+        pytest.skip(NOT_BUILT)
     assert text_columns.rowtext.float_text(v) == format_float(v).encode()
 
 
