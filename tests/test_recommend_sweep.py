@@ -984,6 +984,24 @@ def test_pure_writer_is_chosen_by_the_environment(tmp_path) -> None:
     assert said[""] == str(text_columns.rowtext is None)
 
 
+def test_sweep_summary_names_the_writer_of_its_file(cli, tmp_path, writer, monkeypatch) -> None:
+    # A file written slowly says why: the summary (text and JSON) names the writer that wrote
+    # it, and why NumPy's where it was.
+    out = tmp_path / "points.csv"
+    monkeypatch.delenv("DUALPATH_PLAN_PURE_WRITER", raising=False)
+    want = "compiled" if writer == "compiled" else "numpy (the compiled writer was not built"
+    r = cli("sweep", "--grid", "P=2:3", "--grid", "D=2:3", "--out", str(out))
+    assert r.code == 0, r.err
+    assert f"every point written to {out} ({want}" in " ".join(r.out.split())
+    r = cli("sweep", "--grid", "P=2:3", "--grid", "D=2:3", "--out", str(out), "--json")
+    assert json.loads(r.out)["out_writer"].startswith(want)
+    monkeypatch.setenv("DUALPATH_PLAN_PURE_WRITER", "1")
+    if writer == "numpy":
+        assert text_columns.writer_in_use() == "numpy (DUALPATH_PLAN_PURE_WRITER)"
+    r = cli("sweep", "--grid", "P=2:3", "--grid", "D=2:3", "--json")
+    assert json.loads(r.out)["out_writer"] is None  # no file, no writer
+
+
 @pytest.mark.parametrize("writer", WRITERS)
 def test_float_columns_of_one_range_are_percent_g(writer) -> None:
     # A column's checks are on its least and largest values: columns all in exponent

@@ -36,6 +36,7 @@ from dualpath_plan.reports.text_columns import (
     format_rows,
     join_cells,
     text_cells,
+    writer_in_use,
 )
 from dualpath_plan.scenario.provenance import Efficiencies
 
@@ -373,6 +374,7 @@ def sweep_payload(
             for mode, part in summary.modes.items()
         },
         "out": str(out) if out else None,
+        "out_writer": writer_in_use() if out else None,
     }
 
 
@@ -487,4 +489,4 @@ def render_sweep(
     else:
         console.print("APS not computed (--aps or --objective aps adds it)")
     if out:
-        console.print(f"every point written to {out}")
+        console.print(f"every point written to {out} ({writer_in_use()} writer)")

@@ -707,6 +707,15 @@ def _load_rowtext() -> ModuleType | None:
 rowtext = _load_rowtext()
 
 
+def writer_in_use() -> str:
+    """Which writer ``sweep --out`` uses, said in its summary: a file written slowly says why."""
+    if rowtext is not None:
+        return "compiled"
+    if os.environ.get("DUALPATH_PLAN_PURE_WRITER", "") not in ("", "0"):
+        return "numpy (DUALPATH_PLAN_PURE_WRITER)"
+    return "numpy (the compiled writer was not built: no C compiler at install)"
+
+
 def format_rows(parts: Sequence[bytes | Column], rows: int, out: bytearray) -> int:
     """``rows`` rows of text, each the parts in order (a bytes part as it is, a column that
     row's cell), one row after another, written by the compiled writer into ``out`` (grown if
