@@ -404,8 +404,44 @@ def _finite_float(text: str) -> float:
     return value
 
 
+class _KeyGivenTwice(ValueError):
+    """A JSON object names a key twice: ``json`` would keep the last value silently, so the
+    file would say one thing to a reader and another to the tool."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members as a dict, refusing a key given twice (``object_pairs_hook``)."""
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _KeyGivenTwice(key)
+            seen.add(key)
+    return members
+
+
+def _key_given_twice(
+    exc: _KeyGivenTwice, text: str, source: str, line: int | None
+) -> PlanInputError:
+    """The error for a key given twice: at the line of its second mention where the key's
+    quoted text occurs exactly twice (else the line of the stream, if any: another object
+    may name the key too)."""
+    quoted = json.dumps(exc.key)
+    if text.count(quoted) == 2:
+        second = text.find(quoted, text.find(quoted) + len(quoted))
+        line = (line or 1) + text.count("\n", 0, second)
+    return PlanInputError("a key given twice", source=source, line=line, field=exc.key)
+
+
 # One decoder for every line of a stream (json.loads with hooks builds one per call).
-_STREAM_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+_STREAM_DECODER = json.JSONDecoder(
+    parse_constant=_refuse_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
+)
 
 
 def parse_json(text: str, *, source: str, line: int | None = None, walk: bool = True) -> Any:
@@ -421,6 +457,8 @@ def parse_json(text: str, *, source: str, line: int | None = None, walk: bool = 
             _bracket_depth_ok(_strip_json_strings(text), source=source, line_of=lambda _: line)
         try:
             return _STREAM_DECODER.decode(text)
+        except _KeyGivenTwice as exc:
+            raise _key_given_twice(exc, text, source, line) from None
         except json.JSONDecodeError as exc:
             raise PlanInputError(
                 f"not JSON: {exc.msg} (column {exc.colno})", source=source, line=line
@@ -436,7 +474,9 @@ def parse_json(text: str, *, source: str, line: int | None = None, walk: bool = 
 
     _bracket_depth_ok(stripped, source=source, line_of=line_of)
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except _KeyGivenTwice as exc:
+        raise _key_given_twice(exc, text, source, line) from None
     except json.JSONDecodeError as exc:
         raise PlanInputError(
             f"not JSON: {exc.msg} (column {exc.colno})",

@@ -33,6 +33,7 @@ from dualpath_plan.files import (
     atomic_write,
     load_json,
     load_toml,
+    parse_json,
     read_text,
 )
 from dualpath_plan.physics.workload import load_trace
@@ -660,6 +661,13 @@ def test_trend_case_with_an_unknown_gpu_is_exit_2(cli, tmp_path) -> None:
             "context_tokens",
         ),
         ("\n\n", "no turns"),
+        # A key given twice: JSON keeps the last silently; the trace would say 5 and mean 9.
+        (
+            '{"trajectory_id": "a", "append_tokens": 5, "generated_tokens": 1}\n'
+            '{"trajectory_id": "a", "append_tokens": 5, "append_tokens": 9, '
+            '"generated_tokens": 1}\n',
+            "line 2: field 'append_tokens': a key given twice",
+        ),
     ],
 )
 def test_jsonl_trace_lines_must_be_complete_objects(cli, tmp_path, lines, expect) -> None:
@@ -686,6 +694,22 @@ def test_bad_csv_traces_are_exit_2(cli, tmp_path, rows) -> None:
     (profiles / "workload" / "t.csv").write_text(rows)
     result = assert_clean(cli("size", "--profiles", str(profiles), "--workload", "tr"))
     assert result.code == 2 and "t.csv" in result.err
+
+
+def test_a_json_key_given_twice_is_refused_where_it_is(cli, tmp_path) -> None:
+    # A baseline naming a key twice would be checked against the last value while a reader
+    # sees the first: refused, at its line where the key occurs only there, naming the key.
+    baseline = tmp_path / "b.json"
+    good = (Path(__file__).parent / "baseline.json").read_text()
+    baseline.write_text(good.replace("{", '{\n"scenarios_doubled": 1, "scenarios_doubled": 2,', 1))
+    result = assert_clean(cli("check", str(baseline)))
+    assert result.code == 2
+    assert "b.json: line 2: field 'scenarios_doubled': a key given twice" in result.err
+    # Nested, and a key that other objects name too: the key, without a guessed line.
+    with pytest.raises(PlanInputError, match="field 'id': a key given twice") as info:
+        parse_json('[{"id": 1}, {"id": 2, "x": {"id": 3, "id": 4}}]', source="f.json")
+    assert "line" not in str(info.value)
+    assert parse_json('[{"id": 1}, {"id": 2}]', source="f.json") == [{"id": 1}, {"id": 2}]
 
 
 def test_an_id_with_a_newline_cannot_inject_an_error_line(cli, tmp_path) -> None:
