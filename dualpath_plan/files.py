@@ -748,7 +748,9 @@ def number(
         except OverflowError:
             result = math.inf
     else:
-        raise fail(f"expected {expected}, got {type(value).__name__} {value!r}")
+        raise fail(
+            f"expected {expected}, got {type(value).__name__} {value!r}{_hint(value, source)}"
+        )
     if not math.isfinite(result):
         raise fail(f"expected a finite number, got {value!r}")
     if integer and not result.is_integer():
@@ -758,6 +760,26 @@ def number(
             f"expected {what or expected} from {_bound(low)} to {_bound(high)}, got {value!r}"
         )
     return result
+
+
+def _hint(value: object, source: str) -> str:
+    """Why a number reads as text, where it does: YAML 1.1 (PyYAML, as AIConfigurator reads its
+    files too) takes an exponent without a point or a sign (``7.7e12``) for a string; quotes
+    make any number one."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    if source.lower().endswith((".yaml", ".yml")) and re.fullmatch(
+        r"[-+]?(\d+\.?\d*|\.\d+)[eE]\d+", value.strip()
+    ):
+        mantissa, exponent = re.split("[eE]", value.strip())
+        if "." not in mantissa:
+            mantissa += ".0"
+        return f" (YAML 1.1 reads an exponent without a sign as text: write {mantissa}e+{exponent})"
+    return " (a number in quotes is text: write it without them)"
 
 
 def _bound(v: float) -> str:

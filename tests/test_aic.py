@@ -282,6 +282,14 @@ def test_import_without_storage_flags_names_them(cli, tmp_path: Path) -> None:
         (("misc:\n", "misc: *g\nother:\n"), "alias"),  # ... an alias is refused
         (("node:\n", "node: [\n"), "not YAML"),
         (("  power: 700", "  power: 700\n  power: 700"), "given twice"),
+        # YAML 1.1 (PyYAML, AIC's reader too) reads an exponent without a sign as text: the
+        # error says how to write it, and that form is read.
+        (
+            ("  mem_bw: 4800000000000 # 4800GB/s", "  mem_bw: 4.8e12"),
+            "got str '4.8e12' (YAML 1.1 reads an exponent without a sign as text: write 4.8e+12)",
+        ),
+        (("  mem_bw: 4800000000000 # 4800GB/s", "  mem_bw: 4.8e+12"), None),
+        (("  power: 700", "  power: '700'"), "(a number in quotes is text: write it without them)"),
     ],
 )
 def test_bad_system_files(cli, tmp_path: Path, edit: tuple[str, str], expect: str | None) -> None:
