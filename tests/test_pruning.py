@@ -33,6 +33,14 @@ def assert_identical(links: LinkSet) -> None:
         assert np.array_equal(getattr(pruned, f), getattr(every, f), equal_nan=True), f
     assert np.array_equal(pruned.binding_mask, every.binding_mask)
     assert np.array_equal(pruned.utilization, every.utilization, equal_nan=True)
+    # The links' utilization at once is each link's by its definition, bit for bit:
+    # (alpha + beta x) / t where t > 0, else 0.
+    x, t = every.decode_path_fraction, every._t
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cols = [np.where(t > 0, (every._alpha[n] + every._beta[n] * x) / t, 0.0) for n in LINKS]
+    want = np.stack(np.broadcast_arrays(*cols), axis=-1)
+    assert want.shape == every.utilization.shape
+    assert np.array_equal(every.utilization, want, equal_nan=True)
 
 
 @st.composite

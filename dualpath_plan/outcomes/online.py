@@ -378,7 +378,8 @@ def online_aps_each(
         return []
     found = online_aps(stack_queues(queues), cfg)
     ends = np.cumsum([q.t_max.size for q in queues]).tolist()
+    columns = [getattr(found, f.name) for f in fields(OnlineAps)]
     return [
-        OnlineAps(*(getattr(found, f.name)[start:end] for f in fields(OnlineAps)))
+        OnlineAps(*(c[start:end] for c in columns))
         for start, end in zip([0, *ends[:-1]], ends, strict=True)
     ]
