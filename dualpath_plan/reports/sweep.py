@@ -115,7 +115,8 @@ class PointWriter:
                 columns: list[bytes | Column] = []
                 for glue, name in zip(self.glue, self.columns, strict=False):
                     block = _of_block(rows, name, part, self.jsonl)
-                    columns += [glue, block if isinstance(block, bytes) else _values(*block)]
+                    column = block if isinstance(block, bytes) else _values(*block, self.jsonl)
+                    columns += [glue, column]
                 columns.append(self.glue[-1])
                 size = format_rows(columns, part.stop - part.start, self.out)
                 self.handle.write(memoryview(self.out)[:size])
@@ -168,11 +169,11 @@ def _pairs(pair: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
 
 def _of_block(
     rows: dict[str, np.ndarray], name: str, part: slice, jsonl: bool
-) -> bytes | tuple[str, np.ndarray, np.ndarray, bool]:
+) -> bytes | tuple[str, np.ndarray, np.ndarray]:
     """One column of a block of points (``part`` of the chunk): its text where it is the
     same on every row (a column not computed, the mode, a column of numbers constant over the
-    block: formatted once), else its key in ``rows``, its values, the points' feasibility and
-    whether JSON (``_values``' arguments)."""
+    block: formatted once), else its key in ``rows``, its values and the points' feasibility
+    (``_values``' arguments but the format)."""
     key = "binding_mask" if name == "bottleneck" else name
     if key not in rows:  # aps and aps_limit when not computed
         return b"null" if jsonl else b""
@@ -184,7 +185,7 @@ def _of_block(
     # (Not the bottleneck: its text depends on the point's feasibility too.)
     if values.size and key != "binding_mask" and _constant(values):
         return _one_text(key, values[:1].tobytes(), values.dtype.str, jsonl)
-    return key, values, feasible, jsonl
+    return key, values, feasible
 
 
 @functools.lru_cache(maxsize=1024)
@@ -212,7 +213,7 @@ def _column(
     block = _of_block(rows, name, part, jsonl)
     if isinstance(block, bytes):
         return text_cells([block])
-    key, values, feasible, _ = block
+    key, values, feasible = block
     if key in by_pair and pairs is not None:
         starts, which = pairs
         return _cells(key, values[starts], feasible[starts], jsonl).take(which)

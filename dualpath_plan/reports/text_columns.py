@@ -693,9 +693,14 @@ def column_cells(column: Column) -> Cells:
     return table if column.codes is None else table.take(column.codes.astype(np.intp, copy=False))
 
 
+def _pure_writer_asked() -> bool:
+    """Whether ``DUALPATH_PLAN_PURE_WRITER`` (set, and not 0) asks for the NumPy writer."""
+    return os.environ.get("DUALPATH_PLAN_PURE_WRITER", "") not in ("", "0")
+
+
 def _load_rowtext() -> ModuleType | None:
     """The compiled writer, unless not built or ``DUALPATH_PLAN_PURE_WRITER`` asks for NumPy."""
-    if os.environ.get("DUALPATH_PLAN_PURE_WRITER", "") not in ("", "0"):
+    if _pure_writer_asked():
         return None
     try:
         from dualpath_plan.reports import _rowtext
@@ -711,7 +716,7 @@ def writer_in_use() -> str:
     """Which writer ``sweep --out`` uses, said in its summary: a file written slowly says why."""
     if rowtext is not None:
         return "compiled"
-    if os.environ.get("DUALPATH_PLAN_PURE_WRITER", "") not in ("", "0"):
+    if _pure_writer_asked():
         return "numpy (DUALPATH_PLAN_PURE_WRITER)"
     return "numpy (the compiled writer was not built: no C compiler at install)"
 
