@@ -11,8 +11,10 @@ so no parser can recurse until Python gives up) and finite numbers only. Every f
 Writing: every file is written to a temporary file in the same directory and renamed over the
 target only when complete (:func:`atomic_write`, :class:`AtomicWriter` for streams); several
 files of one command are staged together and renamed together (:class:`AtomicGroup`), so a
-failure, an exception or Ctrl-C leaves every previous file as it was. A ``kill -9`` can leave a
-hidden ``.NAME.*.tmp`` file beside the target, never a half-written target.
+failure, an exception or Ctrl-C leaves every previous file as it was. A write the system
+refuses part-way through a stream (a full disk, a quota, a file size limit, an I/O error) is a
+:class:`PlanInputError` naming the target and its flag, like a refused open. A ``kill -9`` can
+leave a hidden ``.NAME.*.tmp`` file beside the target, never a half-written target.
 
 This module depends on nothing of the tool but :mod:`dualpath_plan.errors`.
 """
@@ -867,6 +869,49 @@ class _AllOrNothing:
             self.abort()
 
 
+class WriteStream:
+    """A temporary file's stream (:class:`AtomicWriter`'s ``handle``): what a caller writes
+    goes to the file as it is; a write the system refuses (ENOSPC, EDQUOT, EFBIG, EIO) is a
+    :class:`PlanInputError` naming the target and its flag rather than an OSError, which would
+    be reported as a bug. The target is untouched either way (the writer aborts)."""
+
+    def __init__(self, raw: IO[Any], path: Path, field: str | None):
+        self.raw = raw
+        self.path = path
+        self.field = field
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.raw.write(data)
+        except OSError as exc:
+            raise _write_error(self.path, exc, self.field) from None
+
+    def writelines(self, lines: Iterable[Any]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self.raw.flush()
+        except OSError as exc:
+            raise _write_error(self.path, exc, self.field) from None
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.raw.closed)
+
+    def close(self) -> None:
+        """Close the file (what is buffered is written first: a refusal then is reported
+        like any other)."""
+        try:
+            self.raw.close()
+        except OSError as exc:
+            raise _write_error(self.path, exc, self.field) from None
+
+
 class AtomicWriter(_AllOrNothing):
     """A file written as a stream and put in place only when complete::
 
@@ -891,31 +936,34 @@ class AtomicWriter(_AllOrNothing):
         self.field = field
         self.fsync = fsync
         self.temp, fd = _create_temp(self.path, field)
-        self.handle: IO[Any]
+        raw: IO[Any]
         try:
             if binary:
-                self.handle = os.fdopen(fd, "wb")
+                raw = os.fdopen(fd, "wb")
             else:
                 # Lone surrogates (from a JSON "\ud800" escape) are written escaped rather than
                 # failing half-way through the file.
-                self.handle = os.fdopen(
+                raw = os.fdopen(
                     fd, "w", encoding="utf-8", errors="backslashreplace", newline=newline
                 )
         except BaseException:
             os.close(fd)
             _remove(self.temp)
             raise
+        self.handle = WriteStream(raw, self.path, field)
         self.done = False
 
-    def __enter__(self) -> IO[Any]:
+    def __enter__(self) -> WriteStream:
         return self.handle
 
     def _finish_temp(self) -> None:
-        """Flush and close the temporary file (the data complete on disk before a rename)."""
-        self.handle.flush()
+        """Flush and close the temporary file (the data complete on disk before a rename);
+        raises the OSError itself, which each caller reports with its own clean-up."""
+        raw = self.handle.raw
+        raw.flush()
         if self.fsync:
-            os.fsync(self.handle.fileno())
-        self.handle.close()
+            os.fsync(raw.fileno())
+        raw.close()
 
     def commit(self) -> None:
         if self.done:
@@ -936,7 +984,7 @@ class AtomicWriter(_AllOrNothing):
             return
         self.done = True
         with contextlib.suppress(OSError):
-            self.handle.close()
+            self.handle.raw.close()  # what is buffered may not fit either: dropped with it
         _remove(self.temp)
 
 
@@ -973,7 +1021,7 @@ class AtomicGroup(_AllOrNothing):
         except OSError as exc:
             raise _write_error(writer.path, exc, field) from None
 
-    def stream(self, path: Path | str, *, field: str | None = None) -> IO[str]:
+    def stream(self, path: Path | str, *, field: str | None = None) -> WriteStream:
         """A text stream to ``path`` (UTF-8, ``\\n`` line ends) staged with the others: written
         by the caller, renamed with the rest when the group commits, removed if it aborts."""
         writer = AtomicWriter(path, newline="\n", field=field, fsync=self.fsync)

@@ -289,6 +289,49 @@ def test_killed_sweep_keeps_previous_out_file(tmp_path, sig) -> None:
         assert b"internal error" not in (proc.stderr.read() if proc.stderr else b"")
 
 
+# Writes the system refuses part-way through a file: a file size limit (RLIMIT_FSIZE, EFBIG;
+# SIGXFSZ ignored, as a disk that fills up returns ENOSPC rather than a signal) far below each
+# output, so that the first blocks are written and a later one is refused.
+FILE_SIZE_LIMIT = 64 * 1024
+
+
+def _limited_file_size() -> None:
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("f.csv", ("sweep", "--grid", "P=1:30", "--grid", "D=1:30", "--grid", "agents=1:50")),
+        ("f.jsonl", ("sweep", "--grid", "P=1:30", "--grid", "D=1:30", "--grid", "agents=1:50")),
+        ("f.jsonl", ("simulate", "--agents", "64", "--trace-out")),
+        ("f.csv", ("size", "--aps-curve", "0.1:2:3000")),
+    ],
+)
+def test_a_write_refused_part_way_is_one_line(tmp_path, name, args) -> None:
+    out = tmp_path / name
+    out.write_text(PREVIOUS)
+    exe = Path(sys.executable).with_name("dualpath-plan")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "dualpath_plan.cli.app"]
+    flag = [] if args[-1] == "--trace-out" else ["--out"]
+    proc = subprocess.run(
+        [*cmd, *args, *flag, str(out)],
+        capture_output=True,
+        text=True,
+        preexec_fn=_limited_file_size,
+        timeout=120,
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and str(out) in lines[0] and "cannot write: File too large" in lines[0]
+    assert ("'--trace-out'" if args[-1] == "--trace-out" else "'--out'") in lines[0]
+    assert out.read_text() == PREVIOUS
+    assert no_temp_files(tmp_path)
+
+
 def _baseline_with_regression() -> dict:
     return _ratio_baseline({"value": 1.0, "rel_tol": 0.0})
 

@@ -11,7 +11,7 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 from rich import box
@@ -83,7 +83,7 @@ class PointWriter:
         # An exception being handled already when the sweep starts is not the sweep's failure.
         self.outer = sys.exc_info()[1]
         self.file = AtomicWriter(path, binary=True, field="--out")
-        self.handle: IO[bytes] = self.file.handle
+        self.handle = self.file.handle
         self.jsonl = suffix != ".csv"
         self.columns = [*extra, *OUT_COLUMNS]
         self.glue = self._glue()
