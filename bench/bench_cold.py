@@ -4,9 +4,9 @@
 
 Each run starts a fresh interpreter: the `dualpath-plan size` console script (output to a pipe,
 as in a shell pipeline), then `python -c "import numpy, pydantic, typer, rich"` (the reference)
-and then the stack's floor, with the same interpreter, in turn, so that all three see the same
-machine load. Prints each one's median, best and worst wall time and the ratios of the medians
-(issue 15: size over the reference at most 1.25).
+then the stack's floor and the stack's minimum, with the same interpreter, in turn, so that all
+four see the same machine load. Prints each one's median, best and worst wall time and the
+ratios of the medians (issue 15: size over the reference at most 1.25).
 
 The floor is what any `size` built on the design's stack pays before its own work: the
 reference's imports, the profile schemas defined (``dualpath_plan.profiles.schemas``: pydantic
@@ -14,6 +14,11 @@ models, whose validators pydantic builds when a class is defined; the reference'
 ``import pydantic`` loads none of that, pydantic importing its model machinery on first use)
 and one rich table printed. ``size`` over the floor is what the tool itself costs: its other
 modules, the profiles read and validated, the model, the intervals and the report.
+
+The minimum is less than any program on this stack that validates its input with pydantic and
+prints a rich table can pay: the reference's imports, one pydantic model of one int field
+defined and used once, and the same table. It has nothing of ``dualpath_plan``: where the
+minimum alone is above 1.25 of the reference, no ``size`` on the design's stack reaches 1.25.
 """
 
 from __future__ import annotations
@@ -27,14 +32,19 @@ import sys
 import time
 
 REFERENCE = "import numpy, pydantic, typer, rich"
-FLOOR = (
-    "import numpy, pydantic, typer, rich\n"
-    "import dualpath_plan.profiles.schemas\n"
+TABLE = (
     "from rich.console import Console\n"
     "from rich.table import Table\n"
     "table = Table('mode', 'JCT (s)')\n"
     "table.add_row('dualpath', '1.0')\n"
     "Console().print(table)\n"
+)
+FLOOR = "import numpy, pydantic, typer, rich\nimport dualpath_plan.profiles.schemas\n" + TABLE
+MINIMUM = (
+    "import numpy, pydantic, typer, rich\n"
+    "class One(pydantic.BaseModel):\n"
+    "    x: int\n"
+    "One(x=1)\n" + TABLE
 )
 
 
@@ -56,12 +66,14 @@ def main() -> None:
     size_cmd = [args.exe, "size"]
     ref_cmd = [sys.executable, "-c", REFERENCE]
     floor_cmd = [sys.executable, "-c", FLOOR]
-    wall(size_cmd), wall(ref_cmd), wall(floor_cmd)  # warm the file cache
-    size, ref, floor = [], [], []
+    minimum_cmd = [sys.executable, "-c", MINIMUM]
+    wall(size_cmd), wall(ref_cmd), wall(floor_cmd), wall(minimum_cmd)  # warm the file cache
+    size, ref, floor, minimum = [], [], [], []
     for _ in range(args.runs):
         size.append(wall(size_cmd))
         ref.append(wall(ref_cmd))
         floor.append(wall(floor_cmd))
+        minimum.append(wall(minimum_cmd))
     import numpy
 
     print(
@@ -72,14 +84,19 @@ def main() -> None:
         ("`dualpath-plan size`", size),
         (f'`python -c "{REFERENCE}"` (the reference)', ref),
         ("the floor (the reference, the profile schemas defined, one rich table)", floor),
+        (
+            "the minimum (the reference, a one-field pydantic model used once, one rich table)",
+            minimum,
+        ),
     ):
         print(
             f"{name} cold wall time: median {statistics.median(times):.3f} s, "
             f"best {min(times):.3f} s, worst {max(times):.3f} s of {len(times)}"
         )
-    s, r, f = (statistics.median(t) for t in (size, ref, floor))
+    s, r, f, m = (statistics.median(t) for t in (size, ref, floor, minimum))
     print(f"ratio of the medians, size over the reference: {s / r:.2f}")
     print(f"floor over the reference: {f / r:.2f}; size over the floor: {s / f:.2f}")
+    print(f"minimum over the reference: {m / r:.2f}; size over the minimum: {s / m:.2f}")
 
 
 if __name__ == "__main__":

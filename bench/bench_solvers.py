@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -54,13 +55,15 @@ def main() -> None:
     parser.add_argument("--scenarios", type=int, default=1_000_000)
     parser.add_argument("--chunk", type=int, default=100_000)
     parser.add_argument("--lp", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     sc = Scenario.from_ids(Registry.load())
-    rng = np.random.default_rng(0)
     base = assemble(sc, "dualpath", 2.0, 4.0)
     snic_base = float(base.pe.per_node["pe_snic_read"])
 
-    def batch(n: int):
+    rng = np.random.default_rng(0)
+
+    def batch(n: int, rng: np.random.Generator = rng):
         """n random clusters: the default's links, P and D in 1..16, SNICs 100..800 Gb/s."""
         P = rng.integers(1, 17, n).astype(float)
         D = rng.integers(1, 17, n).astype(float)
@@ -71,21 +74,26 @@ def main() -> None:
             capacity[k] = np.asarray(capacity[k]) * scale
         return replace(asm, links=replace(asm.links, capacity=capacity))
 
-    reference = multiply_rate()
     solve(batch(1000).links)  # warm up
-    # Timed: the solve and each point's bottleneck (what a sweep needs), not the generation of
-    # the random inputs.
-    done, spent = 0, 0.0
-    while done < args.scenarios:
-        n = min(args.chunk, args.scenarios - done)
-        inputs = batch(n).links
-        t0 = time.perf_counter()
-        sol = solve(inputs)
-        _ = sol.binding_mask
-        spent += time.perf_counter() - t0
-        done += n
-    cf_rate = done / spent
-    reference = max(reference, multiply_rate())  # measured before and after: the better
+    # Rounds, each the reference and then every chunk's solve and binding links (what a sweep
+    # needs; not the generation of the random inputs), so that both see the same machine load.
+    # Each is judged by its best round, as the reference by its best loop: on a shared machine
+    # other processes only ever add time (the median round is printed too).
+    chunks = [min(args.chunk, args.scenarios - s) for s in range(0, args.scenarios, args.chunk)]
+    references, cf_rates = [], []
+    for _ in range(args.rounds):
+        references.append(multiply_rate(repeats=2))
+        spent = 0.0
+        for c, n in enumerate(chunks):
+            inputs = batch(n, np.random.default_rng(c)).links  # the same in every round
+            t0 = time.perf_counter()
+            sol = solve(inputs)
+            _ = sol.binding_mask
+            spent += time.perf_counter() - t0
+        cf_rates.append(args.scenarios / spent)
+    reference = max(references)
+    cf_rate = max(cf_rates)
+    cf_median = statistics.median(cf_rates) / statistics.median(references)
 
     problems = []
     for _ in range(args.lp):
@@ -146,7 +154,8 @@ def main() -> None:
     )
     print(
         f"closed form: {cf_rate:,.0f} scenarios/s, R/{reference / cf_rate:,.0f} "
-        f"({args.scenarios:,} in chunks of {args.chunk:,})"
+        f"({args.scenarios:,} in chunks of {args.chunk:,}; the best of {args.rounds} rounds "
+        f"against R's best; median round over median R: R/{1 / cf_median:,.0f})"
     )
     met = "met" if cf_rate >= CLOSED_FORM_TARGET * reference else "NOT met"
     print(
