@@ -31,6 +31,7 @@ import os
 import re
 import secrets
 import stat
+import threading
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -994,6 +995,83 @@ def atomic_write(
     """Write a whole file at once: a temporary file beside it, renamed over it when written."""
     with AtomicWriter(path, binary=isinstance(data, bytes), field=field, fsync=fsync) as handle:
         handle.write(data)
+
+
+class BlockWriter:
+    """Blocks of a stream made and written in order on a thread of their own while the caller
+    goes on: a sweep computes its next chunk while the last one's rows are formatted (the
+    compiled writer releases the GIL) and handed to the system (a write does too), which on a
+    machine with a free core overlaps the two.
+
+    ``submit(make)`` takes one of ``buffers`` reusable buffers (waiting while every one is in
+    use: memory stays bounded) and has the thread run ``make(buffer)`` and write the bytes it
+    returns. The first error (a refused write: :class:`WriteStream`'s PlanInputError) stops the
+    writing and is raised in the caller at its next ``submit`` or at ``finish``; ``cancel``
+    drops what is not written yet. Either ends the thread: call one of them in a ``finally``.
+    ``make`` must read only what the caller no longer changes."""
+
+    def __init__(self, stream: WriteStream, buffers: int = 3):
+        self.stream = stream
+        self.free: list[bytearray] = [bytearray() for _ in range(buffers)]
+        self.jobs: list[tuple[Callable[[bytearray], Any], bytearray] | None] = []
+        self.ready = threading.Condition()
+        self.error: BaseException | None = None
+        self.dropped = False
+        self.thread = threading.Thread(target=self._run, name="dualpath-plan-writer", daemon=True)
+        self.thread.start()
+
+    def submit(self, make: Callable[[bytearray], Any]) -> None:
+        with self.ready:
+            while not self.free and self.error is None:
+                self.ready.wait()
+            self._raise()
+            self.jobs.append((make, self.free.pop()))
+            self.ready.notify_all()
+
+    def finish(self) -> None:
+        """Every block written (or the first error raised); the thread ended."""
+        self._stop()
+        self._raise()
+
+    def cancel(self) -> None:
+        """What is not written yet dropped; the thread ended."""
+        with self.ready:
+            self.dropped = True
+        self._stop()
+
+    def _stop(self) -> None:
+        with self.ready:
+            self.jobs.append(None)
+            self.ready.notify_all()
+        self.thread.join()
+
+    def _raise(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def _run(self) -> None:
+        while True:
+            with self.ready:
+                while not self.jobs:
+                    self.ready.wait()
+                job = self.jobs.pop(0)
+                skip = self.dropped or self.error is not None
+            if job is None:
+                return
+            make, buffer = job
+            data = None
+            try:
+                if not skip:
+                    data = make(buffer)
+                    self.stream.write(data)
+            except BaseException as exc:  # handed to the caller's thread
+                with self.ready:
+                    self.error = self.error or exc
+            finally:
+                data = None  # no view of the buffer left when it is reused
+                with self.ready:
+                    self.free.append(buffer)
+                    self.ready.notify_all()
 
 
 class AtomicGroup(_AllOrNothing):

@@ -30,6 +30,7 @@ from dualpath_plan.files import (
     MAX_NESTING_DEPTH,
     AtomicGroup,
     AtomicWriter,
+    BlockWriter,
     atomic_write,
     load_json,
     load_toml,
@@ -330,6 +331,54 @@ def test_a_write_refused_part_way_is_one_line(tmp_path, name, args) -> None:
     assert ("'--trace-out'" if args[-1] == "--trace-out" else "'--out'") in lines[0]
     assert out.read_text() == PREVIOUS
     assert no_temp_files(tmp_path)
+
+
+def test_block_writer_writes_in_order_and_hands_errors_back(tmp_path) -> None:
+    # In order, each block from a reused buffer (at most `buffers` of them), the bytes made.
+    seen: set[int] = set()
+
+    def block(k: int):
+        def make(buffer: bytearray) -> memoryview:
+            seen.add(id(buffer))
+            buffer[:] = f"{k}\n".encode() * (k % 7 + 1)
+            return memoryview(buffer)
+
+        return make
+
+    target = tmp_path / "f.txt"
+    with AtomicWriter(target, binary=True) as handle:
+        blocks = BlockWriter(handle, buffers=2)
+        for k in range(200):
+            blocks.submit(block(k))
+        blocks.finish()
+    assert target.read_text() == "".join(f"{k}\n" * (k % 7 + 1) for k in range(200))
+    assert len(seen) <= 2
+    # A block that fails: raised in the caller (at a later submit or at finish), nothing
+    # written after it; cancel drops what is queued and ends the thread.
+    for stop in ("submit", "finish"):
+        out = tmp_path / f"{stop}.txt"
+        with pytest.raises(PlanInputError), AtomicWriter(out, binary=True) as handle:
+            blocks = BlockWriter(handle, buffers=1)
+
+            def fail(buffer: bytearray, out: Path = out) -> bytes:
+                raise PlanInputError("cannot write: refused", source=str(out), field="--out")
+
+            blocks.submit(fail)
+            try:
+                if stop == "submit":
+                    blocks.thread.join(0.01)
+                    for k in range(50):
+                        blocks.submit(block(k))
+                blocks.finish()
+            finally:
+                blocks.cancel()
+        assert not out.exists() and no_temp_files(tmp_path)
+    writer = AtomicWriter(tmp_path / "c.txt", binary=True)
+    blocks = BlockWriter(writer.handle)
+    blocks.submit(block(1))
+    blocks.cancel()
+    writer.abort()
+    assert not blocks.thread.is_alive() and no_temp_files(tmp_path)
 
 
 def _baseline_with_regression() -> dict:

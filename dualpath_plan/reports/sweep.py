@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.files import AtomicWriter
+from dualpath_plan.files import AtomicWriter, BlockWriter
 from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.sweep import SweepSummary, binding_label
 from dualpath_plan.profiles.schemas import NodeProfile
@@ -87,10 +87,9 @@ class PointWriter:
         self.jsonl = suffix != ".csv"
         self.columns = [*extra, *OUT_COLUMNS]
         self.glue = self._glue()
-        # The compiled writer where it was built (text_columns.rowtext), its text in ``out``;
-        # else NumPy's, in ``buffer``.
+        # The compiled writer where it was built (text_columns.rowtext), on a thread of its
+        # own (``blocks``); else NumPy's, in ``buffer``.
         self.compiled = text_columns.rowtext is not None
-        self.out = bytearray()
         self.buffer = TextBuffer()
         # Each int column's last values and cells: P, D and the GPUs repeat block after block
         # in a grid with profile axes (the same P/D pairs for each combination).
@@ -99,11 +98,15 @@ class PointWriter:
             header = io.StringIO()
             csv.writer(header).writerow(self.columns)
             self.handle.write(header.getvalue().encode("utf-8", "backslashreplace"))
+        # After the header: the thread writes every block after it, in order.
+        self.blocks = BlockWriter(self.handle) if self.compiled else None
 
     def write(self, rows: dict[str, np.ndarray]) -> None:
         """A chunk's points, in blocks of rows, the same text as writing one row at a time,
         floats with ``FLOAT_DIGITS`` significant digits. The compiled writer formats a
-        block's rows in one pass (``text_columns.format_rows``); NumPy's formats each column's
+        block's rows in one pass (``text_columns.format_rows``), on the writer's thread
+        (``files.BlockWriter``: the chunk's arrays are not changed once written, run_sweep's
+        rows); NumPy's formats each column's
         cells at once (``text_columns``: the columns that are one P/D pair's, ``_by_pair``,
         once per pair; a column constant over the block once) and joins the rows
         (``text_columns.join_cells``)."""
@@ -111,15 +114,14 @@ class PointWriter:
         by_pair = set(np.asarray(rows["_by_pair"]).tolist()) if "_pair" in rows else set()
         for start in range(0, n, _BLOCK):
             part = slice(start, min(start + _BLOCK, n))
-            if self.compiled:
+            if self.blocks is not None:
                 columns: list[bytes | Column] = []
                 for glue, name in zip(self.glue, self.columns, strict=False):
                     block = _of_block(rows, name, part, self.jsonl)
                     column = block if isinstance(block, bytes) else _values(*block, self.jsonl)
                     columns += [glue, column]
                 columns.append(self.glue[-1])
-                size = format_rows(columns, part.stop - part.start, self.out)
-                self.handle.write(memoryview(self.out)[:size])
+                self.blocks.submit(functools.partial(_formatted, columns, part.stop - part.start))
                 continue
             pairs = _pairs(rows["_pair"][part]) if by_pair else None
             parts: list[bytes | Cells] = []
@@ -144,10 +146,26 @@ class PointWriter:
     def close(self) -> None:
         """Called from the sweep's ``finally``: put the file in place if the sweep completed,
         else (an exception on its way out, Ctrl-C included) drop it."""
-        if sys.exc_info()[1] in (None, self.outer):
-            self.file.commit()
-        else:
+        failed = sys.exc_info()[1] not in (None, self.outer)
+        if self.blocks is not None:
+            if failed:
+                self.blocks.cancel()
+            else:
+                try:
+                    self.blocks.finish()  # a block the system refused raises here
+                except BaseException:
+                    self.file.abort()
+                    raise
+        if failed:
             self.file.abort()
+        else:
+            self.file.commit()
+
+
+def _formatted(columns: list[bytes | Column], rows: int, out: bytearray) -> memoryview:
+    """A block's rows formatted by the compiled writer into ``out``: the bytes to write."""
+    size = format_rows(columns, rows, out)  # before any view: it may grow ``out``
+    return memoryview(out)[:size]
 
 
 # Rows formatted and written at once: a block's strings, not the chunk's, are held at a time.
