@@ -1,5 +1,5 @@
 """IdentityMemo: values of frozen objects by identity (param_counts, ProfileCache's demands, the
-decode step costs of a model)."""
+decode step costs of a model, the weights per GPU and the decode groups of one node count)."""
 
 from __future__ import annotations
 
@@ -44,3 +44,47 @@ def test_kept_decode_step_costs_are_decode_steps(registry, monkeypatch) -> None:
                 assert np.array_equal(getattr(got, name), getattr(want, name)), name
             with pytest.raises(ValueError):
                 got.flops[...] = 0.0
+
+
+def test_kept_weights_and_decode_groups_are_computed_ones(registry, monkeypatch) -> None:
+    # engines.gpu_weight_bytes keeps the weights per GPU of one node count by model, the
+    # weights_key and the count; engines.decode_group keeps a group of one node count by
+    # model, node and GPU and the values asked: for every shipped model and node, counts and
+    # turns in a shuffled order (again, and with bounds so small that they start over), each
+    # is what computing it gives, bit for bit; a kept group's step table is read-only.
+    import dataclasses
+
+    import numpy as np
+    import pytest
+
+    from dualpath_plan.physics import engines
+
+    rng = np.random.default_rng(5)
+    models = [registry.get("model", m) for m in registry.ids("model")]
+    nodes = [registry.get("node", n) for n in registry.ids("node")]
+    asks = [
+        (m, node, count, turn, e)
+        for m in models
+        for node in nodes
+        for count in (1.0, 2.0, np.float64(3.0), np.asarray(4.0), 8)
+        for turn in ((30000.0, 400.0), (1000.0, 2000.0))
+        for e in (True, False)
+    ]
+    for each in (64, 2):
+        monkeypatch.setattr(engines, "_WEIGHT_BYTES_EACH", each)
+        monkeypatch.setattr(engines, "_DECODE_GROUPS_EACH", each)
+        for k in [*rng.permutation(len(asks)), *rng.permutation(len(asks))]:
+            m, node, count, (ctx, gen), e = asks[k]
+            gpu = registry.get("gpu", node.gpu)
+            got = engines.gpu_weight_bytes(m, node, gpu, count)
+            assert got == engines._gpu_weight_bytes(m, node, gpu, count)
+            group = engines.decode_group(m, node, gpu, count, ctx, gen, e)
+            fresh = engines._decode_group(m, node, gpu, count, ctx, gen, e)
+            for f in dataclasses.fields(fresh):
+                a, b = getattr(group, f.name), getattr(fresh, f.name)
+                assert a is b if f.name == "model" else np.array_equal(a, b), f.name
+            b, t = group.step_table
+            assert np.array_equal(t, fresh.step_table[1]) and np.array_equal(b, fresh.step_table[0])
+            assert group.entry(0) is group  # one node count: its own entry
+            with pytest.raises(ValueError):
+                t[...] = 0.0

@@ -16,7 +16,7 @@ from dualpath_plan.physics.links import LINK_TABLE, LINKS, Demand, turn_load_col
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.assemble import LinkSet, Scaling, assemble, read_share
-from dualpath_plan.solvers.closed_form import _prune, solve
+from dualpath_plan.solvers.closed_form import _prune, solve, solve_each
 from dualpath_plan.solvers.lp import solve_lp
 from tests.test_paths import SPLITS, assert_same_binding, clusters, lp_problem
 
@@ -252,3 +252,60 @@ def test_closed_form_outputs_are_pinned() -> None:
     # and abs enter, correctly rounded on every machine, so the digest holds everywhere; a
     # change to the model itself changes it on purpose (update it then).
     assert _pinned_digest() == PINNED_DIGEST
+
+
+def _one_point(links: LinkSet, i: int) -> LinkSet:
+    """Scenario i of a link set over scenarios, as a link set of its own (numbers, with the
+    groups it had: capacities of a group still scale alike in one scenario)."""
+
+    def at(v):
+        return np.asarray(v, dtype=np.float64)[i] if np.ndim(v) else v
+
+    capacity = {n: np.float64(at(c)) for n, c in links.capacity.items()}
+    scaling = {n: Scaling(s.group, s.k, capacity[n]) for n, s in links.scaling.items()}
+    load = {n: (at(a), at(b)) for n, (a, b) in links.load.items()}
+    return LinkSet(load, capacity, links.split, at(links.even_share), links.hit_bytes, scaling)
+
+
+def assert_each_alone(link_sets: list[LinkSet]) -> None:
+    """solve_each gives every link set what solve gives it alone, bit for bit: throughput,
+    split range, binding mask and utilization."""
+    for links, got in zip(link_sets, solve_each(link_sets), strict=True):
+        want = solve(links)
+        for f in FIELDS:
+            a, b = getattr(got, f), getattr(want, f)
+            assert np.shape(a) == np.shape(b) == (), f
+            assert np.array_equal(a, b, equal_nan=True), f
+        assert np.array_equal(got.binding_mask, want.binding_mask)
+        assert got.binding() == want.binding()
+        assert np.array_equal(got.utilization, want.utilization, equal_nan=True)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # capacities of 0 and inf on purpose
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(sets=st.lists(grouped_link_sets(), min_size=1, max_size=4), seed=st.randoms())
+def test_solving_many_link_sets_at_once_gives_each_its_own(sets, seed) -> None:
+    """One-point link sets of every split rule, with ties, zero loads (the oracle's: other
+    lines merge), infinite capacities and scales of 0 or inf, solved at once in any order."""
+    ones = [
+        _one_point(links, i) for links in sets for i in range(np.size(links.capacity["pe_dram"]))
+    ]
+    seed.shuffle(ones)
+    assert_each_alone(ones)
+
+
+def test_the_perturbed_clusters_solved_at_once_are_each_alone(registry) -> None:
+    """The intervals' clusters (the default scenario moved by each fitted field's error, every
+    mode) and the pinned link sets' first scenarios, solved at once."""
+    from dualpath_plan.outcomes.uncertainty import perturbations
+
+    sc = Scenario.from_ids(registry)
+    scenarios = [sc, *(s for p in perturbations(sc) for s in (p.below, p.above))]
+    assembled = [
+        assemble(s, mode, s.prefill_nodes, s.decode_nodes).links
+        for s in scenarios
+        for mode in MODE_TABLE
+    ]
+    assert_each_alone(assembled)
+    with np.errstate(all="ignore"):
+        assert_each_alone([_one_point(links, i) for links in _pinned_link_sets() for i in range(8)])

@@ -11,8 +11,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dualpath_plan.errors import InfeasibleError
-from dualpath_plan.outcomes.serving import ClusterMemo, evaluate, evaluate_mode, mode_offline
+from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.outcomes.serving import (
+    ClusterMemo,
+    evaluate,
+    evaluate_mode,
+    mode_offline,
+    offline_each,
+)
 from dualpath_plan.outcomes.uncertainty import mode_intervals, perturbations
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.modes import MODES
@@ -128,3 +134,38 @@ def test_intervals_take_the_centre_for_a_step_cut_to_nothing(registry) -> None:
     report = evaluate(sc, cfg, strict=False)
     modes = tuple(report.modes)
     assert mode_intervals(sc, cfg, modes, report.modes) == mode_intervals(sc, cfg, modes)
+
+
+def test_the_clusters_of_many_scenarios_at_once_are_each_alone(registry) -> None:
+    """offline_each (every mode of many scenarios, their optima solved at once per mode:
+    closed_form.solve_each) gives each scenario and mode what mode_offline gives it alone, or
+    the same error: the scenarios above and each one moved by every fitted field's error,
+    with reserves at which a step up leaves basic, or every mode, no room for a request."""
+    scenarios = []
+    for sc in _scenarios(registry):
+        scenarios += [sc, *(s for p in perturbations(sc) for s in (p.below, p.above))]
+    base = scenarios[0]
+    for reserve in (19.9, 20.3, 24.0, 60.0):
+        node = base.prefill_node.model_copy(update={"prefill_hbm_reserve_gbyte": reserve})
+        moved = replace(base, prefill_node=node, decode_node=node)
+        scenarios += [moved, *(s for p in perturbations(moved) for s in (p.below, p.above))]
+    cfg = ServingConfig()
+    found = offline_each(scenarios, MODES, cfg)
+    errors = 0
+    for sc, each in zip(scenarios, found, strict=True):
+        assert tuple(each) == tuple(MODES)
+        for m, got in each.items():
+            try:
+                alone = mode_offline(sc, m, cfg)
+            except PlanInputError as exc:
+                assert isinstance(got, PlanInputError) and str(got) == str(exc)
+                errors += 1
+                continue
+            assert not isinstance(got, PlanInputError)
+            _same(got[1:], alone[1:])
+            g, w = got[0].solution, alone[0].solution
+            for f in ("throughput_turns_per_s", "decode_path_fraction", "split_low", "split_high"):
+                _same(getattr(g, f), getattr(w, f))
+            _same(g.binding_mask, w.binding_mask)
+            _same(g.utilization, w.utilization)
+    assert errors  # some steps leave a mode no room

@@ -39,11 +39,12 @@ over arrays of clusters.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from dualpath_plan.errors import InfeasibleError
+from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
 from dualpath_plan.outcomes.online import OnlineAps, online_aps, online_aps_each, online_queue
 from dualpath_plan.outcomes.paths import check_feasible
@@ -55,7 +56,7 @@ from dualpath_plan.physics.workload import TurnCounts
 from dualpath_plan.scenario.assemble import Assembly, SideMemo, assemble
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.spec import ServingConfig
-from dualpath_plan.solvers.closed_form import Solution, solve
+from dualpath_plan.solvers.closed_form import Solution, solve, solve_each
 
 OutcomeMode = ModeName
 
@@ -308,14 +309,27 @@ def runnable(
     > 0); raises InfeasibleError where the cluster does not run in it. What every outcome of
     one cluster (``mode_core``, ``outcomes/at_rate.py``) starts from, so they refuse a cluster
     for the same reason. ``memo``: what this cluster's other modes built already."""
-    P, D = sc.prefill_nodes, sc.decode_nodes
+    asm = cluster_assembly(sc, mode, memo)
+    sat = Saturated(asm, solve(asm.links))
+    return sat, sustained(sc, mode, sat)
+
+
+def cluster_assembly(sc: Scenario, mode: OutcomeMode, memo: ClusterMemo | None = None) -> Assembly:
+    """``runnable``'s first half: the checks every mode of a cluster shares, then the mode's
+    assembly (not solved); raises where the cluster is too small."""
     # Node counts, weights and one decode request first: the clearest reasons a cluster is too
     # small, the same in every mode.
     if memo is None or not memo.checked:
         check_feasible(sc)
         if memo is not None:
             memo.checked = True
-    sat = saturated(sc, mode, P, D, None if memo is None else memo.sides)
+    sides = None if memo is None else memo.sides
+    return assemble(sc, mode, sc.prefill_nodes, sc.decode_nodes, sides)
+
+
+def sustained(sc: Scenario, mode: OutcomeMode, sat: Saturated) -> float:
+    """``runnable``'s second half: the throughput of a cluster's solved optimum (turns/s,
+    finite and > 0); raises InfeasibleError where the cluster does not run in the mode."""
     pm = sat.prefill
     if not bool(sat.feasible):
         per = float(
@@ -343,7 +357,7 @@ def runnable(
             "capacity left for this workload)",
             field="cluster",
         )
-    return sat, t_max
+    return t_max
 
 
 def agent_time_s(sc: Scenario, ttft_s: Num, tpot_s: Num) -> Num:
@@ -387,6 +401,13 @@ def mode_offline(
     offline JCT and the per-agent cycle (intervals search the APS of many clusters at once);
     ``memo``: ``runnable``'s."""
     sat, t_max = runnable(sc, mode, memo)
+    return _offline(sc, cfg, sat, t_max)
+
+
+def _offline(
+    sc: Scenario, cfg: ServingConfig, sat: Saturated, t_max: float
+) -> tuple[Saturated, float, float, float]:
+    """``mode_offline`` of a cluster that runs (``runnable``'s optimum and throughput)."""
     pm = sat.prefill
     group = sat.assembly.de.decode  # one cluster: the group of its D decode nodes
     assert group is not None
@@ -395,6 +416,42 @@ def mode_offline(
     _, cycle_min = light_load_turn_s(sc, pm, group)
     jct = float(offline_jct_s(cfg.agents, t_max, cycle_min, d.trajectory_turns))
     return sat, t_max, jct, cycle_min
+
+
+def offline_each(
+    scenarios: Sequence[Scenario], modes: tuple[OutcomeMode, ...], cfg: ServingConfig
+) -> list[dict[OutcomeMode, tuple[Saturated, float, float, float] | PlanInputError]]:
+    """Per scenario (each its own cluster), per mode: what ``mode_offline`` gives, or the
+    PlanInputError it raises. The optima of a mode's clusters come from one closed-form solve
+    (``solve_each``: each as it is alone, INV-56), the modes of a scenario share its sides
+    (``ClusterMemo``). The intervals' perturbed scenarios."""
+    out: list[dict[OutcomeMode, tuple[Saturated, float, float, float] | PlanInputError]] = [
+        {} for _ in scenarios
+    ]
+    built: list[tuple[int, OutcomeMode, Assembly]] = []
+    for i, s in enumerate(scenarios):
+        memo = ClusterMemo()
+        for m in modes:
+            try:
+                built.append((i, m, cluster_assembly(s, m, memo)))
+            except PlanInputError as exc:
+                out[i][m] = exc
+    # One solve per mode: its clusters' link sets are alike (solve_each stacks link sets of
+    # one split rule that merge the same lines; the modes of one rule may not, basic and the
+    # oracle's free I/O).
+    by_mode: dict[OutcomeMode, list[int]] = {}
+    for k, (_, m, _) in enumerate(built):
+        by_mode.setdefault(m, []).append(k)
+    solutions: dict[int, Solution] = {}
+    for ks in by_mode.values():
+        solutions.update(zip(ks, solve_each([built[k][2].links for k in ks]), strict=True))
+    for k, (i, m, asm) in enumerate(built):
+        sat = Saturated(asm, solutions[k])
+        try:
+            out[i][m] = _offline(scenarios[i], cfg, sat, sustained(scenarios[i], m, sat))
+        except PlanInputError as exc:
+            out[i][m] = exc
+    return [{m: o[m] for m in modes} for o in out]
 
 
 def light_load_turn_s(sc: Scenario, pm: PrefillEngine, group: DecodeGroup) -> tuple[float, float]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.online import online_aps_each
-from dualpath_plan.outcomes.serving import ClusterMemo, ModeOutcome, mode_offline
+from dualpath_plan.outcomes.serving import ModeOutcome, offline_each
 from dualpath_plan.physics.modes import REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, numeric_bounds
@@ -210,8 +210,10 @@ def mode_intervals(
     # scenario and mode, then one APS search over all of them (online.stack_queues: each
     # cluster's APS is what it is alone).
     shifted = [s for p in moves for s in (p.below, p.above) if id(s) not in unmoved]
-    found_values = _mode_outcomes(shifted, modes, cfg)
-    table = {id(s): v for s, v in zip(shifted, found_values, strict=True)}
+    # The centre with them where it is not known and there is an interval to give.
+    evaluated = [sc, *shifted] if centre is None and moves else shifted
+    found_values = _mode_outcomes(evaluated, modes, cfg)
+    table = {id(s): v for s, v in zip(evaluated, found_values, strict=True)}
 
     def outcome(s: Scenario) -> dict[str, float]:
         if id(s) in table:
@@ -249,17 +251,18 @@ def _mode_outcomes(
     out: list[dict[str, float]] = [{} for _ in scenarios]
     clusters: list[tuple[Scenario, Assembly, Solution]] = []
     where: list[tuple[int, ModeName]] = []
-    for i, s in enumerate(scenarios):
-        memo = ClusterMemo()  # the scenario's modes share its sides and feasibility check
-        for m in modes:
-            try:
-                # The throughput, JCT and APS alone (evaluate_mode's, without its report).
-                sat, t_max, jct, _ = mode_offline(s, m, cfg, memo)
-            except PlanInputError:
+    # The throughput, JCT and APS alone (evaluate_mode's, without its report), every
+    # scenario's modes at once (serving.offline_each: each as mode_offline gives it).
+    for i, (s, found) in enumerate(
+        zip(scenarios, offline_each(scenarios, modes, cfg), strict=True)
+    ):
+        for m, got in found.items():
+            if isinstance(got, PlanInputError):
                 # One error away the cluster no longer runs (e.g. a larger HBM reserve leaves
                 # no room for a request): no interval for this mode, rather than a guess.
                 out[i] |= {f"{m}.{metric}": math.nan for metric in METRICS}
                 continue
+            sat, t_max, jct, _ = got
             out[i] |= {f"{m}.throughput_turns_per_s": t_max, f"{m}.jct_s": jct}
             clusters.append((s, sat.assembly, sat.solution))
             where.append((i, m))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -85,8 +85,30 @@ class Scheduling:
 def gpu_weight_bytes(model: ModelProfile, node: NodeProfile, gpu: GpuProfile, nodes: Num) -> Num:
     """Weight bytes on each GPU of a side of ``nodes`` nodes, by its parallel layout
     (physics/latency.py: replicas, the replicated and the sharded part)."""
+    if np.ndim(nodes) == 0:
+        # One node count: kept by model, weights_key and count (all it reads), so that a
+        # cluster's checks, sides and engines, and the clusters of the intervals' perturbed
+        # scenarios (the same layout), place the weights once.
+        kept = _WEIGHT_BYTES.get((model,), dict)
+        key = (*weights_key(node, gpu), float(nodes))
+        found = kept.get(key)
+        if found is None:
+            if len(kept) >= _WEIGHT_BYTES_EACH:
+                kept.clear()
+            found = kept[key] = _gpu_weight_bytes(model, node, gpu, nodes)
+        return found
+    return _gpu_weight_bytes(model, node, gpu, nodes)
+
+
+def _gpu_weight_bytes(model: ModelProfile, node: NodeProfile, gpu: GpuProfile, nodes: Num) -> Num:
     g = np.asarray(nodes, dtype=np.float64) * node.gpus_per_node
     return weight_bytes_per_gpu(model, g / np.asarray(replicas(model, node, gpu, nodes)))
+
+
+# gpu_weight_bytes of one node count by model (identity), then by weights_key and the count:
+# a number each, at most 256 of them for each of 4 models.
+_WEIGHT_BYTES: IdentityMemo[dict[tuple[float, ...], Num]] = IdentityMemo(4)
+_WEIGHT_BYTES_EACH = 256
 
 
 def weights_key(node: NodeProfile, gpu: GpuProfile) -> tuple[int, float]:
@@ -194,16 +216,10 @@ class DecodeGroup:
             a = np.asarray(v, dtype=np.float64)
             return float(a) if a.ndim == 0 else float(a.reshape(-1)[i])
 
-        return replace(
-            self,
-            hbm_byte_s=pick(self.hbm_byte_s),
-            peak_flop_s=pick(self.peak_flop_s),
-            floor_s=pick(self.floor_s),
-            floor_per_sequence_s=pick(self.floor_per_sequence_s),
-            free_hbm_bytes=pick(self.free_hbm_bytes),
-            replicas=pick(self.replicas),
-            gpus=pick(self.gpus),
-        )
+        if all(type(getattr(self, f)) is float for f in _PER_GROUP):
+            return self  # a group of one node count: its own entry (and its step table)
+        picked: dict[str, Any] = {f: pick(getattr(self, f)) for f in _PER_GROUP}
+        return replace(self, **picked)
 
     @property
     def step_table(self) -> tuple[np.ndarray, np.ndarray]:
@@ -223,7 +239,10 @@ class DecodeGroup:
         # Each value once (np.unique's result without the numpy.ma import it costs, a start-up
         # of every command: see tests/test_cold_start.py).
         b = grid[np.concatenate(([True], grid[1:] != grid[:-1]))]
-        return b, self.step_array_s(b)
+        t = self.step_array_s(b)
+        # Read-only: a group of one node count is shared (decode_group keeps it).
+        b.flags.writeable = t.flags.writeable = False
+        return b, t
 
     def step_s(self, batch: float) -> float:
         b, t = self._grid
@@ -244,6 +263,18 @@ class DecodeGroup:
         f0 = turns_per_s * generated_tokens * t[k - 1] - b[k - 1]
         f1 = turns_per_s * generated_tokens * t[k] - b[k]
         return float(b[k - 1] + (b[k] - b[k - 1]) * f0 / (f0 - f1))
+
+
+# The fields of a DecodeGroup that may be arrays over groups (``entry`` picks them).
+_PER_GROUP = (
+    "hbm_byte_s",
+    "peak_flop_s",
+    "floor_s",
+    "floor_per_sequence_s",
+    "free_hbm_bytes",
+    "replicas",
+    "gpus",
+)
 
 
 # decode_step's costs by model (identity) and then by batches and context (their values):
@@ -277,6 +308,13 @@ def _decode_step(model: ModelProfile, batch: np.ndarray, context: float) -> phys
     return cost
 
 
+# Decode groups of one node count by model, node and GPU (identity), then by the count, the
+# turn and the efficiencies: a cluster asks for its group three times (paths.check_decode_fits,
+# and the decode side of each scheduler), and each group builds its step table on first use.
+_DECODE_GROUPS: IdentityMemo[dict[tuple[float, float, float, bool], DecodeGroup]] = IdentityMemo(64)
+_DECODE_GROUPS_EACH = 64
+
+
 def decode_group(
     model: ModelProfile,
     node: NodeProfile,
@@ -288,7 +326,33 @@ def decode_group(
 ) -> DecodeGroup:
     """The decode group of ``nodes`` nodes (a number or an array); ``free_hbm_bytes`` < 0
     marks groups where the weights do not fit (callers that need an error call
-    :func:`check_weights_fit` first)."""
+    :func:`check_weights_fit` first). A group of one node count is kept (frozen, its step
+    table read-only), and given again for the same objects and values."""
+    if np.ndim(nodes) != 0:
+        return _decode_group(
+            model, node, gpu, nodes, context_tokens, generated_tokens, efficiencies
+        )
+    kept = _DECODE_GROUPS.get((model, node, gpu), dict)
+    key = (float(nodes), float(context_tokens), float(generated_tokens), bool(efficiencies))
+    found = kept.get(key)
+    if found is None:
+        if len(kept) >= _DECODE_GROUPS_EACH:
+            kept.clear()
+        found = kept[key] = _decode_group(
+            model, node, gpu, nodes, context_tokens, generated_tokens, efficiencies
+        )
+    return found
+
+
+def _decode_group(
+    model: ModelProfile,
+    node: NodeProfile,
+    gpu: GpuProfile,
+    nodes: Num,
+    context_tokens: float,
+    generated_tokens: float,
+    efficiencies: bool,
+) -> DecodeGroup:
     r = replicas(model, node, gpu, nodes)
     gpus_all = np.asarray(nodes, dtype=np.float64) * node.gpus_per_node
     free: Num = gpus_all * (

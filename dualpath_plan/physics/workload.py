@@ -9,6 +9,7 @@ and a mix, or abstractly from a cache-compute ratio before a model is chosen.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -303,7 +304,12 @@ class TurnDemand:
 
     def means(self) -> Demand:
         """The mix's mean turn (every link load is linear in the demand, so means are exact
-        for one common split)."""
+        for one common split); computed once (a frozen Demand of numbers: every assembly of
+        the turns, one per mode and cluster, reads the same)."""
+        return self._mean_turn
+
+    @functools.cached_property
+    def _mean_turn(self) -> Demand:
         f = np.float64
         return Demand(
             hit_bytes=f(self.mean(self.hit_bytes)),

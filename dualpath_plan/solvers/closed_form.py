@@ -439,6 +439,118 @@ def solve(links: LinkSet, prune: bool = True) -> Solution:
     against)."""
     pruned = _prune(links) if prune else frozenset()
     alpha, beta = _seconds_per_turn(links, [n for n in LINKS if n not in pruned])
+    return _solve_lines(links, alpha, beta, links if pruned else None)
+
+
+def solve_each(link_sets: Sequence[LinkSet]) -> list[Solution]:
+    """``solve`` of each link set as it gives it alone, in one solve per kind of link set
+    where they are one-point link sets (the perturbed clusters of the intervals: a few dozen
+    scalar solves, each a few hundred NumPy operations on single numbers).
+
+    Stacked, each link set is an element of the scenario axis, and every step of the closed
+    form is elementwise (+, -, x, /, fmax, fmin, clip: the same rounding on an array as on a
+    number, INV-10). The stack is solved unpruned (its lines vary by element), which gives the
+    pruned answer bit for bit (INV-28). What is decided for the whole stack rather than per
+    element is the split rule and the exact merges of lines through the origin or (1, 0)
+    (``_envelope_lines``): link sets are stacked only with those of the same split rule that
+    merge the same lines alone (a kind; the oracle's free I/O merges more than basic)."""
+    n = len(link_sets)
+    if n < 2:
+        return [solve(ls) for ls in link_sets]
+    rules = [ls.split for ls in link_sets]
+    if len(set(rules)) > 1:
+        return _apart(link_sets, rules)
+    stacked = _stacked(link_sets)
+    if stacked is None:
+        return [solve(ls) for ls in link_sets]
+    alpha, beta = _seconds_per_turn(stacked)
+    merges = _merges(alpha, beta).tolist()
+    if len(set(merges)) > 1:
+        return _apart(link_sets, merges)
+    sol = _solve_lines(stacked, alpha, beta, None)
+    # Each element's utilization is its row (elementwise, as it computes it alone).
+    rows = sol.utilization
+    return [_entry(sol, i, rows[i]) for i in range(n)]
+
+
+def _apart(link_sets: Sequence[LinkSet], kinds: Sequence[object]) -> list[Solution]:
+    """``solve_each`` of the link sets of each kind on their own, in the order given."""
+    out: list[Solution | None] = [None] * len(link_sets)
+    for kind in dict.fromkeys(kinds):
+        at = [i for i, k in enumerate(kinds) if k == kind]
+        for i, sol in zip(at, solve_each([link_sets[i] for i in at]), strict=True):
+            out[i] = sol
+    return [sol for sol in out if sol is not None]
+
+
+def _stacked(link_sets: Sequence[LinkSet]) -> LinkSet | None:
+    """The link sets as one over a scenario axis (one element per link set), without capacity
+    groups; None unless every load, capacity and even share is a single number."""
+    n = len(link_sets)
+
+    def column(values: list[Num]) -> np.ndarray | None:
+        try:
+            a = np.array(values, dtype=np.float64)
+        except ValueError:  # arrays of different shapes
+            return None
+        return a if a.shape == (n,) else None
+
+    load: dict[str, tuple[Num, Num]] = {}
+    capacity: dict[str, Num] = {}
+    for name in LINKS:
+        a = column([ls.load[name][0] for ls in link_sets])
+        b = column([ls.load[name][1] for ls in link_sets])
+        c = column([ls.capacity[name] for ls in link_sets])
+        if a is None or b is None or c is None:
+            return None
+        load[name], capacity[name] = (a, b), c
+    first = link_sets[0]
+    even: Num = 0.0
+    if first.split == "even":
+        shares = column([ls.even_share for ls in link_sets])
+        if shares is None:
+            return None
+        even = shares
+    hit = column([ls.hit_bytes for ls in link_sets])
+    if hit is None:
+        return None
+    return LinkSet(load, capacity, first.split, even, hit)
+
+
+def _merges(alpha: dict[str, Num], beta: dict[str, Num]) -> np.ndarray:
+    """Per element, which lines ``_envelope_lines`` merges where it is solved alone: a bit per
+    rising line with alpha = 0 and per falling line with alpha + beta = 0."""
+    bits = np.zeros(np.broadcast(*alpha.values(), *beta.values()).shape, dtype=np.int64)
+    lines = [np.asarray(alpha[r]) == 0 for r in RISING]
+    lines += [np.asarray(alpha[f]) + np.asarray(beta[f]) == 0 for f in FALLING]
+    for i, zero in enumerate(lines):
+        bits |= zero.astype(np.int64) << i
+    return bits
+
+
+def _entry(sol: Solution, i: int, utilization: np.ndarray) -> Solution:
+    """Element i of a solution over a scenario axis, as a one-point solution: each array's
+    element as a 0-d array (what a one-point solve holds), every link's line, and its row
+    of the utilization (already computed, so not computed again)."""
+    one = Solution(
+        split=sol.split,
+        throughput_turns_per_s=sol.throughput_turns_per_s[i, ...],
+        decode_path_fraction=sol.decode_path_fraction[i, ...],
+        split_low=sol.split_low[i, ...],
+        split_high=sol.split_high[i, ...],
+        _alpha={n: np.asarray(v)[i] for n, v in sol._alpha.items()},
+        _beta={n: np.asarray(v)[i] for n, v in sol._beta.items()},
+        _t=sol._t[i, ...],
+    )
+    vars(one)["utilization"] = utilization  # the cached_property's own slot
+    return one
+
+
+def _solve_lines(
+    links: LinkSet, alpha: dict[str, Num], beta: dict[str, Num], pruned_from: LinkSet | None
+) -> Solution:
+    """The closed form over the lines ``alpha``, ``beta`` of ``links``' links (all of them, or
+    those the pruning kept: ``pruned_from`` then gives the others' utilization on demand)."""
     if links.split == "optimal":
         rising, falling = _envelope_lines(alpha, beta)
         shape = np.broadcast(*alpha.values(), *beta.values()).shape
@@ -469,5 +581,5 @@ def solve(links: LinkSet, prune: bool = True) -> Solution:
         _alpha=alpha,
         _beta=beta,
         _t=t,
-        _links=links if pruned else None,
+        _links=pruned_from,
     )
