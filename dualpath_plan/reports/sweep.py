@@ -148,14 +148,14 @@ class PointWriter:
         else (an exception on its way out, Ctrl-C included) drop it."""
         failed = sys.exc_info()[1] not in (None, self.outer)
         if self.blocks is not None:
-            if failed:
-                self.blocks.cancel()
-            else:
-                try:
+            try:
+                if failed:
+                    self.blocks.cancel()
+                else:
                     self.blocks.finish()  # a block the system refused raises here
-                except BaseException:
-                    self.file.abort()
-                    raise
+            except BaseException:  # that, or Ctrl-C while waiting for the thread
+                self.file.abort()
+                raise
         if failed:
             self.file.abort()
         else:
