@@ -38,6 +38,8 @@ from dualpath_plan.files import (
     read_text,
 )
 from dualpath_plan.physics.workload import load_trace
+from dualpath_plan.reports import sweep as sweep_report
+from dualpath_plan.reports.sweep import PointWriter
 from tests.conftest import BUILTIN, CliResult
 
 PAPER_POINTS = Path(__file__).parent.parent / "bench" / "paper_points.csv"
@@ -1427,3 +1429,33 @@ def test_profiles_validate_finds_a_missing_trace(cli, tmp_path) -> None:
     )
     result = cli("profiles", "validate", str(w / "tr.toml"))
     assert result.code == 2 and "gone.csv" in result.out
+
+
+def test_a_writer_thread_refused_or_interrupted_at_start(cli, tmp_path, monkeypatch) -> None:
+    # No thread to be had (a process or thread limit): the same file, written in line.
+    expected = tmp_path / "expected.csv"
+    assert cli(*_sweep_args(expected)).code == 0
+    start = threading.Thread.start
+
+    def refused(thread: threading.Thread) -> None:
+        if thread.name == "dualpath-plan-writer":
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    out = tmp_path / "out.csv"
+    assert cli(*_sweep_args(out)).code == 0
+    assert out.read_bytes() == expected.read_bytes() and no_temp_files(tmp_path)
+
+    # Ctrl-C as the writer starts (the compiled writer's thread, or the header, without it):
+    # the previous file kept, no temporary file left.
+    def interrupted(thread: threading.Thread) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted)
+    if sweep_report.text_columns.rowtext is None:
+        monkeypatch.setattr(sweep_report.csv, "writer", interrupted)
+    out.write_text(PREVIOUS)
+    with pytest.raises(KeyboardInterrupt):
+        PointWriter(out, [])
+    assert out.read_text() == PREVIOUS and no_temp_files(tmp_path)

@@ -112,8 +112,9 @@ def sweep(
     registry = load_registry(profiles, set_)
     total = check_grid(axes, len(modes), max_points, solver)
     extra = [a.name for a in axes if not a.is_vector]
-    writer = report.PointWriter(out, extra) if out else None
     err = Console(stderr=True)
+    # Just before the try whose finally closes it: the writer's temporary file exists now.
+    writer = report.PointWriter(out, extra) if out else None
     try:
         with Progress(
             "[progress.description]{task.description}",

@@ -94,12 +94,21 @@ class PointWriter:
         # Each int column's last values and cells: P, D and the GPUs repeat block after block
         # in a grid with profile axes (the same P/D pairs for each combination).
         self.last: dict[str, tuple[np.ndarray, Cells]] = {}
-        if not self.jsonl:
-            header = io.StringIO()
-            csv.writer(header).writerow(self.columns)
-            self.handle.write(header.getvalue().encode("utf-8", "backslashreplace"))
-        # After the header: the thread writes every block after it, in order.
-        self.blocks = BlockWriter(self.handle) if self.compiled else None
+        self.blocks: BlockWriter | None = None
+        try:  # from here the temporary file exists: nothing may leave it behind
+            if not self.jsonl:
+                header = io.StringIO()
+                csv.writer(header).writerow(self.columns)
+                self.handle.write(header.getvalue().encode("utf-8", "backslashreplace"))
+            # After the header: the thread writes every block after it, in order.
+            if self.compiled:
+                try:
+                    self.blocks = BlockWriter(self.handle)
+                except RuntimeError:  # no thread to be had (a process or thread limit):
+                    self.blocks = None  # NumPy's writer in line, the same bytes
+        except BaseException:
+            self.file.abort()
+            raise
 
     def write(self, rows: dict[str, np.ndarray]) -> None:
         """A chunk's points, in blocks of rows, the same text as writing one row at a time,
