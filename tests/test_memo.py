@@ -1,9 +1,10 @@
-"""IdentityMemo: values of frozen objects by identity (param_counts, ProfileCache's demands, the
-decode step costs of a model, the weights per GPU and the decode groups of one node count)."""
+"""IdentityMemo: values of frozen objects by identity (param_counts, ProfileCache's demands);
+KeyedMemo: by identity, then by a key of values (the decode step costs of a model, the weights
+per GPU and the decode groups of one node count, the sweep's weights tables)."""
 
 from __future__ import annotations
 
-from dualpath_plan.memo import IdentityMemo
+from dualpath_plan.memo import IdentityMemo, KeyedMemo
 
 
 def test_a_value_is_computed_once_per_object_and_the_memo_is_bounded() -> None:
@@ -18,6 +19,26 @@ def test_a_value_is_computed_once_per_object_and_the_memo_is_bounded() -> None:
     assert value(b) == 2 and calls == [a, b]  # equal contents, another object: computed
     assert value(c) == 3  # past two entries the memo starts over
     assert value(a) == 4 and calls == [a, b, c, a]
+
+
+def test_a_keyed_value_is_computed_once_per_object_and_key_and_each_is_bounded() -> None:
+    memo: KeyedMemo[float, int] = KeyedMemo(2)
+    calls: list[tuple[object, float]] = []
+
+    def value(o: object, key: float, each: int = 2) -> int:
+        def compute() -> int:
+            calls.append((o, key))
+            return len(calls)
+
+        return memo.get((o,), key, compute, each)
+
+    a, b = [1.5], [1.5]
+    assert value(a, 1.0) == 1 and value(a, 1.0) == 1 and value(a, 2.0) == 2
+    assert value(b, 1.0) == 3  # another object, the same key: computed
+    assert value(a, 1.0) == 1 and len(calls) == 3  # a's values kept beside b's
+    assert value(a, 3.0) == 4  # a third key past a bound of two: a's values start over
+    assert value(a, 1.0) == 5 and value(b, 1.0) == 3
+    assert value(a, 1.0, each=1) == 5 and value(a, 2.0, each=1) == 6 and value(a, 3.0) == 7
 
 
 def test_kept_decode_step_costs_are_decode_steps(registry, monkeypatch) -> None:

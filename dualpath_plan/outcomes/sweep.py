@@ -21,7 +21,7 @@ from typing import Any, cast
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
-from dualpath_plan.memo import IdentityMemo
+from dualpath_plan.memo import KeyedMemo
 from dualpath_plan.outcomes.online import APS_LIMITS, online_aps, online_queue
 from dualpath_plan.outcomes.paths import check_decode_fits
 from dualpath_plan.outcomes.serving import (
@@ -697,7 +697,7 @@ class _Reasons:
     Whether the weights fit on n nodes of a side, and where not the text of
     ``check_weights_fit``, are a function of the side, n, the model and the node and GPU's
     ``weights_key`` (the GPUs per node, the HBM of each): they are kept per node count under
-    those (``_WeightsTable``; the model by identity, ``IdentityMemo``), so every scenario of a
+    those (``_WeightsTable``; the model by identity, ``KeyedMemo``), so every scenario of a
     sweep with the same model and key finds them (a grid over any other field finds them
     once), and a chunk's pairs are looked up by whole-array operations. A layout of pairs
     that comes back chunk after chunk (one chunk per combination of profile values) keeps
@@ -713,9 +713,7 @@ class _Reasons:
 
     def __init__(self) -> None:
         # Per model: per (side, weights_key), the table of node counts.
-        self._tables: IdentityMemo[dict[tuple[object, ...], _WeightsTable]] = IdentityMemo(
-            self.MAX_MODELS
-        )
+        self._tables: KeyedMemo[tuple[object, ...], _WeightsTable] = KeyedMemo(self.MAX_MODELS)
         self._scenario: Scenario | None = None
         self._said: dict[tuple[object, ...], str] = {}  # reasons of self._scenario, by key
         # The last layout (P, D, model, keys) asked for and, once asked again, its weights.
@@ -816,19 +814,18 @@ class _Reasons:
         fails = np.zeros(P.size, dtype=bool)
         texts = np.empty(P.size, dtype=object)  # None throughout
         todo = np.flatnonzero((P >= 1) & (D >= 1))
-        tables = self._tables.get((sc.model,), dict)
         for side, counts, node, gpu in (
             ("prefill", P, sc.prefill_node, sc.prefill_gpu),
             ("decode", D, sc.decode_node, sc.decode_gpu),
         ):
             if todo.size == 0:
                 break
-            key = (side, *weights_key(node, gpu))
-            table = tables.get(key)
-            if table is None:
-                if len(tables) >= self.MAX_TABLES:
-                    tables.clear()
-                table = tables[key] = _WeightsTable(side)
+            table = self._tables.get(
+                (sc.model,),
+                (side, *weights_key(node, gpu)),
+                functools.partial(_WeightsTable, side),
+                self.MAX_TABLES,
+            )
             i = table.find(sc.model, node, gpu, counts[todo])
             failing = table.fails[i]
             fails[todo[failing]] = True

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
-from dualpath_plan.memo import IdentityMemo
+from dualpath_plan.memo import KeyedMemo
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.latency import (
     layer_floor_s,
@@ -89,14 +89,12 @@ def gpu_weight_bytes(model: ModelProfile, node: NodeProfile, gpu: GpuProfile, no
         # One node count: kept by model, weights_key and count (all it reads), so that a
         # cluster's checks, sides and engines, and the clusters of the intervals' perturbed
         # scenarios (the same layout), place the weights once.
-        kept = _WEIGHT_BYTES.get((model,), dict)
-        key = (*weights_key(node, gpu), float(nodes))
-        found = kept.get(key)
-        if found is None:
-            if len(kept) >= _WEIGHT_BYTES_EACH:
-                kept.clear()
-            found = kept[key] = _gpu_weight_bytes(model, node, gpu, nodes)
-        return found
+        return _WEIGHT_BYTES.get(
+            (model,),
+            (*weights_key(node, gpu), float(nodes)),
+            lambda: _gpu_weight_bytes(model, node, gpu, nodes),
+            _WEIGHT_BYTES_EACH,
+        )
     return _gpu_weight_bytes(model, node, gpu, nodes)
 
 
@@ -107,7 +105,7 @@ def _gpu_weight_bytes(model: ModelProfile, node: NodeProfile, gpu: GpuProfile, n
 
 # gpu_weight_bytes of one node count by model (identity), then by weights_key and the count:
 # a number each, at most 256 of them for each of 4 models.
-_WEIGHT_BYTES: IdentityMemo[dict[tuple[float, ...], Num]] = IdentityMemo(4)
+_WEIGHT_BYTES: KeyedMemo[tuple[float, ...], Num] = KeyedMemo(4)
 _WEIGHT_BYTES_EACH = 256
 
 
@@ -282,7 +280,7 @@ _PER_GROUP = (
 # at one sequence per replica, or at each group's HBM-limited batch), each a dozen array
 # operations to cost. Arrays of at most 1,024 batches, 64 of them for each of 4 models: at
 # most 8 MB of costs.
-_STEP_COSTS: IdentityMemo[dict[tuple[object, ...], phys.DecodeStepCost]] = IdentityMemo(4)
+_STEP_COSTS: KeyedMemo[tuple[object, ...], phys.DecodeStepCost] = KeyedMemo(4)
 _STEP_COSTS_EACH = 64
 _STEP_COSTS_MAX_BATCHES = 1024
 
@@ -294,24 +292,22 @@ def _decode_step(model: ModelProfile, batch: np.ndarray, context: float) -> phys
     b = np.asarray(batch)
     if b.dtype != np.float64 or b.size > _STEP_COSTS_MAX_BATCHES:
         return phys.decode_step(model, b, context)
-    kept = _STEP_COSTS.get((model,), dict)
-    key = (float(context), b.shape, b.tobytes())
-    cost = kept.get(key)
-    if cost is None:
-        if len(kept) >= _STEP_COSTS_EACH:
-            kept.clear()
+
+    def compute() -> phys.DecodeStepCost:
         cost = phys.decode_step(model, b, context)
         for v in vars(cost).values():
             if isinstance(v, np.ndarray):
                 v.flags.writeable = False
-        kept[key] = cost
-    return cost
+        return cost
+
+    key = (float(context), b.shape, b.tobytes())
+    return _STEP_COSTS.get((model,), key, compute, _STEP_COSTS_EACH)
 
 
 # Decode groups of one node count by model, node and GPU (identity), then by the count, the
 # turn and the efficiencies: a cluster asks for its group three times (paths.check_decode_fits,
 # and the decode side of each scheduler), and each group builds its step table on first use.
-_DECODE_GROUPS: IdentityMemo[dict[tuple[float, float, float, bool], DecodeGroup]] = IdentityMemo(64)
+_DECODE_GROUPS: KeyedMemo[tuple[float, float, float, bool], DecodeGroup] = KeyedMemo(64)
 _DECODE_GROUPS_EACH = 64
 
 
@@ -332,16 +328,14 @@ def decode_group(
         return _decode_group(
             model, node, gpu, nodes, context_tokens, generated_tokens, efficiencies
         )
-    kept = _DECODE_GROUPS.get((model, node, gpu), dict)
-    key = (float(nodes), float(context_tokens), float(generated_tokens), bool(efficiencies))
-    found = kept.get(key)
-    if found is None:
-        if len(kept) >= _DECODE_GROUPS_EACH:
-            kept.clear()
-        found = kept[key] = _decode_group(
+    return _DECODE_GROUPS.get(
+        (model, node, gpu),
+        (float(nodes), float(context_tokens), float(generated_tokens), bool(efficiencies)),
+        lambda: _decode_group(
             model, node, gpu, nodes, context_tokens, generated_tokens, efficiencies
-        )
-    return found
+        ),
+        _DECODE_GROUPS_EACH,
+    )
 
 
 def _decode_group(

@@ -89,7 +89,7 @@ class PointWriter:
         self.glue = self._glue()
         # The compiled writer where it was built (text_columns.rowtext), on a thread of its
         # own (``blocks``); else NumPy's, in ``buffer``.
-        self.compiled = text_columns.rowtext is not None
+        compiled = text_columns.rowtext is not None
         self.buffer = TextBuffer()
         # Each int column's last values and cells: P, D and the GPUs repeat block after block
         # in a grid with profile axes (the same P/D pairs for each combination).
@@ -101,7 +101,7 @@ class PointWriter:
                 csv.writer(header).writerow(self.columns)
                 self.handle.write(header.getvalue().encode("utf-8", "backslashreplace"))
             # After the header: the thread writes every block after it, in order.
-            if self.compiled:
+            if compiled:
                 try:
                     self.blocks = BlockWriter(self.handle)
                 except RuntimeError:  # no thread to be had (a process or thread limit):
