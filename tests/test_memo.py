@@ -12,7 +12,11 @@ def test_a_value_is_computed_once_per_object_and_the_memo_is_bounded() -> None:
     calls: list[object] = []
 
     def value(o: object) -> int:
-        return memo.get((o,), lambda: calls.append(o) or len(calls))
+        def compute() -> int:
+            calls.append(o)
+            return len(calls)
+
+        return memo.get((o,), compute)
 
     a, b, c = [1.5], [1.5], [2.5]  # a and b equal but not the same object
     assert value(a) == 1 and value(a) == 1 and calls == [a]
