@@ -1243,7 +1243,9 @@ def case_files(draw):
 def test_hostile_cases(cli, tmp_path, data) -> None:
     cases = fresh(tmp_path)
     (cases / "zz-fuzz.toml").write_bytes(data)
-    assert_clean(cli("validate", "--cases", str(cases), "--json"), allowed=(0, 1, 2), json_out=True)
+    # Every case file is read and checked; only the hostile one is evaluated.
+    result = cli("validate", "--cases", str(cases), "--only", "zz-fuzz", "--json")
+    assert_clean(result, allowed=(0, 1, 2), json_out=True)
 
 
 def test_no_leftovers_in_the_shipped_library() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dualpath_plan.validation import load_cases
 from dualpath_plan.validation.calibrate import DEFAULT_FIT, standard_errors
 
 BASELINE = Path(__file__).parent / "baseline.json"
@@ -75,7 +76,25 @@ context_tokens = [32768]
 append_tokens = 429
 """,
     )
-    assert cli("validate", "--cases", str(d)).code == 1
+    assert cli("validate", "--cases", str(d), "--only", "wrong").code == 1
+
+
+def test_only_runs_the_cases_it_matches_and_refuses_a_pattern_that_matches_none(
+    cli, tmp_path
+) -> None:
+    result = cli("validate", "--only", "figure7-*", "--only", "table1-qwen-16k", "--json")
+    assert result.code == 0, result.err
+    ids = [c["id"] for c in result.json()["cases"]]
+    everything = [c.id for c in load_cases()]
+    expected = [i for i in everything if i.startswith("figure7-") or i == "table1-qwen-16k"]
+    assert ids == expected and len(ids) > 1  # in the order of the whole run
+    # A case of an extra directory, alone; every file is still read and checked.
+    d = _case(tmp_path, "mine", 'claim = "x"\nsource = "y"\nkind = "nope"\n')
+    assert cli("validate", "--cases", str(d), "--only", "table1-*").code == 2
+    for pattern in ("figure8-*", "FIGURE7-*"):  # a typo, another case: no silent pass
+        bad = cli("validate", "--only", pattern)
+        assert bad.code == 2 and "--only" in bad.err and pattern in bad.err, bad.err
+        assert bad.err.count("\n") == 1, bad.err
 
 
 def test_a_known_gap_that_passes_exits_1(cli, tmp_path) -> None:
@@ -95,7 +114,7 @@ context_tokens = [32768]
 append_tokens = 429
 """,
     )
-    result = cli("validate", "--cases", str(d), "--json")
+    result = cli("validate", "--cases", str(d), "--only", "gap-now-ok", "--json")
     assert result.code == 1
     case = next(c for c in result.json()["cases"] if c["id"] == "gap-now-ok")
     assert case["status"] == "unexpected pass"

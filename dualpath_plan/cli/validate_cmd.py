@@ -9,7 +9,12 @@ import typer
 
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
 from dualpath_plan.reports import validate as report
-from dualpath_plan.validation import case_efficiencies, load_cases, run_validation
+from dualpath_plan.validation import (
+    case_efficiencies,
+    load_cases,
+    run_validation,
+    select_cases,
+)
 
 
 def validate(
@@ -17,6 +22,16 @@ def validate(
         list[Path] | None,
         typer.Option(
             "--cases", help="Extra directory of case files (repeatable).", show_default=False
+        ),
+    ] = None,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--only",
+            help="Run only the cases whose id (file name without .toml) matches this "
+            "shell-style pattern, e.g. 'figure7-*' (repeatable). Every case file is still "
+            "read and checked.",
+            show_default=False,
         ),
     ] = None,
     markdown: Annotated[
@@ -30,7 +45,7 @@ def validate(
     paper value, model value, error, pass/fail. Exit 1 if any fails; a known gap is reported,
     never counted as a pass, and fails the run if it starts passing."""
     registry = load_registry(profiles, set_)
-    loaded = load_cases(cases)
+    loaded = select_cases(load_cases(cases), only)
     results = run_validation(registry, loaded)
     efficiencies = case_efficiencies(registry, loaded)
     if as_json:

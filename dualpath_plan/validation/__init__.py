@@ -9,6 +9,7 @@ Adding a case is adding a file (here, or in a directory given with ``--cases``).
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -99,6 +100,22 @@ def load_cases(extra_dirs: list[Path] | None = None) -> list[Case]:
             case._source = source
             cases[path.stem] = case
     return list(cases.values())
+
+
+def select_cases(cases: list[Case], patterns: list[str] | None) -> list[Case]:
+    """The cases whose id matches one of ``patterns`` (shell-style: ``figure7-*``; an id is
+    its file's name without ``.toml``), in their order; every case when none are given. A
+    pattern that matches no case is an error naming it: a typo would otherwise run nothing
+    and pass."""
+    if not patterns:
+        return cases
+    for pattern in patterns:
+        if not any(fnmatch.fnmatchcase(c.id, pattern) for c in cases):
+            raise PlanInputError(
+                f"{pattern!r} matches no case id (`dualpath-plan validate --json` lists them)",
+                field="--only",
+            )
+    return [c for c in cases if any(fnmatch.fnmatchcase(c.id, p) for p in patterns)]
 
 
 def evaluate_case(case: Case, registry: Registry) -> float:
