@@ -56,6 +56,27 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
     return run
 
 
+@pytest.fixture(scope="session")
+def _kept_runs() -> dict[tuple[str, ...], CliResult]:
+    return {}
+
+
+@pytest.fixture
+def kept_cli(
+    cli: Callable[..., CliResult], _kept_runs: dict[tuple[str, ...], CliResult]
+) -> Callable[..., CliResult]:
+    """``cli`` for runs that read only the shipped files (``validate`` of the shipped cases:
+    seconds each, for the simulation cases): each set of arguments run once per session and
+    its result given to every test that asks for it."""
+
+    def run(*args: str) -> CliResult:
+        if args not in _kept_runs:
+            _kept_runs[args] = cli(*args)
+        return _kept_runs[args]
+
+    return run
+
+
 def copy_profile(tmp_path: Path, kind: str, pid: str) -> Path:
     """A copy of a built-in profile in a user directory, to break on purpose."""
     src = BUILTIN / kind / f"{pid}.toml"

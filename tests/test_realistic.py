@@ -299,12 +299,12 @@ def test_recommend_gives_the_interval_of_each_recommended_split(cli) -> None:
     assert data["intervals"]["confidence"] == 0.95
 
 
-def test_validate_says_which_efficiencies_its_cluster_cases_use(cli) -> None:
-    data = cli("validate", "--json").json()
+def test_validate_says_which_efficiencies_its_cluster_cases_use(kept_cli) -> None:
+    data = kept_cli("validate", "--json").json()
     sources = [e["source"] for e in data["efficiencies"]]
     # the calibrated testbed, and the paper's assumptions (bounds cases) at the speed of light
     assert sources == ["measured", "speed-of-light"]
-    assert "efficiencies in the cluster cases: dualpath-hopper" in cli("validate").out
+    assert "efficiencies in the cluster cases: dualpath-hopper" in kept_cli("validate").out
 
 
 @pytest.mark.parametrize(

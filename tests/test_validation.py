@@ -17,8 +17,8 @@ from dualpath_plan.validation.calibrate import DEFAULT_FIT, standard_errors
 BASELINE = Path(__file__).parent / "baseline.json"
 
 
-def test_validate_json_and_table(cli) -> None:
-    result = cli("validate", "--json")
+def test_validate_json_and_table(kept_cli) -> None:
+    result = kept_cli("validate", "--json")
     assert result.code == 0, result.err
     data = result.json()
     ids = {c["id"] for c in data["cases"]}
@@ -392,13 +392,13 @@ def test_calibrate_bad_input(cli, tmp_path, rows, args, expect) -> None:
     assert expect in result.err
 
 
-def test_readme_validation_table_is_what_validate_prints(cli) -> None:
+def test_readme_validation_table_is_what_validate_prints(kept_cli) -> None:
     """The README's accuracy table is `validate --markdown` verbatim: regenerate it when the
     model moves."""
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     start = readme.index("predictions: ")
     end = readme.index("\n\n## ", start)
-    result = cli("validate", "--markdown")
+    result = kept_cli("validate", "--markdown")
     assert result.code == 0
     assert readme[start:end].strip() == result.out.strip()
 
@@ -431,9 +431,9 @@ def test_calibrate_reports_progress(registry) -> None:
     assert all(rms >= 0 for _, _, rms in seen)
 
 
-def test_validate_says_which_cases_are_predictions(cli) -> None:
+def test_validate_says_which_cases_are_predictions(kept_cli) -> None:
     # 31 "passed" included the calibration's own fitted points and formula identities.
-    data = cli("validate", "--json").json()
+    data = kept_cli("validate", "--json").json()
     classes = {c["id"]: c["class"] for c in data["cases"]}
     assert set(classes.values()) == {"fitted", "exact", "predicted"}
     # The calibration's points (bench/paper_points.csv) are fitted, the bounds exact.
@@ -447,7 +447,7 @@ def test_validate_says_which_cases_are_predictions(cli) -> None:
     mid = len(ordered) // 2
     median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
     assert summary["median_abs_error"] == pytest.approx(median)
-    assert cli("validate").out.startswith("predictions: ")
+    assert kept_cli("validate").out.startswith("predictions: ")
 
 
 def test_check_says_how_each_metric_changed(cli, tmp_path) -> None:
