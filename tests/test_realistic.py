@@ -228,12 +228,42 @@ def test_an_uncalibrated_node_says_so(cli, tmp_path) -> None:
     assert data.code == 0, data.err
     payload = data.json()
     assert payload["efficiencies"]["source"] == "datasheet"
-    assert (
-        payload["intervals"]["reason"]
-        == "no interval: not calibrated (no calibration_stderr in the node profiles)"
+    assert payload["intervals"]["reason"] == (
+        "no interval: prefill node 'dgx-h200' and decode node 'dgx-h200' not calibrated "
+        "(no calibration_stderr in its profile)"
     )
-    # ... but the workload's fitted spread still has its own error.
-    assert payload["modes"]["dualpath"].get("jct_s_interval") is None or True
+    # The workload's fitted spread has an error of its own, but alone it would make a
+    # datasheet upper bound look known to a few percent.
+    assert all(m["jct_s_interval"] is None for m in payload["modes"].values())
+
+
+def test_one_uncalibrated_node_in_the_cluster_means_no_interval(cli, tmp_path) -> None:
+    # A calibrated decode node beside a datasheet prefill node gave intervals from the
+    # decode node's errors alone, while the datasheet side bound basic's throughput.
+    path = copy_profile(tmp_path, "node", "dgx-h200")
+    text = path.read_text().replace('efficiency_source = "transferred"\n', "")
+    path.write_text(
+        "\n".join(ln for ln in text.splitlines() if not ln.startswith("efficiencies_from")) + "\n"
+    )
+    profiles = str(tmp_path / "profiles")
+    for pre, dec, side in (
+        ("dgx-h200", "dualpath-hopper", "prefill"),
+        ("dualpath-hopper", "dgx-h200", "decode"),
+    ):
+        args = ("size", "--profiles", profiles, "--prefill-node", pre, "--decode-node", dec)
+        data = cli(*args, "--json")
+        assert data.code == 0, data.err
+        payload = data.json()
+        assert payload["intervals"]["reason"] == (
+            f"no interval: {side} node 'dgx-h200' not calibrated "
+            "(no calibration_stderr in its profile)"
+        )
+        assert all(m["jct_s_interval"] is None for m in payload["modes"].values())
+        assert f"{side} node 'dgx-h200' not calibrated" in cli(*args).out
+    # Both calibrated (the stock dgx-h200 transfers dualpath-hopper's): intervals.
+    data = cli("size", "--prefill-node", "dgx-h200", "--decode-node", "dualpath-hopper", "--json")
+    assert data.json()["intervals"].get("reason") is None
+    assert all(m["jct_s_interval"] is not None for m in data.json()["modes"].values())
 
 
 def test_interval_is_log_symmetric_and_grows_with_the_error() -> None:

@@ -55,11 +55,24 @@ def _moved(profile: ProfileBase, field: str, value: float) -> ProfileBase:
     return profile.model_copy(update={field: value})
 
 
+def _uncalibrated_sides(sc: Scenario) -> list[str]:
+    """The sides ("prefill", "decode") whose node carries no standard error (not calibrated,
+    or every calibrated field replaced with --set)."""
+    nodes = (("prefill", sc.prefill_node), ("decode", sc.decode_node))
+    return [
+        f"{side} node '{node.id}'"
+        for side, node in nodes
+        if not any(err > 0 for err in node.calibration_stderr.values())
+    ]
+
+
 def perturbations(sc: Scenario) -> list[Perturbation]:
     """The scenario moved one standard error each way, per fitted field with one; none when
-    efficiencies are off (speed of light) or no node carries a standard error."""
+    efficiencies are off (speed of light) or a node of the cluster carries no standard error:
+    its datasheet values are an upper bound of unknown error, and the other node's errors
+    alone would make the cluster look better known than it is."""
     out: list[Perturbation] = []
-    if not sc.options.efficiencies:
+    if not sc.options.efficiencies or _uncalibrated_sides(sc):
         return out  # an upper bound, not an estimate: no interval
     # One fitted value, one move: nodes whose calibration comes from the same fit (a measured
     # node and the nodes that transfer from it) move together, fully correlated.
@@ -71,10 +84,6 @@ def perturbations(sc: Scenario) -> list[Perturbation]:
                 fits[(node.calibrated_by(field), field)] = (float(getattr(node, field)), err)
     for (origin, field), (value, err) in fits.items():
         out.append(_perturb_fit(sc, origin, field, value, err))
-    if not out:
-        # A node without a calibration is a datasheet upper bound: the workload's errors
-        # alone would make it look better known than it is.
-        return out
     w = sc.workload
     if not w.trace_file:
         for field, err in w.calibration_stderr.items():
@@ -167,7 +176,8 @@ def intervals_of(
 def no_interval_reason(sc: Scenario) -> str:
     if not sc.options.efficiencies:
         return "no interval: speed of light (an upper bound, not an estimate)"
-    return "no interval: not calibrated (no calibration_stderr in the node profiles)"
+    sides = " and ".join(_uncalibrated_sides(sc)) or "a node"
+    return f"no interval: {sides} not calibrated (no calibration_stderr in its profile)"
 
 
 # The outcomes of a mode that get intervals.
