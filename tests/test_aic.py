@@ -71,6 +71,27 @@ def test_the_bound_is_the_assembly_of_the_same_cluster(registry: Registry) -> No
     assert math.isclose(top.basic_seq_s, snic / hit, rel_tol=1e-9)
 
 
+def test_the_check_applies_the_size_options_and_speed_of_light_bounds_it(cli) -> None:
+    # The calibration it applies is size's (same efficiencies payload); at the speed of light
+    # every storage bound is at least the calibrated one, and the report says so.
+    args = ("aic", "check", str(DISAGG), "--node", "dualpath-hopper", "--json")
+    calibrated = cli(*args).json()
+    size = cli("size", "--node", "dualpath-hopper", "--json").json()
+    assert calibrated["efficiencies"] == size["efficiencies"]
+    light = cli(*args, "--speed-of-light").json()
+    assert light["efficiencies"]["source"] == "speed-of-light"
+    assert "speed of light" in cli(*args[:-1], "--speed-of-light").out
+    rows = list(zip(calibrated["rows"], light["rows"], strict=True))
+    for mode in ("basic", "dualpath"):
+        key = f"storage_bound_seq_s_{mode}"
+        assert all(b[key] >= a[key] for a, b in rows)
+        assert any(b[key] > a[key] for a, b in rows)
+    # An ideal scheduler removes the imbalance that derates the SNICs: never lower.
+    ideal = cli(*args, "--scheduler", "ideal").json()
+    for a, b in zip(calibrated["rows"], ideal["rows"], strict=True):
+        assert b["storage_bound_seq_s_basic"] >= a["storage_bound_seq_s_basic"]
+
+
 def test_disagg_rows_all_checked(cli) -> None:
     result = cli("aic", "check", str(DISAGG), "--node", "dualpath-hopper", "--json")
     rows = result.json()["rows"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from dualpath_plan.scenario.spec import ServingConfig
 from tests.conftest import BUILTIN, copy_profile
 
 STOCK_NODES = sorted(p.stem for p in (BUILTIN / "node").glob("*.toml"))
+AIC_RESULT = Path(__file__).parent / "data" / "aic" / "best_config_topn_disagg.csv"
 UPPER_BOUND_EXAMPLES = int(os.environ.get("UPPER_BOUND_EXAMPLES", "25"))
 REGISTRY = Registry.load(use_env=False)
 
@@ -292,7 +294,8 @@ def test_intervals_do_not_move_the_answer(registry) -> None:
 
 def test_every_scenario_report_says_which_efficiencies_are_in_force(cli) -> None:
     """One line in the terminal, ``efficiencies`` in JSON: size, paths, bounds, recommend,
-    sweep (and which of them a sweep's grid varies), and the LP form of paths."""
+    sweep (and which of them a sweep's grid varies), the LP form of paths and aic check (which
+    said nothing of the calibration it applied)."""
     commands = [
         ("size",),
         ("size", "--target-aps", "0.5"),
@@ -303,6 +306,7 @@ def test_every_scenario_report_says_which_efficiencies_are_in_force(cli) -> None
         ("recommend", "--budget-nodes", "6"),
         ("sweep", "--grid", "P=1:2", "--grid", "D=2:3"),
         ("paths", "--prefill-group", "dualpath-hopper:2", "--decode-group", "dgx-b200:3"),
+        ("aic", "check", str(AIC_RESULT), "--node", "dualpath-hopper"),
     ]
     for args in commands:
         text = cli(*args)

@@ -8,10 +8,11 @@ from typing import Annotated
 import typer
 
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
+from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import atomic_write
 from dualpath_plan.profiles.schemas import profile_id_error
-from dualpath_plan.scenario.spec import DEFAULT_SPEC
+from dualpath_plan.scenario.spec import DEFAULT_SPEC, ScenarioSpec
 
 app = typer.Typer(
     help="AIConfigurator: import its system files as profiles, and check its results against "
@@ -90,6 +91,7 @@ def import_system_cmd(
 
 
 @app.command("check")
+@scenario_options(groups=("scheduling", "terms"))
 def check_cmd(
     result: Annotated[
         Path,
@@ -111,13 +113,15 @@ def check_cmd(
             show_default=False,
         ),
     ] = None,
+    spec: ScenarioSpec = DEFAULT_SPEC,
     as_json: JsonOpt = False,
     profiles: ProfilesOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """For each configuration of an AIConfigurator result: the KV read rate its seq/s implies,
     the seq/s the storage read path sustains with basic loading and with dualpath, the binding
-    link, and whether storage can feed it."""
+    link, and whether storage can feed it. The node's calibration applies (the report says
+    which efficiencies); --speed-of-light takes the datasheet rates, an upper bound."""
     from dualpath_plan.outcomes.aic import check_aic
     from dualpath_plan.reports import aic as report
 
@@ -128,7 +132,14 @@ def check_cmd(
             field="--out",
         )
     registry = load_registry(profiles, set_)
-    checked = check_aic(result, registry, node=node, storage=None if storage == "none" else storage)
+    checked = check_aic(
+        result,
+        registry,
+        node=node,
+        storage=None if storage == "none" else storage,
+        options=spec.options,
+        scheduling=spec.scheduling,
+    )
     if out is not None:
         atomic_write(out, report.check_csv(checked), field="--out")
     if as_json:

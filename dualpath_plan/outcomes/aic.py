@@ -35,13 +35,15 @@ import numpy as np
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import MAX_AIC_CSV_BYTES, MAX_AIC_ROWS, iter_csv_rows, number, read_text
 from dualpath_plan.physics import model as phys
-from dualpath_plan.physics.links import IO_LINKS, LINK_TABLE
+from dualpath_plan.physics.engines import Scheduling
+from dualpath_plan.physics.links import IO_LINKS, LINK_TABLE, PathOptions
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE, ModelProfile, WorkloadProfile
 from dualpath_plan.scenario.assemble import assemble
 from dualpath_plan.scenario.bundle import Scenario
+from dualpath_plan.scenario.provenance import Efficiencies
 from dualpath_plan.scenario.spec import MAX_SIDE_NODES
 from dualpath_plan.solvers.closed_form import solve
 
@@ -138,6 +140,7 @@ class AicCheck:
     node: str
     storage: str | None
     rows: list[RowCheck]
+    efficiencies: Efficiencies  # in force on the node (its calibration, or speed of light)
 
 
 def _seq(v: float) -> str:
@@ -321,11 +324,23 @@ def _io_bound(
     return t, tuple(sol.binding()), float(np.asarray(sol.decode_path_fraction))
 
 
-def check_aic(path: Path, registry: Registry, *, node: str, storage: str | None) -> AicCheck:
-    """Every row of the AIC result at ``path`` checked on ``node`` nodes and ``storage``."""
+def check_aic(
+    path: Path,
+    registry: Registry,
+    *,
+    node: str,
+    storage: str | None,
+    options: PathOptions = PathOptions(),
+    scheduling: Scheduling = Scheduling(),
+) -> AicCheck:
+    """Every row of the AIC result at ``path`` checked on ``node`` nodes and ``storage``,
+    with the path model's ``options`` (its terms: the node's calibration unless
+    ``efficiencies`` is off) and ``scheduling`` (the imbalance that derates the links)."""
     source = str(path)
     schema, header, raw, rows = read_aic_result(path, registry)
-    base = Scenario.from_ids(registry, node=node, storage=storage)
+    base = Scenario.from_ids(
+        registry, node=node, storage=storage, options=options, scheduling=scheduling
+    )
     per_node = base.prefill_node.gpus_per_node
     Bound = tuple[float, tuple[str, ...], float]
     cache: dict[tuple[object, ...], tuple[Bound, Bound]] = {}
@@ -359,7 +374,7 @@ def check_aic(path: Path, registry: Registry, *, node: str, storage: str | None)
                 decode_path_share=dual[2],
             )
         )
-    return AicCheck(source, schema, header, raw, node, storage, checks)
+    return AicCheck(source, schema, header, raw, node, storage, checks, base.efficiencies)
 
 
 __all__ = ["FEEDS", "MODE_TABLE", "OUTPUT_COLUMNS", "AicCheck", "RowCheck", "check_aic"]

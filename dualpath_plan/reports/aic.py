@@ -14,6 +14,7 @@ from rich.table import Table
 
 from dualpath_plan.outcomes.aic import OUTPUT_COLUMNS, AicCheck, RowCheck
 from dualpath_plan.reports.numbers import finite
+from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 
 
 def _layout(r: RowCheck) -> str:
@@ -28,6 +29,7 @@ def check_payload(c: AicCheck) -> dict[str, Any]:
         "schema": c.schema,
         "node": c.node,
         "storage": c.storage,
+        "efficiencies": efficiency_payload(c.efficiencies),
         "rows": [
             {
                 "line": r.row.line,
@@ -67,6 +69,7 @@ def render_check(c: AicCheck, console: Console) -> None:
             f"'{c.node}' nodes, storage {c.storage or 'none'}"
         )
     )
+    console.print(escape(efficiency_line(c.efficiencies)), highlight=False)
     table = Table()
     for col, justify in (
         ("line", "right"),

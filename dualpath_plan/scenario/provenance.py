@@ -42,6 +42,7 @@ class NodeEfficiencies:
     stderr: dict[str, float]
     overridden: tuple[str, ...]
     own: tuple[str, ...] = ()  # of a transferred node: the fields it sets itself
+    set_to: tuple[float, ...] = ()  # the value of each field of ``overridden``
     gpu_note: str = ""  # the node's calibration applied to another GPU (--gpu)
 
     @classmethod
@@ -68,6 +69,7 @@ class NodeEfficiencies:
             values=values,
             stderr={f: v for f, v in node.calibration_stderr.items() if f in values},
             overridden=set_here,
+            set_to=tuple(float(getattr(node, f)) for f in set_here),
             own=own,
             gpu_note=(
                 f"calibrated with {node.gpu}, run on {gpu} (--gpu)"
@@ -95,7 +97,9 @@ class NodeEfficiencies:
         if self.gpu_note:
             text += f"; {self.gpu_note}"
         if self.overridden:
-            text += f"; --set {', '.join(self.overridden)}"
+            # With the value: one set to its datasheet value is in no other part of the line.
+            shown = (f"{f}={v:g}" for f, v in zip(self.overridden, self.set_to, strict=True))
+            text += f"; --set {', '.join(shown)}"
         return text
 
 
