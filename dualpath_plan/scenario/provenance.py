@@ -98,8 +98,8 @@ class NodeEfficiencies:
             text += f"; {self.gpu_note}"
         if self.overridden:
             # With the value: one set to its datasheet value is in no other part of the line.
-            shown = (f"{f}={v:g}" for f, v in zip(self.overridden, self.set_to, strict=True))
-            text += f"; --set {', '.join(shown)}"
+            given = (f"{f}={v:g}" for f, v in zip(self.overridden, self.set_to, strict=True))
+            text += f"; --set {', '.join(given)}"
         return text
 
 
