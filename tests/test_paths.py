@@ -22,6 +22,7 @@ from dualpath_plan.physics.links import (
     turn_loads,
 )
 from dualpath_plan.physics.modes import MODE_TABLE
+from dualpath_plan.profiles.registry import Overrides
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.assemble import LinkSet, assemble, read_share
 from dualpath_plan.solvers.closed_form import solve
@@ -120,13 +121,50 @@ def test_mode_ordering_and_split_range(case) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(case=clusters(), name=st.sampled_from(LINKS), factor=st.floats(1.0, 10.0))
-def test_throughput_never_falls_when_a_capacity_rises(case, name, factor) -> None:
-    before = float(solve(link_set(case, "dualpath")).throughput_turns_per_s)
+@given(
+    case=clusters(),
+    name=st.sampled_from(LINKS),
+    factor=st.floats(1.0, 10.0),
+    mode=st.sampled_from(["basic", "dualpath", "oracle"]),
+)
+def test_throughput_never_falls_when_a_capacity_rises(case, name, factor, mode) -> None:
+    # Every mode whose split is fixed (basic, oracle) or chosen for the capacities (dualpath).
+    before = float(solve(link_set(case, mode)).throughput_turns_per_s)
     capacity, demand, P, D = case
     bigger = ({**capacity, name: capacity[name] * factor}, demand, P, D)
-    after = float(solve(link_set(bigger, "dualpath")).throughput_turns_per_s)
+    after = float(solve(link_set(bigger, mode)).throughput_turns_per_s)
     assert after >= before * (1 - 1e-12)
+
+
+def test_even_can_fall_when_a_read_capacity_rises() -> None:
+    # even's split is the DE side's share of read capacity (the paper's assumption), not the
+    # best split: more read capacity on the DE side moves reads there even when the DE side's
+    # DRAM then binds. The exception to INV-5, stated; dualpath never falls.
+    from dualpath_plan.profiles.registry import Registry
+    from dualpath_plan.scenario.assemble import assemble
+    from dualpath_plan.scenario.bundle import Scenario
+    from dualpath_plan.scenario.spec import DEFAULT_SPEC
+
+    registry = Registry.load()
+    spec = DEFAULT_SPEC.with_(
+        model="ds-27b", prefill_node="dualpath-hopper", decode_node="dgx-b200"
+    )
+    spec = spec.with_(prefill_nodes=1, decode_nodes=1)
+
+    def throughput(mode: str, client_gbyte_s: float) -> float:
+        reg = replace(
+            registry,
+            overrides=registry.overrides.merged(
+                Overrides.parse(
+                    ["node.dram_gbyte_s=20", f"storage.max_client_read_gbyte_s={client_gbyte_s}"]
+                )
+            ),
+        )
+        sc = Scenario.from_spec(reg, spec)
+        return float(solve(assemble(sc, mode, 1, 1).links).throughput_turns_per_s)
+
+    assert throughput("even", 50) < throughput("even", 20)
+    assert throughput("dualpath", 50) >= throughput("dualpath", 20)
 
 
 @settings(max_examples=60, deadline=None)
