@@ -203,6 +203,38 @@ def test_round_robin_reads_are_less_balanced_than_the_paper_scheduler(profiles) 
     assert rr.snic_max_over_avg - paper.snic_max_over_avg > 0.2
 
 
+@pytest.mark.parametrize("mode", ["basic", "dualpath"])
+@pytest.mark.parametrize("scheduler", ["paper", "round_robin"])
+def test_a_windows_reads_are_what_the_snic_moved_in_it(profiles, mode, scheduler) -> None:
+    """Each node's reads per window are the bytes its SNIC moved in that window: never more
+    than its read link carries in the window (they were counted when each read ended, up to
+    twice the link's rate where reads last longer than a window), and all of them together the
+    bytes of every read (the hit bytes of the turns, less what the run left unfinished)."""
+    sc = _scenario(profiles["short"])
+    sim = SimConfig(mode=mode, agents=512, scheduler=scheduler, window_s=1.0)
+    r = simulate(sc, sim)
+    engine_rates = _read_rates(sc, sim)
+    moved = r.snic_bytes / r.window_length_s[:, None]
+    assert np.all(moved <= np.asarray(engine_rates)[None, :] * (1 + 1e-9))
+    hit = float(np.sum(sc.turn_demand.hit_bytes * sc.turn_demand.weight))
+    assert float(r.snic_bytes.sum()) == pytest.approx(r.turns * hit, rel=1e-6)
+
+
+def _read_rates(sc: Scenario, sim: SimConfig) -> list[float]:
+    """Each node's read capacity (P nodes, then D) as the simulation has it: the least of its
+    side's storage-read links per node, without the analytical scheduler imbalance."""
+    ideal = dataclasses.replace(sc, scheduling=Scheduling(policy="ideal"))
+    asm = saturated(ideal, sim.mode, sc.prefill_nodes, sc.decode_nodes).assembly
+    rate = {
+        side: min(
+            float(np.asarray(group.per_node[f"{side}_{k}"]))
+            for k in ("snic_read", "storage_client_read")
+        )
+        for side, group in (("pe", asm.pe), ("de", asm.de))
+    }
+    return [rate["pe"]] * sc.prefill_nodes + [rate["de"]] * sc.decode_nodes
+
+
 def _ttft(sc: Scenario, mode: ModeName, load: float, ideal: bool = False) -> tuple[float, float]:
     """Simulated and analytical mean TTFT at ``load`` x the saturated turn rate."""
     t_ideal, _, _ = _closed_form(sc, mode)

@@ -721,13 +721,17 @@ class _Engine:
         self.decode_server = len(self.servers)
         self.servers.append(_Server(self.decode_server, 0.0, self.decode_rates))
         self.decode_slots = max(top // D, 1)  # sequences per decode node
-        # Each node's storage reads (P nodes, then D): the rate of its read link group.
+        # Each node's storage reads (P nodes, then D): the rate of its read link group, and
+        # the server of its SNIC's (each of its jobs is the bytes of one read on that node).
         self.read_rate = [math.inf] * (P + D)
-        for gr in groups:
+        self.read_server: list[int | None] = [None] * (P + D)
+        for gr, ids in zip(groups, self.group_servers, strict=True):
             if gr.phase == _READ and gr.side in ("pe", "de"):
                 base = 0 if gr.side == "pe" else P
                 for node in range(P if gr.side == "pe" else D):
                     self.read_rate[base + node] = min(self.read_rate[base + node], gr.capacity)
+                    if ids and (self.read_server[base + node] is None or "snic_read" in gr.name):
+                        self.read_server[base + node] = ids[node]
         # Prefill compute of a turn: its FLOPs at the engine's peak (t1 of the mean turn), and
         # without layer-wise prefill the KV copy serialized with it (copy_s of the mean turn).
         w = sc.turn_demand.weight
@@ -824,7 +828,6 @@ class _Engine:
         # Reads per node (P, then D): bytes assigned and not yet read, bytes read.
         read_queue = [0.0] * (P + D)
         read_count = [0] * (P + D)
-        read_bytes = [0.0] * (P + D)
         read_rate, alpha, beta = self.read_rate, self.alpha, self.beta
         t0, quota, hbm_free = self.t0, self.quota, self.hbm_free
         # Statistics.
@@ -1032,7 +1035,6 @@ class _Engine:
                 read_count[node] -= 1
                 if read_count[node] == 0:
                     read_queue[node] = 0.0  # no rounding residue to break the next tie
-                read_bytes[node] += h
             g = pe_gpu[a]
             gpu_ready[g].append(a)
             if not gpu_busy[g]:
@@ -1185,13 +1187,13 @@ class _Engine:
 
         last_busy = [0.0] * len(servers)
         last_gpu = [0.0] * G
-        last_read = [0.0] * (P + D)
         last_window = 0.0
+        read_server = self.read_server
 
         def record_window(at: float) -> None:
             """The window ending at ``at``: its length, turns done, turns in flight, the KV
             working set, each server's busy time, each GPU's and each node's reads in it."""
-            nonlocal last_busy, last_gpu, last_read, window_turns, last_window
+            nonlocal last_busy, last_gpu, window_turns, last_window
             for srv in servers:
                 srv.advance(at)
             busy = [srv.busy - last_busy[j] for j, srv in enumerate(servers)]
@@ -1202,8 +1204,10 @@ class _Engine:
             ]
             gb = [cum[g] - last_gpu[g] for g in range(G)]
             last_gpu = cum
-            rb = [read_bytes[n] - last_read[n] for n in range(P + D)]
-            last_read = list(read_bytes)
+            # The bytes each node's SNIC moved in the window, as they moved (not when each read
+            # ended, which put a long read's bytes in one window): a processor-sharing server
+            # moves its capacity whenever it holds a job, so capacity x busy time.
+            rb = [0.0 if j is None else servers[j].cap * busy[j] for j in read_server]
             windows.append((at, at - last_window, window_turns, in_flight, live_kv, busy, gb, rb))
             last_window = at
             window_turns = 0
