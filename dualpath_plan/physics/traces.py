@@ -61,7 +61,7 @@ DEFAULT_SESSION_FIELD = {"mooncake": "session_id", "burstgpt": "Session ID"}
 BURSTGPT_MODELS = ("ChatGPT", "GPT-4")
 BURSTGPT_ASSUMPTION = (
     "BurstGPT has no block hashes: assumed that the session's previous prompt and response are "
-    "cached, hit = min(previous request tokens + previous response tokens, request tokens)"
+    "cached, hit = min(previous request tokens + previous response tokens, request tokens - 1)"
 )
 MAX_SESSION_ID_CHARS = 200
 
