@@ -384,3 +384,28 @@ def test_the_simulation_never_beats_the_closed_form(p, d, mode, scheduler, snic)
     t = float(saturated(ideal, mode, p, d).solution.throughput_turns_per_s)
     r = simulate(sc, SimConfig(mode=mode, agents=256, scheduler=scheduler))  # type: ignore[arg-type]
     assert r.throughput_turns_per_s <= t * 1.02, (r.throughput_turns_per_s, t)
+
+
+def test_compare_says_where_the_run_simulates_what_the_model_leaves_out(cli) -> None:
+    # Round robin's alternating paths and --context-growth made --compare print errors of
+    # +52% and -35% with nothing saying they measure a difference of models.
+    base = ("simulate", "--model", "ds-27b", "-P", "1", "-D", "2", "--agents", "64")
+    runs = {
+        "default": (),
+        "round_robin": ("--scheduler", "round_robin"),
+        "basic_round_robin": ("--scheduler", "round_robin", "--mode", "basic"),
+        "growth": ("--context-growth",),
+    }
+    caveats = {}
+    for name, extra in runs.items():
+        result = cli(*base, *extra, "--compare", "--json")
+        assert result.code == 0, result.err
+        caveats[name] = result.json()["analytical"]["caveats"]
+    assert caveats["default"] == [] and caveats["basic_round_robin"] == []
+    assert (
+        len(caveats["round_robin"]) == 1
+        and "alternates the two read paths" in caveats["round_robin"][0]
+    )
+    assert len(caveats["growth"]) == 1 and "--context-growth" in caveats["growth"][0]
+    text = cli(*base, *runs["round_robin"], "--compare").out
+    assert "alternates the two read paths" in text

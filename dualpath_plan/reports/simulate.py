@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dualpath_plan.outcomes.simulation import Distribution, SimResult, TurnRecord
@@ -31,6 +32,9 @@ class Analytical:
     tpot_s: float | None
     jct_s: float | None  # offline: all agents; online: one agent's
     what: str  # where the numbers come from
+    # Where the run simulates something the analytical model leaves out, each said with the
+    # errors (they measure that difference, not the model's accuracy).
+    caveats: tuple[str, ...] = ()
 
 
 def _dist(d: Distribution) -> dict[str, float | int | None]:
@@ -111,6 +115,7 @@ def simulate_payload(
     if compare is not None:
         out["analytical"] = {
             "source": compare.what,
+            "caveats": list(compare.caveats),
             "throughput_turns_per_s": compare.throughput_turns_per_s,
             "ttft_s": compare.ttft_s,
             "tpot_s": compare.tpot_s,
@@ -308,7 +313,8 @@ def render_simulate(
             )
         elif r.status != "stable":
             notes.append("the simulated figures are not a steady state (see above)")
-        console.print("; ".join(notes))
+        notes += compare.caveats
+        console.print(escape("; ".join(notes)))
     console.print(efficiency_line(sc))
     console.print(
         f"{r.events:,} events in {r.wall_s:.1f} s ({r.events / max(r.wall_s, 1e-9):,.0f} events/s)"
