@@ -1461,3 +1461,45 @@ def test_a_writer_thread_refused_or_interrupted_at_start(cli, tmp_path, monkeypa
     with pytest.raises(KeyboardInterrupt):
         PointWriter(out, [])
     assert out.read_text() == PREVIOUS and no_temp_files(tmp_path)
+
+
+def test_no_output_replaces_an_input_or_another_output(cli, tmp_path) -> None:
+    """INV-55: an output over a profile, the workload's trace or a file the run reads (or
+    over another output of the run) is one line naming it and its flag, exit 2, the file as
+    it was. sweep --out over a trace, recommend --markdown over a profile and check --junit
+    over its baseline replaced them (found in a trial)."""
+    trace_src = Path(__file__).parent / "data" / "traces" / "mooncake_synthetic_trace.jsonl"
+    imported = cli(
+        "workload", "import", str(trace_src), "--format", "mooncake",
+        "--out", str(tmp_path / "p"), "--id", "mc",
+    )  # fmt: skip
+    assert imported.code == 0, imported.err
+    profiles = str(tmp_path / "p")
+    trace = next((tmp_path / "p" / "workload").glob("mc.*sv"))
+    profile = tmp_path / "p" / "workload" / "mc.toml"
+    baseline = tmp_path / "baseline.json"
+    baseline.write_bytes((Path(__file__).parent / "baseline.json").read_bytes())
+    scenario = ("--profiles", profiles, "--workload", "mc", "--set",
+                "model.context_window_tokens=200000")  # fmt: skip
+    cases = [
+        (("sweep", *scenario, "--grid", "P=2:3", "--out", str(trace)), trace, "--out"),
+        (("sweep", *scenario, "--grid", "P=2:3", "--out", str(profile)), profile, "--out"),
+        (("simulate", *scenario, "--agents", "8", "--out", str(trace)), trace, "--out"),
+        (("size", *scenario, "--aps-curve", "0.1:0.2:2", "--out", str(trace)), trace, "--out"),
+        (("recommend", *scenario, "--budget-nodes", "6", "--markdown", str(profile)), profile,
+         "--markdown"),
+        (("check", str(baseline), "--junit", str(baseline)), baseline, "--junit"),
+    ]  # fmt: skip
+    for args, target, flag in cases:
+        before = target.read_bytes()
+        result = assert_clean(cli(*args))
+        assert result.code == 2, (args, result.err)
+        assert flag in result.err and str(target) in result.err and "input" in result.err, args
+        assert target.read_bytes() == before, args
+    # Two outputs of one run on one file: refused before either is written.
+    same = tmp_path / "report.svg"
+    result = assert_clean(
+        cli("recommend", "--budget-nodes", "6", "--plot", str(same), "--markdown", str(same))
+    )
+    assert result.code == 2 and "--markdown" in result.err and "--plot" in result.err
+    assert not same.exists()

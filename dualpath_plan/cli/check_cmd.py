@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
+from dualpath_plan.cli.common import (
+    JsonOpt,
+    ProfilesOpt,
+    SetOpt,
+    load_registry,
+    print_json,
+    refuse_overwrites,
+    stdout,
+)
 from dualpath_plan.files import AtomicGroup
 from dualpath_plan.reports import check as report
 from dualpath_plan.validation.check import junit_xml, load_baseline, run_check
@@ -36,6 +44,7 @@ def check(
     """Recompute the scenarios recorded in a baseline and compare every metric with its
     recorded value under its tolerance. Exit 0 clean, 1 regression, 2 usage error."""
     registry = load_registry(profiles, set_)
+    refuse_overwrites({"--junit": junit}, registry, inputs=[baseline])
     diffs, updated = run_check(load_baseline(baseline), registry, str(baseline))
     # The report and the updated baseline: both written or neither, each through a temporary
     # file renamed into place (a failure leaves the previous files as they were).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -16,6 +17,7 @@ from dualpath_plan.profiles.registry import Overrides, Registry
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
 
 if TYPE_CHECKING:
+    from dualpath_plan.profiles.schemas import WorkloadProfile
     from dualpath_plan.scenario import Scenario
 
 ProfilesOpt = Annotated[
@@ -129,14 +131,40 @@ def parse_token_counts(text: str, name: str) -> list[float]:
 def refuse_input(out: Path, sc: Scenario, registry: Registry, flag: str = "--out") -> None:
     """An output never replaces what the run read: a profile on the search path or the
     workload's trace file."""
+    refuse_overwrites({flag: out}, registry, workloads=[sc.workload])
+
+
+def refuse_overwrites(
+    outputs: Mapping[str, Path | None],
+    registry: Registry,
+    *,
+    workloads: Sequence[WorkloadProfile] = (),
+    inputs: Sequence[Path] = (),
+) -> None:
+    """No output of a run replaces what the run reads (a profile on the search path, the trace
+    of one of ``workloads``, one of ``inputs``) or another of its outputs: each is one line
+    naming the file and its flag, before anything is written."""
     from dualpath_plan.physics.workload import trace_path
 
-    read = [*registry.indexed, *registry.origins.values()]
-    if sc.workload.trace_file:
-        read.append(trace_path(sc.workload, registry.origins.get(("workload", sc.workload.id))))
-    if out.exists() and any(p.exists() and out.samefile(p) for p in read):
-        raise PlanInputError(
-            "is an input of this run (a profile or the workload's trace); write elsewhere",
-            source=str(out),
-            field=flag,
-        )
+    read = [*registry.indexed, *registry.origins.values(), *inputs]
+    for w in workloads:
+        if w.trace_file:
+            read.append(trace_path(w, registry.origins.get(("workload", w.id))))
+    given = [(flag, out) for flag, out in outputs.items() if out is not None]
+    for flag, out in given:
+        if out.exists() and any(p.exists() and out.samefile(p) for p in read):
+            raise PlanInputError(
+                "is an input of this run (a profile, a trace or a file it reads); write elsewhere",
+                source=str(out),
+                field=flag,
+            )
+    seen: dict[Path, str] = {}
+    for flag, out in given:
+        key = out.resolve()
+        if key in seen:
+            raise PlanInputError(
+                f"is also this run's {seen[key]}; write each output to a file of its own",
+                source=str(out),
+                field=flag,
+            )
+        seen[key] = flag

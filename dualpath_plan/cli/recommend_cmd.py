@@ -15,6 +15,7 @@ from dualpath_plan.cli.common import (
     load_registry,
     parse_pairs,
     print_json,
+    refuse_overwrites,
     stdout,
 )
 from dualpath_plan.cli.options import scenario_options
@@ -108,8 +109,13 @@ def recommend_cmd(
     sc = Scenario.from_spec(registry, spec)
     report = recommend(sc, budget, cfg, objective)  # type: ignore[arg-type]
     phases = None
-    if phase:
-        specs = parse_pairs(phase, "--phase", "WORKLOAD:WEIGHT", whole=False)
+    specs = parse_pairs(phase, "--phase", "WORKLOAD:WEIGHT", whole=False) if phase else []
+    refuse_overwrites(
+        {"--plot": plot, "--markdown": markdown},
+        registry,
+        workloads=[sc.workload, *(registry.workload(w) for w, _ in specs)],
+    )
+    if specs:
         phases = phase_plan(registry, spec, specs, budget, cfg, objective)  # type: ignore[arg-type]
     # The chart and the report: both written or neither.
     with AtomicGroup() as outputs:

@@ -9,7 +9,15 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
+from dualpath_plan.cli.common import (
+    JsonOpt,
+    ProfilesOpt,
+    SetOpt,
+    load_registry,
+    print_json,
+    refuse_overwrites,
+    stdout,
+)
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.sweep import (
@@ -112,6 +120,7 @@ def sweep(
     registry = load_registry(profiles, set_)
     total = check_grid(axes, len(modes), max_points, solver)
     extra = [a.name for a in axes if not a.is_vector]
+    refuse_overwrites({"--out": out}, registry, workloads=[registry.workload(spec.workload)])
     err = Console(stderr=True)
     # Just before the try whose finally closes it: the writer's temporary file exists now.
     writer = report.PointWriter(out, extra) if out else None
