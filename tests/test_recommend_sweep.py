@@ -103,7 +103,10 @@ def test_grid_value_specs() -> None:
         ("x.y=1:4:3lin", "KIND.FIELD"),
         ("node.snic_gbit_s=0:10:3log", "A > 0"),
         ("node.snic_gbit_s=a,b", "not a number"),
-        ("P=0:3", "whole numbers >= 1"),
+        ("P=0:3", "whole numbers from 1"),
+        ("P=1e19", "from 1 to 1,000,000"),  # was -9223372036854775808 nodes, exit 0
+        ("D=1000001", "from 1 to 1,000,000"),
+        ("agents=1e19", "from 1 to 1,000,000,000"),
         ("P=1.5,2", "whole numbers"),
         ("node.gpu=1,2", "not numeric"),
         ("P", "NAME=VALUES"),

@@ -47,7 +47,7 @@ from dualpath_plan.profiles.schemas import (
 )
 from dualpath_plan.scenario.assemble import assemble
 from dualpath_plan.scenario.bundle import ProfileCache, Scenario
-from dualpath_plan.scenario.spec import ScenarioSpec
+from dualpath_plan.scenario.spec import MAX_AGENTS, MAX_SIDE_NODES, ScenarioSpec
 from dualpath_plan.solvers.closed_form import mask_names
 
 VECTOR_AXES = ("P", "D", "agents")
@@ -157,8 +157,13 @@ def parse_axis(text: str) -> Axis:
         raise PlanInputError(f"--grid {text!r}: expected NAME=VALUES", field="--grid")
     if name in VECTOR_AXES:
         values = parse_values(name, spec)
-        if np.any((values < 1) | (values != np.floor(values))):
-            raise PlanInputError(f"--grid {name}: expected whole numbers >= 1", field="--grid")
+        # The limits -P, -D and --agents have (beyond them a count is no longer an exact
+        # int64: 1e19 nodes came out negative).
+        top = MAX_AGENTS if name == "agents" else MAX_SIDE_NODES
+        if np.any((values < 1) | (values > top) | (values != np.floor(values))):
+            raise PlanInputError(
+                f"--grid {name}: expected whole numbers from 1 to {top:,}", field="--grid"
+            )
         return Axis(name, values)
     kind, dot, fname = name.partition(".")
     if not dot or kind not in KINDS:
