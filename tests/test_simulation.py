@@ -409,3 +409,22 @@ def test_compare_says_where_the_run_simulates_what_the_model_leaves_out(cli) -> 
     assert len(caveats["growth"]) == 1 and "--context-growth" in caveats["growth"][0]
     text = cli(*base, *runs["round_robin"], "--compare").out
     assert "alternates the two read paths" in text
+
+
+def test_the_decode_step_table_is_bounded_by_the_agents(registry) -> None:
+    # It covered every batch the HBM holds: --set gpu.hbm_gbyte=1e8 took 24 GB and was killed,
+    # 1e10 was a MemoryError. At 1e6 GB (a batch of millions) the run now stays small.
+    import tracemalloc
+    from dataclasses import replace as dc_replace
+
+    reg = dc_replace(
+        registry, overrides=registry.overrides.merged(Overrides.parse(["gpu.hbm_gbyte=1e6"]))
+    )
+    sc = Scenario.from_spec(reg, ScenarioSpec())
+    tracemalloc.start()
+    try:
+        r = simulate(sc, SimConfig(mode="dualpath", agents=8))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert r.turns > 0 and peak < 50e6, peak

@@ -715,7 +715,11 @@ class _Engine:
             self.group_servers.append(ids)
         # Decode: one server for the group; each sequence advances 1 / step(n) tokens per s.
         top = max(int(dg.max_batch), 1)
-        steps = np.asarray(dg.step_array_s(np.arange(1, top + 1, dtype=np.float64)))
+        # The step table covers every batch the run can reach: each agent has at most one turn
+        # in flight, so no more sequences decode at once than there are agents (a table as
+        # large as the HBM's batch took gigabytes where a GPU was given a huge HBM).
+        reach = min(top, max(int(arrivals.size), 1))
+        steps = np.asarray(dg.step_array_s(np.arange(1, reach + 1, dtype=np.float64)))
         # Indexed by the sequences decoding (entry 0 stands in for none: never read).
         self.decode_rates = [1.0 / float(steps[0])] + [1.0 / float(x) for x in steps]
         self.decode_server = len(self.servers)
