@@ -74,3 +74,14 @@ class PlanInputError(Exception):
 
 class InfeasibleError(PlanInputError):
     """The input is well formed but describes a cluster or target that cannot work."""
+
+
+# The seeds NumPy's generators take from every command that has --seed (a run's random draws).
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(seed: int, field: str = "--seed") -> int:
+    """``seed`` if it is a seed every command takes (0 to MAX_SEED), else the one-line error."""
+    if not 0 <= seed <= MAX_SEED:
+        raise PlanInputError(f"expected 0 to {MAX_SEED:,}, got {seed}", field=field)
+    return seed

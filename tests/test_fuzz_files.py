@@ -1503,3 +1503,25 @@ def test_no_output_replaces_an_input_or_another_output(cli, tmp_path) -> None:
     )
     assert result.code == 2 and "--markdown" in result.err and "--plot" in result.err
     assert not same.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("calibrate", str(PAPER_POINTS), "--seed", "-1"),
+        ("calibrate", str(PAPER_POINTS), "--seed", "99999999999999999999999"),
+        ("simulate", "--seed", "-1"),
+    ],
+)
+def test_a_seed_out_of_range_is_one_line(cli, args) -> None:
+    # calibrate passed -1 to NumPy: "internal error", exit 1 (found in a trial).
+    result = assert_clean(cli(*args))
+    assert result.code == 2 and "--seed" in result.err and "4,294,967,295" in result.err
+
+
+@pytest.mark.parametrize("curve", ["0:1e-20:3", "0:1e-300:3"])
+def test_an_aps_curve_of_tiny_rates_draws(cli, tmp_path, curve) -> None:
+    # Its axis ticks rounded to 0 and the chart divided by zero: "internal error".
+    out = tmp_path / "c.svg"
+    result = assert_clean(cli("size", "--aps-curve", curve, "--out", str(out)))
+    assert result.code == 0 and out.read_text().startswith("<svg")

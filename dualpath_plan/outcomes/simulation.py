@@ -61,7 +61,7 @@ from typing import Literal
 
 import numpy as np
 
-from dualpath_plan.errors import PlanInputError
+from dualpath_plan.errors import PlanInputError, check_seed
 from dualpath_plan.outcomes.serving import light_load_turn_s, offline_jct_s, runnable
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import Scheduling
@@ -154,8 +154,7 @@ class SimConfig:
             raise PlanInputError(
                 f"expected 0 <= seconds{limit}, got {self.warmup_s!r}", field="--warmup"
             )
-        if not 0 <= self.seed < 2**32:
-            raise PlanInputError(f"expected 0 to 4,294,967,295, got {self.seed}", field="--seed")
+        check_seed(self.seed)
         if not (math.isfinite(self.window_s) and self.window_s > 0):
             raise PlanInputError(f"expected seconds > 0, got {self.window_s!r}", field="--window")
         if not 0.0 <= self.queued_utilization <= 1.0:

@@ -82,7 +82,9 @@ def nice_ticks(vmax: float, count: int = 5) -> list[float]:
     mag = 10.0 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw * (1 - 1e-12))
     n = math.ceil(vmax / step - 1e-9)
-    return [round(k * step, 12) for k in range(n + 1)]
+    # To 12 significant digits, not 12 decimals: ticks of 1e-20 rounded to 0 (a chart over
+    # them divided by zero).
+    return [float(f"{k * step:.12g}") for k in range(n + 1)]
 
 
 def tick_label(v: float, step: float) -> str:

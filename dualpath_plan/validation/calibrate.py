@@ -26,7 +26,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from dualpath_plan.errors import PlanInputError
+from dualpath_plan.errors import PlanInputError, check_seed
 from dualpath_plan.files import (
     MAX_MEASURED_BYTES,
     MAX_MEASURED_ROWS,
@@ -286,6 +286,7 @@ def calibrate(
         )
     if not fit:
         raise PlanInputError("give at least one field to fit", field="--fit")
+    check_seed(seed)
     if not 1 <= starts <= 100:
         raise PlanInputError(f"expected 1 to 100 starts, got {starts}", field="--starts")
     if holdout < 0 or holdout >= len(points):
