@@ -1526,3 +1526,22 @@ def test_an_aps_curve_of_tiny_rates_draws(cli, tmp_path, curve) -> None:
     out = tmp_path / "c.svg"
     result = assert_clean(cli("size", "--aps-curve", curve, "--out", str(out)))
     assert result.code == 0 and out.read_text().startswith("<svg")
+
+
+def test_weights_whose_sum_overflows_are_shares_of_it(cli) -> None:
+    # Two phases of 1e308 each were 0% each (their sum overflowed to inf) and the LP of two
+    # classes of 1e308 was "unbounded" (found in a trial): equal weights are equal shares.
+    def phases(w: str) -> object:
+        args = ("--phase", f"paper-64k:{w}", "--phase", f"paper-32k:{w}")
+        data = cli("recommend", "--budget-nodes", "8", *args, "--json").json()
+        return data["phases"]
+
+    assert phases("1e308") == phases("1")
+
+    def classes(w: str) -> float:
+        args = ("--class", f"paper-64k:{w}", "--class", f"paper-32k:{w}", "--json")
+        result = assert_clean(cli("paths", *args))
+        assert result.code == 0, result.err
+        return result.json()["throughput_turns_per_s"]
+
+    assert classes("1e308") == classes("1")

@@ -22,6 +22,7 @@ from dualpath_plan.physics.links import link
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec, ServingConfig
+from dualpath_plan.units import shares
 
 Objective = Literal["jct", "aps", "throughput-per-gpu"]
 OBJECTIVES: tuple[Objective, ...] = ("jct", "aps", "throughput-per-gpu")
@@ -338,15 +339,15 @@ def phase_plan(
     """A ratio per phase, and the gain over the best static ratio. Phases combine as work
     done in sequence: total time = sum of weight x time (JCT objective), effective throughput
     = 1 / sum of weight / throughput (the others)."""
-    total = sum(w for _, w in phases)
+    share = shares([w for _, w in phases])
     for wid, _ in phases:
         if wid not in registry.ids("workload"):
             known = ", ".join(registry.ids("workload"))
             raise PlanInputError(f"unknown workload {wid!r}; known: {known}", field="--phase")
     reports = []
-    for wid, w in phases:
+    for (wid, _), w in zip(phases, share, strict=True):
         sc = Scenario.from_spec(registry, spec.with_(workload=wid))
-        reports.append((wid, w / total, recommend(sc, budget, cfg, objective, (mode,))))
+        reports.append((wid, w, recommend(sc, budget, cfg, objective, (mode,))))
     splits = [(c.prefill_nodes, c.decode_nodes) for c in reports[0][2].candidates]
 
     def combined(values: list[tuple[float, float]]) -> float:

@@ -32,6 +32,7 @@ from dualpath_plan.physics.links import LINK_TABLE, Num
 from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.physics.modes import SplitRule
 from dualpath_plan.scenario.assemble import Assembly, GroupAssembly, read_share
+from dualpath_plan.units import shares
 
 # Rows within this of the busiest are tight. HiGHS meets rows to its 1e-7 feasibility
 # tolerance (and the balancing stage keeps T within 1e-9 of its optimum), so links closer than
@@ -99,15 +100,15 @@ class LPProblem:
                 for g, spec in enumerate(specs)
             ]
 
-        total = sum(c.weight for c in ga.classes)
+        share = shares([c.weight for c in ga.classes])
         classes = [
             LPClass(
                 c.name,
-                c.weight / total,
+                w,
                 {k: (float(np.asarray(a)), float(np.asarray(b))) for k, (a, b) in load.items()},
                 c.turns.mean(c.turns.hit_bytes),
             )
-            for c, load in zip(ga.classes, ga.loads, strict=True)
+            for c, load, w in zip(ga.classes, ga.loads, share, strict=True)
         ]
         return cls(
             groups("pe"),
