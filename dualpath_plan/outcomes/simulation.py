@@ -725,7 +725,9 @@ class _Engine:
         self.servers.append(_Server(self.decode_server, 0.0, self.decode_rates))
         self.decode_slots = max(top // D, 1)  # sequences per decode node
         # Each node's storage reads (P nodes, then D): the rate of its read link group, and
-        # the server of its SNIC's (each of its jobs is the bytes of one read on that node).
+        # its server (each of its jobs is the bytes of one read on that node; a side's read
+        # links carry the same bytes, so they are one group: the SNIC and the storage's
+        # per-client limit).
         self.read_rate = [math.inf] * (P + D)
         self.read_server: list[int | None] = [None] * (P + D)
         for gr, ids in zip(groups, self.group_servers, strict=True):
@@ -733,7 +735,7 @@ class _Engine:
                 base = 0 if gr.side == "pe" else P
                 for node in range(P if gr.side == "pe" else D):
                     self.read_rate[base + node] = min(self.read_rate[base + node], gr.capacity)
-                    if ids and (self.read_server[base + node] is None or "snic_read" in gr.name):
+                    if ids and self.read_server[base + node] is None:
                         self.read_server[base + node] = ids[node]
         # Prefill compute of a turn: its FLOPs at the engine's peak (t1 of the mean turn), and
         # without layer-wise prefill the KV copy serialized with it (copy_s of the mean turn).
