@@ -1545,3 +1545,23 @@ def test_weights_whose_sum_overflows_are_shares_of_it(cli) -> None:
         return result.json()["throughput_turns_per_s"]
 
     assert classes("1e308") == classes("1")
+
+
+def test_a_cost_budget_gives_the_same_splits_at_any_scale(cli) -> None:
+    # An absolute slack of 1e-9 made a budget of 1e-30 (nodes of 1e-31) count without end, and
+    # 1e-8 "buy no node"; a decode node of 1e-320 overflowed (found in a trial).
+    def splits(scale: float) -> list[tuple[int, int]]:
+        args = (
+            "--budget-cost", repr(10 * scale),
+            "--prefill-node-cost", repr(scale), "--decode-node-cost", repr(scale),
+        )  # fmt: skip
+        data = cli("recommend", *args, "--json").json()
+        return [(c["prefill_nodes"], c["decode_nodes"]) for c in data["candidates"]]
+
+    expected = splits(1.0)
+    assert len(expected) == 9
+    for scale in (1e-31, 1e-9, 1e29):
+        assert splits(scale) == expected, scale
+    for cost in ("1e-320", "1e-10"):
+        result = assert_clean(cli("recommend", "--budget-cost", "10", "--decode-node-cost", cost))
+        assert result.code == 2 and "decode nodes" in result.err

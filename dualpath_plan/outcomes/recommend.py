@@ -21,7 +21,7 @@ from dualpath_plan.outcomes.uncertainty import OutcomeIntervals, answer_interval
 from dualpath_plan.physics.links import link
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.scenario.bundle import Scenario
-from dualpath_plan.scenario.spec import ScenarioSpec, ServingConfig
+from dualpath_plan.scenario.spec import MAX_SIDE_NODES, ScenarioSpec, ServingConfig
 from dualpath_plan.units import shares
 
 Objective = Literal["jct", "aps", "throughput-per-gpu"]
@@ -87,8 +87,16 @@ class Budget:
                 "use sweep for larger grids",
                 field=self.option,
             )
+        if total / cd > MAX_SIDE_NODES:
+            raise PlanInputError(
+                f"a budget of {total:g} buys more than {MAX_SIDE_NODES:,} decode nodes "
+                "(the most -D takes)",
+                field=self.option,
+            )
         out = []
-        eps = 1e-9 * max(total, 1.0)
+        # Relative to the budget: the same splits at any scale of the costs (an absolute
+        # 1e-9 let a budget of 1e-30 count prefill nodes of 1e-31 without end).
+        eps = 1e-9 * total
         p = 1
         while cp * p + cd <= total + eps:
             d = math.floor((total - cp * p) / cd + 1e-9)
