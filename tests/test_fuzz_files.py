@@ -1565,3 +1565,14 @@ def test_a_cost_budget_gives_the_same_splits_at_any_scale(cli) -> None:
     for cost in ("1e-320", "1e-10"):
         result = assert_clean(cli("recommend", "--budget-cost", "10", "--decode-node-cost", cost))
         assert result.code == 2 and "decode nodes" in result.err
+
+
+@pytest.mark.parametrize("flag", [("--context", "16K"), ("--append", "5000")])
+def test_ratio_refuses_a_turn_beside_a_workload(cli, flag) -> None:
+    # --workload sets the turn: a --context or --append beside it was ignored, exit 0, and the
+    # output showed the workload's 32,721 / 429 (found in a trial).
+    args = ("ratio", "--model", "deepseek-v3.2", "--workload", "paper-64k", *flag)
+    result = assert_clean(cli(*args))
+    assert result.code == 2 and flag[0] in result.err and "--workload" in result.err
+    alone = cli("ratio", "--model", "deepseek-v3.2", *flag, "--json")
+    assert alone.code == 0 and alone.json()["rows"]

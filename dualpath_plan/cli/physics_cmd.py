@@ -25,6 +25,10 @@ from dualpath_plan.profiles.schemas import MAX_MAGNITUDE, GpuProfile
 from dualpath_plan.reports import physics as report
 from dualpath_plan.scenario.spec import DEFAULT_SPEC
 
+# The paper's Table 1 turn: 429 appended tokens over 16K, 32K and 64K of cached context.
+DEFAULT_APPEND = 429.0
+DEFAULT_CONTEXT = "16K,32K,64K"
+
 
 def ratio(
     model: Annotated[str | None, typer.Option("--model", help="Model profile id.")] = None,
@@ -36,10 +40,23 @@ def ratio(
             f"{DEFAULT_SPEC.model}).",
         ),
     ] = None,
-    append: Annotated[float, typer.Option("--append", help="Appended tokens per turn.")] = 429,
+    append: Annotated[
+        float | None,
+        typer.Option(
+            "--append",
+            help=f"Appended tokens per turn (default {DEFAULT_APPEND:g}; not with --workload).",
+            show_default=False,
+        ),
+    ] = None,
     context: Annotated[
-        str, typer.Option("--context", help="Cached context tokens, a comma list (K = 1024).")
-    ] = "16K,32K,64K",
+        str | None,
+        typer.Option(
+            "--context",
+            help=f"Cached context tokens, a comma list, K = 1024 (default {DEFAULT_CONTEXT}; "
+            "not with --workload).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     profiles: ProfilesOpt = None,
     set_: SetOpt = None,
@@ -51,6 +68,13 @@ def ratio(
         raise PlanInputError("give --model (and optionally --workload)", field="--model")
     m = registry.model(model or DEFAULT_SPEC.model)
     rows = []
+    if workload is not None and (append is not None or context is not None):
+        # The workload's turns set both: a --context or --append beside it was ignored.
+        raise PlanInputError(
+            "--workload gives its turns' context and appended tokens; give either --workload "
+            "or --context/--append",
+            field="--context" if context is not None else "--append",
+        )
     if workload is not None:
         w = registry.workload(workload)
         demand = workload_demand(m, w, registry.origins[("workload", w.id)])
@@ -65,6 +89,8 @@ def ratio(
             }
         )
     else:
+        append = DEFAULT_APPEND if append is None else append
+        context = DEFAULT_CONTEXT if context is None else context
         if not (math.isfinite(append) and 1 <= append <= MAX_MAGNITUDE):
             raise PlanInputError(
                 f"expected a number of tokens from 1 to {MAX_MAGNITUDE:g}, got {append!r}",
