@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dualpath_plan.profiles.registry import Overrides
 from dualpath_plan.validation import load_cases
 from dualpath_plan.validation.calibrate import DEFAULT_FIT, standard_errors
 
@@ -474,3 +475,41 @@ def test_check_says_how_each_metric_changed(cli, tmp_path) -> None:
     moves = {c["metric"]: c["direction"] for c in result.json()["changes"]}
     assert moves == {"pd_max": "up", "pd_min": "down"}  # 3.5 and 1/7 against 1
     assert "changed (up)" in cli("check", str(path)).out
+
+
+def test_calibrate_takes_the_slos_of_online_points(cli, registry, tmp_path) -> None:
+    # APS points measured at a 2 s TTFT were fitted at the default 4 s, silently: 0.568 and
+    # 0.131 for a truth of 0.6 and 0.15 (found in a trial). With --ttft-slo they are recovered,
+    # and the report says at which SLOs the online points were evaluated.
+    from dataclasses import replace
+
+    from dualpath_plan.outcomes.serving import evaluate_mode
+    from dualpath_plan.scenario import Scenario
+    from dualpath_plan.scenario.spec import DEFAULT_SPEC, ServingConfig
+
+    truth = {"snic_efficiency": 0.6, "prefill_mfu": 0.15}
+    reg = replace(
+        registry,
+        overrides=registry.overrides.merged(
+            Overrides.parse([f"node.{k}={v}" for k, v in truth.items()])
+        ),
+    )
+    slo = ServingConfig(ttft_slo_s=2.0, max_utilization=1.0)
+    lines = ["metric,value,mode,prefill_nodes,decode_nodes,agents"]
+    for p, d, mode in ((2, 4, "dualpath"), (3, 3, "basic"), (4, 4, "dualpath"), (2, 6, "basic")):
+        sc = Scenario.from_spec(reg, DEFAULT_SPEC.with_(prefill_nodes=p, decode_nodes=d))
+        aps = evaluate_mode(sc, mode, slo).aps  # type: ignore[arg-type]
+        lines.append(f"aps,{aps!r},{mode},{p},{d},2048")
+    points = tmp_path / "points.csv"
+    points.write_text("\n".join(lines) + "\n")
+    fit = ("--fit", ",".join(truth))
+    data = cli("calibrate", str(points), *fit, "--ttft-slo", "2", "--json").json()
+    for k, v in truth.items():
+        assert data["fitted"][k] == pytest.approx(v, rel=1e-3), k
+    assert data["online_points_at"] == {
+        "ttft_slo_s": 2.0,
+        "tpot_slo_s": 0.05,
+        "max_utilization": 1.0,
+    }
+    text = cli("calibrate", str(points), *fit, "--ttft-slo", "2").out
+    assert "online points at TTFT <= 2 s" in text

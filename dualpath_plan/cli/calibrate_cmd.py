@@ -17,7 +17,9 @@ from dualpath_plan.validation.calibrate import DEFAULT_FIT, calibrate, load_poin
 
 
 @scenario_options(
-    groups=("profiles", "scheduling", "terms"), exclude=("prefill_node", "decode_node")
+    groups=("profiles", "serving", "scheduling", "terms"),
+    # A point gives its own agents; a measured APS keeps no headroom (max utilization 1).
+    exclude=("prefill_node", "decode_node", "agents", "max_utilization"),
 )
 def calibrate_cmd(
     spec: ScenarioSpec,
@@ -82,7 +84,7 @@ def calibrate_cmd(
                 f"RMS log error {rms:.3g}"
             )
 
-        cal = calibrate(sc, points, fields, holdout, seed, starts, progress)
+        cal = calibrate(sc, points, fields, holdout, seed, starts, progress, spec.serving)
     written = write_overlays(cal, measured, out) if out is not None else None
     if as_json:
         print_json(report.calibrate_payload(cal, written))

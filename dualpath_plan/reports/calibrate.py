@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from dualpath_plan.validation.calibrate import Calibration, PointResult
+from dualpath_plan.validation.calibrate import ONLINE_METRICS, Calibration, PointResult
 
 # RMS log error above which calibrate suggests more starts: 5% per point on average.
 POOR_FIT_RMS = 0.05
@@ -29,6 +30,23 @@ def _rows(results: list[PointResult]) -> list[dict[str, Any]]:
     ]
 
 
+def _slo(cal: Calibration) -> dict[str, float]:
+    return {
+        "ttft_slo_s": cal.slo.ttft_slo_s,
+        "tpot_slo_s": cal.slo.tpot_slo_s,
+        "max_utilization": cal.slo.max_utilization,
+    }
+
+
+def slo_line(cal: Calibration) -> str:
+    """What the online points (APS, TTFT, TPOT) were evaluated at."""
+    return (
+        f"online points at TTFT <= {cal.slo.ttft_slo_s:g} s and TPOT <= "
+        f"{cal.slo.tpot_slo_s * 1e3:g} ms (--ttft-slo, --tpot-slo), no headroom (max "
+        "utilization 1: a measured APS is what the system sustained)"
+    )
+
+
 def calibrate_payload(cal: Calibration, written: list[str] | None) -> dict[str, Any]:
     return {
         "node": cal.node.id,
@@ -37,6 +55,7 @@ def calibrate_payload(cal: Calibration, written: list[str] | None) -> dict[str, 
         "stderr": cal.stderr,
         "stderr_basis": cal.stderr_basis,
         "correlation": cal.correlation,
+        "online_points_at": _slo(cal),
         "start": cal.start,
         "train": _rows(cal.train),
         "holdout": _rows(cal.holdout),
@@ -86,6 +105,8 @@ def render_calibrate(
                 f"{x.error:+.1%}",
             )
     console.print(r)
+    if any(x.point.metric in ONLINE_METRICS for x in [*cal.train, *cal.holdout]):
+        console.print(escape(slo_line(cal)), highlight=False)
     train_rms, held_rms = Calibration.rms(cal.train), Calibration.rms(cal.holdout)
     console.print(
         f"RMS log error: fit {train_rms:.3g}"

@@ -59,6 +59,8 @@ METRICS = (
     "online_tpot_s",
     "throughput_turns_per_s",
 )
+# The metrics a cluster's SLOs and headroom move (the online operating point).
+ONLINE_METRICS = ("aps", "online_ttft_s", "online_tpot_s")
 DEFAULT_FIT = (
     "snic_efficiency",
     "prefill_mfu",
@@ -102,6 +104,8 @@ class Calibration:
     stderr: dict[str, float | None] = field(default_factory=dict)
     stderr_basis: str = ""
     correlation: list[list[float]] = field(default_factory=list)
+    # The SLOs the online points were evaluated at (no headroom: max utilization 1).
+    slo: ServingConfig = field(default_factory=lambda: ServingConfig(max_utilization=1.0))
 
     @staticmethod
     def rms(results: list[PointResult]) -> float:
@@ -257,11 +261,15 @@ def _trial(sc: Scenario, values: dict[str, float]) -> Scenario:
     return trial
 
 
-def _model_value(sc: Scenario, p: Point) -> float:
+def measured_serving(slo: ServingConfig) -> ServingConfig:
+    """The SLOs a measured online point is evaluated at: the ones given, with no headroom kept
+    (a measured APS is what the system sustained at its SLOs: max utilization 1)."""
+    return replace(slo, max_utilization=1.0)
+
+
+def _model_value(sc: Scenario, p: Point, slo: ServingConfig) -> float:
     trial = replace(sc, prefill_nodes=p.prefill_nodes, decode_nodes=p.decode_nodes)
-    # A measured online point is what the system sustained at its SLOs, with no headroom kept.
-    cfg = ServingConfig(agents=p.agents, max_utilization=1.0)
-    out = evaluate_mode(trial, p.mode, cfg)  # type: ignore[arg-type]
+    out = evaluate_mode(trial, p.mode, replace(slo, agents=p.agents))  # type: ignore[arg-type]
     return float(getattr(out, p.metric))
 
 
@@ -273,11 +281,15 @@ def calibrate(
     seed: int = 0,
     starts: int = 1,
     progress: Callable[[int, int, float], None] | None = None,
+    slo: ServingConfig = ServingConfig(),
 ) -> Calibration:
     """Least squares from the profiles' values, and from ``starts - 1`` more starts drawn
     around them (each field scaled by e^N(0, 1), clipped to its bounds; a field at 0 drawn
     uniformly within its bounds, capped at 1): the search is local, and the best fit wins.
-    ``progress(start, evaluations, rms)`` hears of every evaluation of the model."""
+    ``progress(start, evaluations, rms)`` hears of every evaluation of the model. Online
+    points (APS, TTFT, TPOT) are evaluated at ``slo``'s SLOs with no headroom
+    (:func:`measured_serving`)."""
+    slo = measured_serving(slo)
     from scipy.optimize import least_squares
 
     if sc.prefill_node.id != sc.decode_node.id:
@@ -321,7 +333,9 @@ def calibrate(
     def residuals(x: np.ndarray) -> np.ndarray:
         try:
             trial = _trial(sc, dict(zip(fit, map(float, x), strict=True)))
-            out = weights * np.array([math.log(_model_value(trial, p) / p.value) for p in train])
+            out = weights * np.array(
+                [math.log(_model_value(trial, p, slo) / p.value) for p in train]
+            )
         except (PlanInputError, ValueError, ZeroDivisionError):
             # Infeasible parameters: far from every point (a log error of 10, weighted like
             # the others, so that no feasible point looks worse).
@@ -357,11 +371,12 @@ def calibrate(
         workload=best.workload,
         fitted=fitted,
         start=start,
-        train=[PointResult(p, _model_value(best, p)) for p in train],
-        holdout=[PointResult(p, _model_value(best, p)) for p in test],
+        train=[PointResult(p, _model_value(best, p, slo)) for p in train],
+        holdout=[PointResult(p, _model_value(best, p, slo)) for p in test],
         stderr=dict(zip(fit, errors, strict=True)),
         stderr_basis=basis,
         correlation=corr,
+        slo=slo,
     )
 
 
