@@ -1299,7 +1299,8 @@ def test_max_nodes_has_a_limit(cli) -> None:
     [
         (("node.snic_gbit_s=1:800:10000000lin",), "values of a profile field"),
         (("P=1:100000", "D=1:100000", "agents=1:100000"), "raise --max-points"),
-        (("P=1:10000000", "D=1:10000000"), "raise --max-points"),
+        (("P=1:1000000", "D=1:1000000", "agents=1:10000000"), "raise --max-points"),
+        (("P=1:10000000", "D=1:4"), "from 1 to 1,000,000"),
     ],
 )
 def test_grid_limits_are_stated_before_any_work(cli, tmp_path, grid, expect) -> None:
@@ -1576,3 +1577,31 @@ def test_ratio_refuses_a_turn_beside_a_workload(cli, flag) -> None:
     assert result.code == 2 and flag[0] in result.err and "--workload" in result.err
     alone = cli("ratio", "--model", "deepseek-v3.2", *flag, "--json")
     assert alone.code == 0 and alone.json()["rows"]
+
+
+def test_inputs_that_check_nothing_or_overflow_are_one_line(cli, tmp_path) -> None:
+    # Each passed or printed inf (found in a trial): an empty --cases directory (exit 0), a file
+    # as --cases ("no such directory"), an empty baseline (exit 0), a case tolerance of 1e308
+    # ("inf%"), and simulate's messages where a count overflowed ("inf windows").
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    baseline = tmp_path / "b.json"
+    baseline.write_text('{"scenarios": []}')
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "t.toml").write_text(
+        'claim = "x"\nsource = "y"\nkind = "ratio"\nmetric = "gb_per_pflop.32768"\n'
+        'paper = 21.7\ntolerance = 1e308\n[inputs]\nmodel = "deepseek-v3.2"\n'
+        "context_tokens = [32768]\nappend_tokens = 429\n"
+    )
+    for args, expect in (
+        (("validate", "--cases", str(empty)), "no case files"),
+        (("validate", "--cases", str(baseline)), "is a file"),
+        (("check", str(baseline)), "at least one scenario"),
+        (("validate", "--cases", str(cases), "--only", "t"), "tolerance"),
+        (("simulate", "--window", "1e-320"), "more than 10^308 windows"),
+        (("simulate", "--aps", "1e308"), "more than 10^308 turns"),
+    ):
+        result = assert_clean(cli(*args))
+        assert result.code == 2 and expect in result.err, (args, result.err)
+        assert "inf" not in result.err.replace("info", ""), result.err

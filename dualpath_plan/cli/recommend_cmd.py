@@ -113,7 +113,11 @@ def recommend_cmd(
     refuse_overwrites(
         {"--plot": plot, "--markdown": markdown},
         registry,
-        workloads=[sc.workload, *(registry.workload(w) for w, _ in specs)],
+        # (an unknown phase workload is phase_plan's error, naming --phase)
+        workloads=[
+            sc.workload,
+            *(registry.workload(w) for w, _ in specs if w in registry.ids("workload")),
+        ],
     )
     if specs:
         phases = phase_plan(registry, spec, specs, budget, cfg, objective)  # type: ignore[arg-type]

@@ -606,6 +606,7 @@ def simulate(
     # The longest agent's lifetime at light load: its turns, each alone in the cluster.
     _, cycle = light_load_turn_s(sc, pm, group)
     life = d.trajectory_turns.longest * cycle
+    duration_given = cfg.duration_s is not None
     if cfg.online and (cfg.duration_s is None or cfg.warmup_s is None):
         duration = cfg.duration_s if cfg.duration_s is not None else 4.0 * life
         warmup = cfg.warmup_s if cfg.warmup_s is not None else min(2.0 * life, duration / 2)
@@ -616,9 +617,9 @@ def simulate(
         expected = cfg.aps * cfg.duration
         if expected * mean_turns > MAX_TURNS:
             raise PlanInputError(
-                f"about {expected * mean_turns:,.0f} turns (at most {MAX_TURNS:,}): shorten "
+                f"{_about(expected * mean_turns)} turns (at most {MAX_TURNS:,}): shorten "
                 "--duration or lower --aps",
-                field="--duration",
+                field="--duration" if duration_given else "--aps",
             )
         n_agents = int(rng.poisson(expected))
         arrivals = np.sort(rng.random(n_agents) * cfg.duration)
@@ -652,8 +653,8 @@ def simulate(
     cells = (span / cfg.window_s + 1.0) * (2.0 * nodes + P * sc.prefill_node.gpus_per_node + 8)
     if not cells <= MAX_SERIES_CELLS:
         raise PlanInputError(
-            f"the run lasts about {span:,.4g} s: {span / cfg.window_s:,.4g} windows of "
-            f"{cfg.window_s:g} s over {nodes:,} nodes is more time series than "
+            f"the run lasts {_about(span, '.4g')} s: {_about(span / cfg.window_s, '.4g')} "
+            f"windows of {cfg.window_s:g} s over {nodes:,} nodes is more time series than "
             f"{MAX_SERIES_CELLS:,} numbers; use a longer --window, fewer nodes or faster links",
             field="--window",
         )
@@ -661,6 +662,11 @@ def simulate(
         sc, cfg, scheduler, asm, groups, counts, replayed, arrivals, life, progress, turn_sink
     )
     return engine.run()
+
+
+def _about(x: float, spec: str = ".0f") -> str:
+    """ "about N" in a message, or "more than 10^308" where N overflowed (no "inf")."""
+    return f"about {x:,{spec}}" if math.isfinite(x) else "more than 10^308"
 
 
 # The most numbers the per-window time series may hold (windows x (servers + GPUs + nodes)):

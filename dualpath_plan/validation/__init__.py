@@ -39,7 +39,8 @@ class Case(BaseModel):
     # The paper's value: positive (errors are relative to it) and within the range any
     # quantity of the model can take, so model / paper is finite.
     paper: float = Field(ge=1e-9, le=1e12, allow_inf_nan=False)
-    tolerance: float = Field(ge=0, allow_inf_nan=False)  # relative
+    # Relative, at most 100 (10,000%): beyond it a case checks nothing, and its % overflowed.
+    tolerance: float = Field(ge=0, le=100, allow_inf_nan=False)
     note: StrictStr = ""
     known_gap: StrictStr = ""
     inputs: dict[str, Any] = Field(default_factory=dict)
@@ -83,8 +84,19 @@ def load_cases(extra_dirs: list[Path] | None = None) -> list[Case]:
     cases: dict[str, Case] = {}
     for directory in [CASES_DIR, *(extra_dirs or [])]:
         if not directory.is_dir():
-            raise PlanInputError("no such case directory", source=str(directory), field="--cases")
-        for path in sorted(directory.glob("*.toml")):
+            why = (
+                "is a file; expected a directory of case files"
+                if directory.exists()
+                else ("no such case directory")
+            )
+            raise PlanInputError(why, source=str(directory), field="--cases")
+        files = sorted(directory.glob("*.toml"))
+        if not files:
+            # A directory given on purpose that adds nothing is a wrong path, not a pass.
+            raise PlanInputError(
+                "has no case files (*.toml)", source=str(directory), field="--cases"
+            )
+        for path in files:
             source = str(path)
             data = load_toml(path, what="case file (TOML)", max_bytes=MAX_CASE_BYTES)
             try:

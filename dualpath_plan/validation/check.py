@@ -108,6 +108,13 @@ def load_baseline(path: Path) -> dict[str, Any]:
         if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
             msg += f" (got {err['input']!r})"
         raise PlanInputError(msg, source=source, field=loc.lstrip(".") or "(top level)") from None
+    if not data["scenarios"]:
+        # A gate with nothing in it passes whatever the model does.
+        raise PlanInputError(
+            "expected at least one scenario: an empty baseline checks nothing",
+            source=source,
+            field="scenarios",
+        )
     for k, sc in enumerate(baseline.scenarios):
         # The inputs a kind takes are the metric registry's (the scenario spec's and its own).
         parse_inputs(sc.kind, sc.inputs, source=source, field_prefix=f"scenarios[{k}].")
