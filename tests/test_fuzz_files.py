@@ -1605,3 +1605,28 @@ def test_inputs_that_check_nothing_or_overflow_are_one_line(cli, tmp_path) -> No
         result = assert_clean(cli(*args))
         assert result.code == 2 and expect in result.err, (args, result.err)
         assert "inf" not in result.err.replace("info", ""), result.err
+
+
+def test_errors_name_the_file_and_row_or_the_flag_that_set_it(cli, tmp_path) -> None:
+    # Each named '-P/--prefill-nodes' or '--model', flags the user never gave (found in a
+    # trial): a calibrate row whose cluster cannot hold the model, a case's unknown model, a
+    # --prefill-group of one node.
+    lines = PAPER_POINTS.read_text().splitlines()
+    row = next(i for i, ln in enumerate(lines) if ln.startswith("jct_s,"))
+    lines[row] = lines[row].replace(",2,4,", ",1,1,")
+    points = tmp_path / "points.csv"
+    points.write_text("\n".join(lines) + "\n")
+    result = assert_clean(cli("calibrate", str(points), "--fit", "snic_efficiency"))
+    assert result.code == 2
+    assert f"{points}: line {row + 1}: field 'prefill_nodes': 1P1D" in result.err, result.err
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "t.toml").write_text(
+        'claim = "x"\nsource = "y"\nkind = "ratio"\nmetric = "gb_per_pflop.32768"\n'
+        'paper = 21.7\ntolerance = 0.1\n[inputs]\nmodel = "nope"\n'
+        "context_tokens = [32768]\nappend_tokens = 429\n"
+    )
+    result = assert_clean(cli("validate", "--cases", str(cases), "--only", "t"))
+    assert result.code == 2 and f"{cases / 't.toml'}: field 'inputs'" in result.err, result.err
+    result = assert_clean(cli("paths", "--prefill-group", "dualpath-hopper"))
+    assert result.code == 2 and "field '--prefill-group'" in result.err, result.err

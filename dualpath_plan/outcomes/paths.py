@@ -172,7 +172,12 @@ def explain_mixed(
                 name = f"{nid}#{k}" if len(spec) > 1 else nid
                 spec_groups.append(NodeGroup(name, node, registry.gpu(gpu or node.gpu), count))
         for grp in spec_groups:
-            check_weights_fit(sc.model, grp.node, grp.gpu, grp.nodes, side)
+            try:
+                check_weights_fit(sc.model, grp.node, grp.gpu, grp.nodes, side)
+            except InfeasibleError as exc:
+                if not spec:
+                    raise  # the spec's own side: -P or -D
+                raise InfeasibleError(exc.detail, field=f"--{side}-group") from None
         return spec_groups
 
     pre = groups(prefill_groups, "prefill")

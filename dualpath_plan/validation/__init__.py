@@ -135,7 +135,14 @@ def evaluate_case(case: Case, registry: Registry) -> float:
     from dualpath_plan.validation.metrics import compute
 
     source = case.source_file
-    values = compute(case.kind, case.inputs, registry, source=source)
+    try:
+        values = compute(case.kind, case.inputs, registry, source=source)
+    except PlanInputError as exc:
+        if exc.source is not None:
+            raise
+        # An input the case names (a profile id, say) rather than a flag the user never gave:
+        # the case file and its inputs, as check names a baseline's scenario.
+        raise PlanInputError(exc.detail, source=source, field="inputs") from None
     if case.metric not in values:
         raise PlanInputError(
             f"kind {case.kind!r} has no metric {case.metric!r}; it has: {', '.join(values)}",

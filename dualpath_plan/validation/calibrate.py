@@ -79,6 +79,7 @@ class Point:
     agents: int
     row: int
     rel_stderr: float | None = None  # relative standard error of the measured value
+    source: str = ""  # the file it was read from (errors name it and the row)
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,9 @@ def load_points(path: Path) -> list[Point]:
             if text
             else None
         )
-        points.append(Point(r["metric"], value, r["mode"], int(p), int(d), int(agents), n, sigma))
+        points.append(
+            Point(r["metric"], value, r["mode"], int(p), int(d), int(agents), n, sigma, source)
+        )
     given = [pt.rel_stderr is not None for pt in points]
     if any(given) and not all(given):
         missing = next(pt for pt in points if pt.rel_stderr is None)
@@ -271,6 +274,20 @@ def _model_value(sc: Scenario, p: Point, slo: ServingConfig) -> float:
     trial = replace(sc, prefill_nodes=p.prefill_nodes, decode_nodes=p.decode_nodes)
     out = evaluate_mode(trial, p.mode, replace(slo, agents=p.agents))  # type: ignore[arg-type]
     return float(getattr(out, p.metric))
+
+
+def _point_result(sc: Scenario, p: Point, slo: ServingConfig) -> PointResult:
+    """The point at the fitted values; a cluster that cannot run there (its weights do not fit
+    on P or D nodes, say) is an error naming the file and row, not a flag never given."""
+    try:
+        return PointResult(p, _model_value(sc, p, slo))
+    except PlanInputError as exc:
+        raise PlanInputError(
+            f"{p.prefill_nodes}P{p.decode_nodes}D in {p.mode}: {exc.detail}",
+            source=p.source or None,
+            line=p.row,
+            field="prefill_nodes",
+        ) from None
 
 
 def calibrate(
@@ -371,8 +388,8 @@ def calibrate(
         workload=best.workload,
         fitted=fitted,
         start=start,
-        train=[PointResult(p, _model_value(best, p, slo)) for p in train],
-        holdout=[PointResult(p, _model_value(best, p, slo)) for p in test],
+        train=[_point_result(best, p, slo) for p in train],
+        holdout=[_point_result(best, p, slo) for p in test],
         stderr=dict(zip(fit, errors, strict=True)),
         stderr_basis=basis,
         correlation=corr,
