@@ -1630,3 +1630,20 @@ def test_errors_name_the_file_and_row_or_the_flag_that_set_it(cli, tmp_path) -> 
     assert result.code == 2 and f"{cases / 't.toml'}: field 'inputs'" in result.err, result.err
     result = assert_clean(cli("paths", "--prefill-group", "dualpath-hopper"))
     assert result.code == 2 and "field '--prefill-group'" in result.err, result.err
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [b"", b"\x8e\x01\xff" * 100, b"trajectory_id,append_tokens\n1,5\n", b"nan,nan,nan\n"],
+)
+def test_profiles_validate_reads_a_workloads_trace(cli, tmp_path, trace) -> None:
+    # An empty, binary or column-less trace behind a workload profile was "valid", and size
+    # then failed on it (found in a trial).
+    src = Path(__file__).parent / "data" / "traces" / "mooncake_synthetic_trace.jsonl"
+    out = tmp_path / "p"
+    assert cli("workload", "import", str(src), "--format", "mooncake", "--out", str(out),
+               "--id", "m").code == 0  # fmt: skip
+    assert cli("profiles", "validate", str(out)).code == 0
+    (out / "workload" / "m.csv").write_bytes(trace)
+    result = assert_clean(cli("profiles", "validate", str(out)))
+    assert result.code == 2 and "m.csv" in result.out + result.err

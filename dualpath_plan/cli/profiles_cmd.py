@@ -9,7 +9,7 @@ import typer
 
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.physics.workload import trace_path
+from dualpath_plan.physics.workload import load_trace, trace_path
 from dualpath_plan.profiles.registry import builtin_profiles_dir, read_profile_file
 from dualpath_plan.profiles.schemas import KINDS, NodeProfile, ProfileBase, WorkloadProfile
 from dualpath_plan.reports import profiles as report
@@ -127,7 +127,9 @@ def validate_profiles(
             if isinstance(profile, NodeProfile):
                 registry.check_node(profile, str(path))
             if isinstance(profile, WorkloadProfile) and profile.trace_file:
-                trace_path(profile, path)  # inside the profile's directory, and there
+                # Inside the profile's directory, there, and readable as size reads it (an
+                # empty, binary or column-less trace passed here and failed in size).
+                load_trace(trace_path(profile, path))
         except PlanInputError as exc:
             error = str(exc)
         results.append((path, error, _missing_sources(profile)))
