@@ -1647,3 +1647,19 @@ def test_profiles_validate_reads_a_workloads_trace(cli, tmp_path, trace) -> None
     (out / "workload" / "m.csv").write_bytes(trace)
     result = assert_clean(cli("profiles", "validate", str(out)))
     assert result.code == 2 and "m.csv" in result.out + result.err
+
+
+@pytest.mark.parametrize("entry", ["broken link", "directory", "loop"])
+def test_a_profile_entry_that_is_not_a_file_is_an_error(cli, tmp_path, entry) -> None:
+    # Skipped, the built-in dualpath-hopper answered instead of the user's (found in a trial).
+    node = tmp_path / "p" / "node"
+    node.mkdir(parents=True)
+    target = node / "dualpath-hopper.toml"
+    if entry == "broken link":
+        target.symlink_to(tmp_path / "nowhere.toml")
+    elif entry == "directory":
+        target.mkdir()
+    else:
+        target.symlink_to(target)
+    result = assert_clean(cli("size", "--profiles", str(tmp_path / "p")))
+    assert result.code == 2 and str(target) in result.err and "not a profile file" in result.err

@@ -172,7 +172,19 @@ def write_profiles(
 
 
 def _profile_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("*.toml") if p.is_file())
+    """The profile files below ``directory``. An entry named like one that is not a regular
+    file (a directory, a broken link, a loop of links) is an error: skipped, the profile it
+    was meant to be would silently be the built-in one."""
+    files = []
+    for p in sorted(directory.rglob("*.toml")):
+        if not p.is_file():
+            raise PlanInputError(
+                "is not a profile file (a directory, a broken link or a loop of links)",
+                source=str(p),
+                field="--profiles",
+            )
+        files.append(p)
+    return files
 
 
 class LazyProfiles(MutableMapping[str, ProfileBase]):
