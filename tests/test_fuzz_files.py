@@ -1663,3 +1663,11 @@ def test_a_profile_entry_that_is_not_a_file_is_an_error(cli, tmp_path, entry) ->
         target.symlink_to(target)
     result = assert_clean(cli("size", "--profiles", str(tmp_path / "p")))
     assert result.code == 2 and str(target) in result.err and "not a profile file" in result.err
+
+
+def test_a_change_has_the_sign_of_its_direction() -> None:
+    from dualpath_plan.validation.check import MetricDiff
+
+    for baseline, value in ((-1e308, 1.0), (-2.0, -1.0), (2.0, 3.0), (-2.0, -3.0), (2.0, 1.0)):
+        d = MetricDiff("s", "m", baseline, value, 1e-6)
+        assert (d.change > 0) == (d.direction == "up"), (baseline, value, d.change)

@@ -74,7 +74,9 @@ class MetricDiff:
             return 0.0 if self.baseline == self.value else math.inf
         if self.baseline in (None, 0.0) or self.value is None:
             return math.inf if self.value != self.baseline else 0.0
-        return self.value / self.baseline - 1.0
+        # Over |baseline|: the change has the direction's sign for a negative baseline too
+        # (value / baseline - 1 said -100% beside "up" for a baseline of -1e308).
+        return (self.value - self.baseline) / abs(self.baseline)
 
 
 def load_baseline(path: Path) -> dict[str, Any]:
