@@ -1291,6 +1291,11 @@ def test_max_nodes_has_a_limit(cli) -> None:
     start = time.monotonic()
     result = assert_clean(cli("size", "--target-aps", "1e9", "--max-nodes", "1000000000"))
     assert result.code == 2 and "--max-nodes" in result.err and "4,096" in result.err
+    # Checked without a search too: 0 and 5000 were accepted where nothing read them (found in
+    # a trial).
+    for bad in ("0", "5000"):
+        result = assert_clean(cli("size", "--max-nodes", bad))
+        assert result.code == 2 and "--max-nodes" in result.err
     assert time.monotonic() - start < 5
 
 

@@ -25,7 +25,7 @@ from dualpath_plan.outcomes.uncertainty import answer_intervals, mode_intervals
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
 from dualpath_plan.reports import size as report
 from dualpath_plan.scenario import Scenario
-from dualpath_plan.scenario.spec import MAX_NODES, ScenarioSpec
+from dualpath_plan.scenario.spec import MAX_NODES, ScenarioSpec, check_max_nodes
 
 if TYPE_CHECKING:
     from dualpath_plan.profiles.registry import Registry
@@ -104,6 +104,7 @@ def size(
     (DeepSeek-V3.2, 2P4D dualpath-hopper nodes, paper-64k, 2,048 agents); or, with --target-aps
     or --deadline, the smallest cluster per mode that meets the target; or, with --aps or
     --aps-curve, the online model of this cluster at given arrival rates."""
+    check_max_nodes(max_nodes)
     if target_aps is not None and deadline is not None:
         raise PlanInputError("give --target-aps or --deadline, not both", field="--deadline")
     given = [f for f, v in (("--aps", aps), ("--aps-curve", aps_curve)) if v is not None]

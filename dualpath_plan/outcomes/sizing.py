@@ -17,7 +17,7 @@ from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, evaluate_mode
 from dualpath_plan.physics.modes import REPORT_MODES
 from dualpath_plan.scenario.bundle import Scenario
-from dualpath_plan.scenario.spec import MAX_NODES, ScenarioSpec, ServingConfig
+from dualpath_plan.scenario.spec import ScenarioSpec, ServingConfig, check_max_nodes
 
 Target = Literal["aps", "deadline"]
 
@@ -82,7 +82,7 @@ def smallest_cluster(
     """The smallest cluster of at most ``max_nodes`` nodes that meets the target in ``mode``;
     a result without an outcome (and with the reason) when none does."""
     target, goal = _target(target_aps, deadline_s)
-    _check_max_nodes(max_nodes)
+    check_max_nodes(max_nodes)
 
     def meets(n: int) -> tuple[int, int, ModeOutcome] | None:
         best = _best_split(sc, n, mode, cfg, target)
@@ -126,13 +126,6 @@ def _target(target_aps: float | None, deadline_s: float | None) -> tuple[Target,
     return target, goal
 
 
-def _check_max_nodes(max_nodes: int) -> None:
-    if not 2 <= max_nodes <= MAX_NODES:
-        raise PlanInputError(
-            f"expected 2 to {MAX_NODES:,} nodes, got {max_nodes}", field="--max-nodes"
-        )
-
-
 def sizing_report(
     sc: Scenario,
     spec: ScenarioSpec,
@@ -144,7 +137,7 @@ def sizing_report(
 ) -> SizingReport:
     """The smallest cluster per mode; every mode is reported, reached or not."""
     target, goal = _target(target_aps, deadline_s)
-    _check_max_nodes(max_nodes)
+    check_max_nodes(max_nodes)
     cfg = spec.serving
     results = {
         m: smallest_cluster(

@@ -26,6 +26,18 @@ MAX_SIDE_NODES = 1_000_000
 # any deployment the paper or its peers describe (the paper's largest is 1,152 GPUs). Here, not
 # in the search's module, so that size's --help text does not import the search.
 MAX_NODES = 4096
+
+
+def check_max_nodes(max_nodes: int) -> int:
+    """``max_nodes`` if a search may try clusters that large (2 to MAX_NODES): checked whether
+    or not a search runs, so a bad --max-nodes is never silently accepted."""
+    if not 2 <= max_nodes <= MAX_NODES:
+        raise PlanInputError(
+            f"expected 2 to {MAX_NODES:,} nodes, got {max_nodes}", field="--max-nodes"
+        )
+    return max_nodes
+
+
 # Agents of an offline run, at most: the paper's largest is 48K; the bound keeps the JCT finite.
 MAX_AGENTS = 1_000_000_000
 PAPER_TERMS: tuple[str, ...] = tuple(PathOptions.__dataclass_fields__)
