@@ -6,6 +6,10 @@ and exits 2. Nothing else is allowed to reach the user as a traceback.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from typing import Any
+
 # Longest message echoed to a user: long enough for a list of known ids, short enough that a
 # megabyte-long id from a hostile file does not flood the terminal.
 MAX_MESSAGE_CHARS = 2000
@@ -85,3 +89,17 @@ def check_seed(seed: int, field: str = "--seed") -> int:
     if not 0 <= seed <= MAX_SEED:
         raise PlanInputError(f"expected 0 to {MAX_SEED:,}, got {seed}", field=field)
     return seed
+
+
+def echoed_input(err: Mapping[str, Any]) -> str:
+    """ " (got X)" for a pydantic error's input, where that says something: not for a missing or
+    an unknown key, nor for our own checks (a value error says what it got), nor for a list or
+    a table (a duplicate scenario id echoed the whole baseline, 2 KB on one line)."""
+    if "input" not in err or err.get("type") in ("missing", "extra_forbidden", "value_error"):
+        return ""
+    value = err["input"]
+    if isinstance(value, dict | list | tuple | set):
+        return ""
+    if isinstance(value, float) and math.isnan(value):
+        return " (got nan)"
+    return f" (got {value!r})"

@@ -1676,3 +1676,13 @@ def test_a_change_has_the_sign_of_its_direction() -> None:
     for baseline, value in ((-1e308, 1.0), (-2.0, -1.0), (2.0, 3.0), (-2.0, -3.0), (2.0, 1.0)):
         d = MetricDiff("s", "m", baseline, value, 1e-6)
         assert (d.change > 0) == (d.direction == "up"), (baseline, value, d.change)
+
+
+def test_a_duplicate_scenario_id_is_one_short_line(cli, tmp_path) -> None:
+    # The message echoed every scenario, 2 KB on one line (found in a trial).
+    data = json.loads((Path(__file__).parent / "baseline.json").read_text())
+    data["scenarios"] = [data["scenarios"][0]] * 2
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data))
+    result = assert_clean(cli("check", str(path)))
+    assert result.code == 2 and "recorded twice" in result.err and len(result.err) < 300

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from dualpath_plan.errors import PlanInputError
+from dualpath_plan.errors import PlanInputError, echoed_input
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import PathOptions
 
@@ -186,9 +186,7 @@ class ScenarioSpec(BaseModel):
                 else "/".join((info.json_schema_extra or {}).get("flags", [name]))  # type: ignore[union-attr, arg-type]
             )
             msg = str(err["msg"]).removeprefix("Value error, ")
-            # Our own checks say what they got; pydantic's do not.
-            if "input" in err and err["type"] not in ("missing", "extra_forbidden", "value_error"):
-                msg = f"{msg} (got {err['input']!r})"
+            msg += echoed_input(err)  # our own checks say what they got; pydantic's do not
             raise PlanInputError(msg, source=source, field=f"{field_prefix}{where}") from None
 
     def with_(self, **changes: Any) -> ScenarioSpec:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, ValidationError
 
-from dualpath_plan.errors import PlanInputError
+from dualpath_plan.errors import PlanInputError, echoed_input
 from dualpath_plan.files import MAX_CASE_BYTES, load_toml
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.scenario.provenance import Efficiencies
@@ -105,8 +105,7 @@ def load_cases(extra_dirs: list[Path] | None = None) -> list[Case]:
                 err = exc.errors()[0]
                 loc = ".".join(str(p) for p in err["loc"])
                 msg = err["msg"]
-                if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
-                    msg += f" (got {err['input']!r})"
+                msg += echoed_input(err)
                 raise PlanInputError(msg, source=source, field=loc) from None
             parse_inputs(case.kind, case.inputs, source=source)
             case._source = source

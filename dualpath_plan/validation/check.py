@@ -28,7 +28,7 @@ from pydantic import (
     field_validator,
 )
 
-from dualpath_plan.errors import PlanInputError
+from dualpath_plan.errors import PlanInputError, echoed_input
 from dualpath_plan.files import MAX_BASELINE_BYTES, load_json, xml_text
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.validation.metrics import LABEL_SUFFIX, Value, compute, parse_inputs
@@ -107,8 +107,7 @@ def load_baseline(path: Path) -> dict[str, Any]:
         err = exc.errors()[0]
         loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
         msg = re.sub(r" or instance of \w+", "", err["msg"])
-        if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
-            msg += f" (got {err['input']!r})"
+        msg += echoed_input(err)
         raise PlanInputError(msg, source=source, field=loc.lstrip(".") or "(top level)") from None
     if not data["scenarios"]:
         # A gate with nothing in it passes whatever the model does.

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from dualpath_plan.errors import PlanInputError
+from dualpath_plan.errors import PlanInputError, echoed_input
 from dualpath_plan.physics.modes import MODE_TABLE, MODES, REPORT_MODES, ModeName, mode
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.scenario.spec import ScenarioSpec
@@ -293,8 +293,7 @@ def parse_inputs(
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "inputs"
         msg = err["msg"]
-        if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
-            msg += f" (got {err['input']!r})"
+        msg += echoed_input(err)
         raise PlanInputError(msg, source=source, field=f"{field_prefix}inputs.{field}") from None
     return k, spec, extra
 
