@@ -108,6 +108,7 @@ def test_grid_value_specs() -> None:
         ("D=1000001", "from 1 to 1,000,000"),
         ("agents=1e19", "from 1 to 1,000,000,000"),
         ("P=1.5,2", "whole numbers"),
+        ("node.gpus_per_node=1.5", "whole-number field, got 1.5"),  # was blamed on a --set
         ("node.gpu=1,2", "not numeric"),
         ("P", "NAME=VALUES"),
     ],

@@ -183,6 +183,12 @@ def parse_axis(text: str) -> Axis:
     if not any(t in annotation for t in ("float", "int")):
         raise PlanInputError(f"--grid: {kind}.{fname} is not numeric", field="--grid")
     values = parse_values(name, spec)
+    if "int" in annotation and "float" not in annotation:
+        fractional = values[values != np.floor(values)]
+        if fractional.size:
+            raise PlanInputError(
+                f"--grid {name}: a whole-number field, got {fractional[0]:g}", field="--grid"
+            )
     # The field's own range, said before any work (and naming --grid, not the profile).
     bounds = numeric_bounds(schema_for(kind), fname)
     if bounds is not None:
