@@ -450,3 +450,10 @@ def test_the_decode_step_table_is_bounded_by_the_agents(registry) -> None:
     finally:
         tracemalloc.stop()
     assert r.turns > 0 and peak < 50e6, peak
+    # What the run reports is still the batch the HBM holds, not the agents (a review found
+    # "of the 256 its HBM holds" at 256 agents).
+    small = simulate(Scenario.from_spec(registry, ScenarioSpec()), SimConfig(agents=64))
+    assert small.decode_batch_max > 64
+    asm = saturated(Scenario.from_spec(registry, ScenarioSpec()), "dualpath", 2, 4).assembly
+    assert asm.de.decode is not None
+    assert small.decode_batch_max == max(int(asm.de.decode.max_batch), 1)

@@ -723,6 +723,7 @@ class _Engine:
         # The step table covers every batch the run can reach: each agent has at most one turn
         # in flight, so no more sequences decode at once than there are agents (a table as
         # large as the HBM's batch took gigabytes where a GPU was given a huge HBM).
+        self.decode_batch_max = top
         reach = min(top, max(int(arrivals.size), 1))
         steps = np.asarray(dg.step_array_s(np.arange(1, reach + 1, dtype=np.float64)))
         # Indexed by the sequences decoding (entry 0 stands in for none: never read).
@@ -1450,7 +1451,7 @@ class _Engine:
             decode_batch_mean=(
                 self.servers[self.decode_server].area / o.end_s if o.end_s > 0 else 0.0
             ),
-            decode_batch_max=len(self.decode_rates) - 1,
+            decode_batch_max=self.decode_batch_max,
             agents_measured=measured_agents,
         )
 
