@@ -43,6 +43,7 @@ from dualpath_plan.reports.sweep import PointWriter
 from tests.conftest import BUILTIN, CliResult
 
 PAPER_POINTS = Path(__file__).parent.parent / "bench" / "paper_points.csv"
+AIC_RESULT = Path(__file__).parent / "data" / "aic" / "best_config_topn_disagg.csv"
 PREVIOUS = "previous content\n"
 
 FUZZ = settings(
@@ -1486,6 +1487,10 @@ def test_no_output_replaces_an_input_or_another_output(cli, tmp_path) -> None:
     profile = tmp_path / "p" / "workload" / "mc.toml"
     baseline = tmp_path / "baseline.json"
     baseline.write_bytes((Path(__file__).parent / "baseline.json").read_bytes())
+    # A baseline whose scenario runs the imported workload: its trace is an input of check.
+    mine = tmp_path / "mine.json"
+    scenario = {"id": "s", "kind": "workload_ratio", "inputs": {"workload": "mc"}}
+    mine.write_text(json.dumps({"scenarios": [scenario]}))
     scenario = ("--profiles", profiles, "--workload", "mc", "--set",
                 "model.context_window_tokens=200000")  # fmt: skip
     cases = [
@@ -1496,6 +1501,9 @@ def test_no_output_replaces_an_input_or_another_output(cli, tmp_path) -> None:
         (("recommend", *scenario, "--budget-nodes", "6", "--markdown", str(profile)), profile,
          "--markdown"),
         (("check", str(baseline), "--junit", str(baseline)), baseline, "--junit"),
+        (("check", str(mine), "--profiles", profiles, "--junit", str(trace)), trace, "--junit"),
+        (("aic", "check", str(AIC_RESULT), "--node", "dualpath-hopper", "--profiles", profiles,
+          "--out", str(profile)), profile, "--out"),
     ]  # fmt: skip
     for args, target, flag in cases:
         before = target.read_bytes()
@@ -1510,6 +1518,14 @@ def test_no_output_replaces_an_input_or_another_output(cli, tmp_path) -> None:
     )
     assert result.code == 2 and "--markdown" in result.err and "--plot" in result.err
     assert not same.exists()
+    # One file by two names (a hard link) is one output too.
+    chart, report = tmp_path / "a.svg", tmp_path / "b.md"
+    chart.write_text(PREVIOUS)
+    os.link(chart, report)
+    result = assert_clean(
+        cli("recommend", "--budget-nodes", "6", "--plot", str(chart), "--markdown", str(report))
+    )
+    assert result.code == 2 and "--markdown" in result.err and chart.read_text() == PREVIOUS
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
+from dualpath_plan.cli.common import (
+    JsonOpt,
+    ProfilesOpt,
+    SetOpt,
+    load_registry,
+    print_json,
+    refuse_overwrites,
+    stdout,
+)
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import atomic_write
@@ -132,6 +140,7 @@ def check_cmd(
             field="--out",
         )
     registry = load_registry(profiles, set_)
+    refuse_overwrites({"--out": out}, registry)  # a profile on the search path
     checked = check_aic(
         result,
         registry,

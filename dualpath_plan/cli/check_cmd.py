@@ -19,7 +19,12 @@ from dualpath_plan.cli.common import (
 )
 from dualpath_plan.files import AtomicGroup
 from dualpath_plan.reports import check as report
-from dualpath_plan.validation.check import junit_xml, load_baseline, run_check
+from dualpath_plan.validation.check import (
+    junit_xml,
+    load_baseline,
+    run_check,
+    scenario_workloads,
+)
 
 
 def check(
@@ -44,8 +49,14 @@ def check(
     """Recompute the scenarios recorded in a baseline and compare every metric with its
     recorded value under its tolerance. Exit 0 clean, 1 regression, 2 usage error."""
     registry = load_registry(profiles, set_)
-    refuse_overwrites({"--junit": junit}, registry, inputs=[baseline])
-    diffs, updated = run_check(load_baseline(baseline), registry, str(baseline))
+    data = load_baseline(baseline)
+    refuse_overwrites(
+        {"--junit": junit},
+        registry,
+        workloads=[registry.workload(w) for w in scenario_workloads(data, registry)],
+        inputs=[baseline],
+    )
+    diffs, updated = run_check(data, registry, str(baseline))
     # The report and the updated baseline: both written or neither, each through a temporary
     # file renamed into place (a failure leaves the previous files as they were).
     with AtomicGroup() as outputs:

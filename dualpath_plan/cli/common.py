@@ -158,13 +158,15 @@ def refuse_overwrites(
                 source=str(out),
                 field=flag,
             )
-    seen: dict[Path, str] = {}
-    for flag, out in given:
-        key = out.resolve()
-        if key in seen:
-            raise PlanInputError(
-                f"is also this run's {seen[key]}; write each output to a file of its own",
-                source=str(out),
-                field=flag,
+    for k, (flag, out) in enumerate(given):
+        for other_flag, other in given[:k]:
+            # The same path (the file need not exist yet), or one file by two names.
+            same = out.resolve() == other.resolve() or (
+                out.exists() and other.exists() and out.samefile(other)
             )
-        seen[key] = flag
+            if same:
+                raise PlanInputError(
+                    f"is also this run's {other_flag}; write each output to a file of its own",
+                    source=str(out),
+                    field=flag,
+                )

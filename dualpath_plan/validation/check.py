@@ -131,6 +131,13 @@ def load_baseline(path: Path) -> dict[str, Any]:
     return data
 
 
+def scenario_workloads(data: dict[str, Any], registry: Registry) -> list[str]:
+    """The known workload profiles a loaded baseline's scenarios run (their traces are inputs
+    of the check; an unknown one is the scenario's own error when it runs)."""
+    used = {parse_inputs(s["kind"], s["inputs"])[1].workload for s in data["scenarios"]}
+    return sorted(w for w in used if w in registry.ids("workload"))
+
+
 # Checks of a baseline's shape (load_baseline); the data itself stays plain JSON.
 _Finite = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 _Tolerance = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
