@@ -10,6 +10,7 @@ strategies generate the rest.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -1689,8 +1690,10 @@ def test_a_profile_entry_that_is_not_a_file_is_an_error(cli, tmp_path, entry) ->
 def test_a_change_has_the_sign_of_its_direction() -> None:
     from dualpath_plan.validation.check import MetricDiff
 
-    for baseline, value in ((-1e308, 1.0), (-2.0, -1.0), (2.0, 3.0), (-2.0, -3.0), (2.0, 1.0)):
+    cases = ((-1e308, 1.0), (-2.0, -1.0), (2.0, 3.0), (-2.0, -3.0), (2.0, 1.0), (-1e308, 1e308))
+    for baseline, value in cases:
         d = MetricDiff("s", "m", baseline, value, 1e-6)
+        assert math.isfinite(d.change), (baseline, value)
         assert (d.change > 0) == (d.direction == "up"), (baseline, value, d.change)
 
 

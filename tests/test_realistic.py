@@ -231,8 +231,17 @@ def test_an_uncalibrated_node_says_so(cli, tmp_path) -> None:
     payload = data.json()
     assert payload["efficiencies"]["source"] == "datasheet"
     assert payload["intervals"]["reason"] == (
-        "no interval: prefill node 'dgx-h200' and decode node 'dgx-h200' not calibrated "
-        "(no calibration_stderr in its profile)"
+        "no interval: node 'dgx-h200' not calibrated (no calibration_stderr in its profile)"
+    )
+    # Every calibrated field set on the command line: its errors are gone, and it says so.
+    sets = [
+        a
+        for f in ("snic_efficiency", "prefill_mfu", "prefill_hbm_reserve_gbyte", "layer_fixed_s")
+        for a in ("--set", f"node.{f}=0.5")
+    ]
+    reason = cli(*sets, "size", "--json").json()["intervals"]["reason"]
+    assert reason.startswith("no interval: node 'dualpath-hopper' not calibrated") and (
+        "--set" in reason
     )
     # The workload's fitted spread has an error of its own, but alone it would make a
     # datasheet upper bound look known to a few percent.

@@ -87,7 +87,7 @@ class Budget:
                 "use sweep for larger grids",
                 field=self.option,
             )
-        if total / cd > MAX_SIDE_NODES:
+        if (total - cp) / cd > MAX_SIDE_NODES:  # beside the one prefill node every split has
             raise PlanInputError(
                 f"a budget of {total:g} buys more than {MAX_SIDE_NODES:,} decode nodes "
                 "(the most -D takes)",

@@ -56,14 +56,18 @@ def _moved(profile: ProfileBase, field: str, value: float) -> ProfileBase:
 
 
 def _uncalibrated_sides(sc: Scenario) -> list[str]:
-    """The sides ("prefill", "decode") whose node carries no standard error (not calibrated,
-    or every calibrated field replaced with --set)."""
-    nodes = (("prefill", sc.prefill_node), ("decode", sc.decode_node))
-    return [
-        f"{side} node '{node.id}'"
-        for side, node in nodes
-        if not any(err > 0 for err in node.calibration_stderr.values())
-    ]
+    """The nodes of the cluster that carry no standard error (not calibrated, or every
+    calibrated field replaced with --set), each once: "prefill node 'x'", "node 'y'" (both
+    sides)."""
+    out: list[str] = []
+    for side, node in (("prefill", sc.prefill_node), ("decode", sc.decode_node)):
+        if any(err > 0 for err in node.calibration_stderr.values()):
+            continue
+        if side == "decode" and node.id == sc.prefill_node.id and out:
+            out[0] = f"node '{node.id}'"  # the same node on both sides: named once
+        else:
+            out.append(f"{side} node '{node.id}'")
+    return out
 
 
 def perturbations(sc: Scenario) -> list[Perturbation]:
@@ -177,7 +181,12 @@ def no_interval_reason(sc: Scenario) -> str:
     if not sc.options.efficiencies:
         return "no interval: speed of light (an upper bound, not an estimate)"
     sides = " and ".join(_uncalibrated_sides(sc)) or "a node"
-    return f"no interval: {sides} not calibrated (no calibration_stderr in its profile)"
+    if sc.overridden:
+        # --set takes a field's standard error away (profiles/registry.py).
+        why = "no calibration_stderr in its profile, or every calibrated field set with --set"
+    else:
+        why = "no calibration_stderr in its profile"
+    return f"no interval: {sides} not calibrated ({why})"
 
 
 # The outcomes of a mode that get intervals.

@@ -75,8 +75,9 @@ class MetricDiff:
         if self.baseline in (None, 0.0) or self.value is None:
             return math.inf if self.value != self.baseline else 0.0
         # Over |baseline|: the change has the direction's sign for a negative baseline too
-        # (value / baseline - 1 said -100% beside "up" for a baseline of -1e308).
-        return (self.value - self.baseline) / abs(self.baseline)
+        # (value / baseline - 1 said -100% beside "up" for a baseline of -1e308); divided
+        # before subtracting, so that 1e308 against -1e308 does not overflow.
+        return self.value / abs(self.baseline) - math.copysign(1.0, self.baseline)
 
 
 def load_baseline(path: Path) -> dict[str, Any]:
