@@ -776,12 +776,19 @@ def _hint(value: object, source: str) -> str:
     except ValueError:
         return ""
     if source.lower().endswith((".yaml", ".yml")) and re.fullmatch(
-        r"[-+]?(\d+\.?\d*|\.\d+)[eE]\d+", value.strip()
+        r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value.strip()
     ):
+        # YAML 1.1 takes an exponent only after a mantissa with a point and with a signed
+        # exponent (1.0e-320, 7.7e+12): 1e-320 and 7.7e12 are text.
         mantissa, exponent = re.split("[eE]", value.strip())
         if "." not in mantissa:
             mantissa += ".0"
-        return f" (YAML 1.1 reads an exponent without a sign as text: write {mantissa}e+{exponent})"
+        if exponent[0] not in "+-":
+            exponent = "+" + exponent
+        return (
+            " (YAML 1.1 reads an exponent as a number only with a point in the mantissa and a "
+            f"sign: write {mantissa}e{exponent})"
+        )
     return " (a number in quotes is text: write it without them)"
 
 

@@ -303,13 +303,21 @@ def test_import_without_storage_flags_names_them(cli, tmp_path: Path) -> None:
         (("misc:\n", "misc: *g\nother:\n"), "alias"),  # ... an alias is refused
         (("node:\n", "node: [\n"), "not YAML"),
         (("  power: 700", "  power: 700\n  power: 700"), "given twice"),
-        # YAML 1.1 (PyYAML, AIC's reader too) reads an exponent without a sign as text: the
-        # error says how to write it, and that form is read.
+        # YAML 1.1 (PyYAML, AIC's reader too) reads an exponent without a sign, or after a
+        # mantissa without a point, as text: the error says how to write it (1e-320 was blamed
+        # on quotes it did not have), and that form is read.
         (
             ("  mem_bw: 4800000000000 # 4800GB/s", "  mem_bw: 4.8e12"),
-            "got str '4.8e12' (YAML 1.1 reads an exponent without a sign as text: write 4.8e+12)",
+            "got str '4.8e12' (YAML 1.1 reads an exponent as a number only with a point in the "
+            "mantissa and a sign: write 4.8e+12)",
+        ),
+        (
+            ("  mem_bw: 4800000000000 # 4800GB/s", "  mem_bw: 48e+11"),
+            "got str '48e+11' (YAML 1.1 reads an exponent as a number only with a point in the "
+            "mantissa and a sign: write 48.0e+11)",
         ),
         (("  mem_bw: 4800000000000 # 4800GB/s", "  mem_bw: 4.8e+12"), None),
+        (("  mem_bw: 4800000000000 # 4800GB/s", "  mem_bw: 48.0e+11"), None),
         (("  power: 700", "  power: '700'"), "(a number in quotes is text: write it without them)"),
     ],
 )
