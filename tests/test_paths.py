@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dualpath_plan.outcomes.paths import bottleneck_free_range
+from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import (
     LINK_INDEX,
     LINK_TABLE,
@@ -204,7 +205,10 @@ def test_storage_bound_speedup_is_p_plus_d_over_p() -> None:
 
 
 def test_paper_bounds_for_the_testbed(cli) -> None:
-    data = cli("bounds", "--node", "dualpath-hopper", "--paper-assumptions", "--json").json()
+    # Eq. (9) assumes perfectly balanced reads: the ideal scheduler.
+    args = ("bounds", "--node", "dualpath-hopper", "--paper-assumptions", "--scheduler", "ideal")
+    data = cli(*args, "--json").json()
+    assert data["scheduler"] == "ideal"
     assert data["pd_min"] == pytest.approx(1 / 7)
     assert data["pd_max"] == pytest.approx(7 / 2)
     assert data["binding_lower"] == "pe_cnic_pcie_write"
@@ -224,7 +228,9 @@ def test_bounds_follow_equation_9(registry, g, s_count, dram) -> None:
     node = registry.node("dualpath-hopper").model_copy(
         update={"gpus_per_node": g, "cnic_count": g, "snic_count": s_count, "dram_gbyte_s": dram}
     )
-    sc = Scenario.from_ids(registry, options=PathOptions.paper(), storage=None)
+    sc = Scenario.from_ids(
+        registry, options=PathOptions.paper(), storage=None, scheduling=Scheduling("ideal")
+    )
     sc = replace(sc, prefill_node=node, decode_node=node)
     b = bottleneck_free_range(sc)
     s, B, M = float(s_count), 50.0, dram
@@ -236,6 +242,23 @@ def test_bounds_follow_equation_9(registry, g, s_count, dram) -> None:
     assert float(b.pd_min) == pytest.approx(lower, rel=1e-9)
     if upper > 0:
         assert float(b.pd_max) == pytest.approx(upper, rel=1e-9)
+
+
+def test_no_split_inside_the_bounds_has_an_io_link_binding(cli) -> None:
+    # bounds took the paper's balanced reads while every solver derates by the scheduler's
+    # imbalance: recommend marked 2P28D bottleneck-free with pe_cnic_pcie_write binding there
+    # (found in a trial). Compute, HBM and decode relaxed, so that the I/O links show.
+    from dualpath_plan.solvers.bounds import BOUND_LINKS
+
+    relax = ("--set", "gpu.fp8_dense_tflops=1000000", "--set", "gpu.hbm_tbyte_s=1000",
+             "--set", "gpu.hbm_gbyte=1000")  # fmt: skip
+    for extra in ((), ("--paper-assumptions",)):
+        data = cli(*relax, "recommend", "--budget-nodes", "30", *extra, "--json").json()
+        marked = [c for c in data["candidates"] if c["bottleneck_free"]]
+        assert marked, extra
+        for c in marked:
+            binding = c["modes"]["dualpath"]["binding"]
+            assert not set(binding) & set(BOUND_LINKS), (extra, c["prefill_nodes"], binding)
 
 
 def test_heterogeneous_lp(cli) -> None:

@@ -23,7 +23,7 @@ from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
 
 
-@scenario_options(groups=("profiles", "terms"))
+@scenario_options(groups=("profiles", "scheduling", "terms"))
 def bounds(
     spec: ScenarioSpec,
     as_json: JsonOpt = False,
@@ -32,8 +32,9 @@ def bounds(
 ) -> None:
     """Bottleneck-free P/D range (paper eq. (1)-(9)): the P/D node ratios at which no NIC, PCIe
     or DRAM link is over capacity while every node's storage reads are saturated and shared
-    evenly. Without --paper-assumptions the extended terms apply and the report says how much
-    they move each bound."""
+    evenly, with the capacities every solver uses (the scheduler's imbalance included: the
+    paper's eq. (9) is --paper-assumptions --scheduler ideal). Without --paper-assumptions the
+    extended terms apply and the report says how much they move each bound."""
     registry = load_registry(profiles, set_)
     sc = Scenario.from_spec(registry, spec)
     paper = Scenario.from_spec(registry, spec.with_(paper_assumptions=True))

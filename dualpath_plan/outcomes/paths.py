@@ -6,7 +6,7 @@ classes."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,11 +35,12 @@ if TYPE_CHECKING:  # scipy.optimize loads only for commands that solve an LP (st
 
 def bottleneck_free_range(sc: Scenario) -> Bounds:
     """The paper's eq. (1)-(9) range for the scenario's nodes: per-node capacities from the
-    assembly under load-balanced scheduling (the paper's assumption)."""
-    balanced = replace(sc, scheduling=replace(sc.scheduling, policy="ideal"))
+    assembly of the dualpath mode, derated by its scheduler's imbalance as every solver derates
+    them (so that no split inside the range has an I/O link binding in sweep or recommend);
+    the paper's perfectly balanced reads, and its eq. (9), are ``--scheduler ideal``."""
     from dualpath_plan.solvers.bounds import pd_bounds  # here: size does not need it
 
-    return pd_bounds(assemble(balanced, "dualpath", 1.0, 1.0))
+    return pd_bounds(assemble(sc, "dualpath", 1.0, 1.0))
 
 
 @dataclass(frozen=True)

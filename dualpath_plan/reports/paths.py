@@ -12,6 +12,7 @@ from rich.table import Table
 
 from dualpath_plan.outcomes.paths import MixedResult, PathsResult
 from dualpath_plan.physics.links import LINK_TABLE, link
+from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.reports.numbers import finite
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.size import limits_payload
@@ -35,6 +36,11 @@ class BoundsView:
     paper_assumptions: bool
 
 
+def bounds_scheduler(sc: Scenario) -> str:
+    """The scheduler whose imbalance derates the bounds' capacities (the dualpath mode's)."""
+    return sc.scheduling.scheduler(MODE_TABLE["dualpath"].scheduler).describe()
+
+
 def bounds_payload(v: BoundsView) -> dict[str, Any]:
     b, ref = v.bounds, v.paper
     pd_min, pd_max = float(b.pd_min), float(b.pd_max)
@@ -47,6 +53,7 @@ def bounds_payload(v: BoundsView) -> dict[str, Any]:
         "feasible": bool(b.feasible),
         "violated_at_every_ratio": b.violated[0],
         "paper_assumptions": v.paper_assumptions,
+        "scheduler": bounds_scheduler(v.scenario),
         "efficiencies": efficiency_payload(v.scenario),
         "per_link": {k: finite(float(x)) for k, x in b.per_link.items()},
         "shift_vs_paper_assumptions": {
@@ -65,7 +72,8 @@ def render_bounds(v: BoundsView, console: Console) -> None:
     console.print(
         f"[bold]Bottleneck-free P/D range[/bold] ({which}; "
         f"prefill {sc.prefill_node.id}, decode {sc.decode_node.id}; g={pn.gpus_per_node}, "
-        f"s={s:g}, B={pn.cnic_gbit_s / 8:g} GB/s, M={pn.dram_gbyte_s:g} GB/s)"
+        f"s={s:g}, B={pn.cnic_gbit_s / 8:g} GB/s, M={pn.dram_gbyte_s:g} GB/s; scheduler "
+        f"{bounds_scheduler(sc)})"
     )
     console.print(
         f"  {_fmt(pd_min)} <= P/D <= {_fmt(pd_max)}   "
