@@ -405,3 +405,12 @@ def test_each_term_switches_to_the_papers_assumption(cli) -> None:
     assert no_miss["pd_max"] > ext["pd_max"]  # miss KV loads the DE DRAM
     assert cli("paths", "--paper-term", "writeback", "--json").code == 0
     assert cli("bounds", "--paper-term", "nope").code == 2
+
+
+def test_paths_refuses_a_cluster_for_sizes_reason(cli) -> None:
+    # paths said only "the cluster sustains no turns" where size names the prefill GPU's
+    # missing HBM (found in a trial): one set of checks for every outcome of a cluster.
+    size = cli("size", "--model", "kimi-k2")
+    paths = cli("paths", "--model", "kimi-k2")
+    assert size.code == paths.code == 2
+    assert "cannot hold" in paths.err and "add prefill nodes" in paths.err

@@ -5,7 +5,6 @@ classes."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,7 +25,6 @@ from dualpath_plan.scenario.assemble import (
     assemble_groups,
 )
 from dualpath_plan.scenario.bundle import Scenario
-from dualpath_plan.solvers.closed_form import solve
 
 if TYPE_CHECKING:  # scipy.optimize loads only for commands that solve an LP (start-up time)
     from dualpath_plan.solvers.bounds import Bounds
@@ -58,14 +56,13 @@ class PathsResult:
 
 def explain_paths(sc: Scenario, mode: ModeName) -> PathsResult:
     """One cluster in one mode: the closed form's optimum and the LP's on the same assembly."""
+    from dualpath_plan.outcomes.serving import runnable  # it imports check_feasible from here
     from dualpath_plan.solvers.lp import LPProblem, solve_lp
 
-    check_feasible(sc)
-    asm = assemble(sc, mode, float(sc.prefill_nodes), float(sc.decode_nodes))
-    sol = solve(asm.links)
-    t = float(sol.throughput_turns_per_s)
-    if not (math.isfinite(t) and t > 0):
-        raise InfeasibleError(f"{mode}: the cluster sustains no turns", field="cluster")
+    # The checks and the solve of every outcome of one cluster: refused for size's reason
+    # (paths said only "the cluster sustains no turns" where a prefill GPU held no request).
+    sat, t = runnable(sc, mode)  # type: ignore[arg-type]
+    asm, sol = sat.assembly, sat.solution
     return PathsResult(
         scenario=sc,
         mode=mode,
