@@ -940,7 +940,10 @@ class AtomicWriter(_AllOrNothing):
         fsync: bool = False,
         field: str | None = None,
     ):
-        self.path = Path(path)
+        given = Path(path)
+        # A link is written through: the file it points to is replaced and the link kept (a
+        # rename over the link itself replaced it with a regular file, its target untouched).
+        self.path = Path(os.path.realpath(given)) if given.is_symlink() else given
         self.field = field
         self.fsync = fsync
         self.temp, fd = _create_temp(self.path, field)

@@ -1705,3 +1705,25 @@ def test_a_duplicate_scenario_id_is_one_short_line(cli, tmp_path) -> None:
     path.write_text(json.dumps(data))
     result = assert_clean(cli("check", str(path)))
     assert result.code == 2 and "recorded twice" in result.err and len(result.err) < 300
+
+
+def test_an_output_through_a_link_replaces_the_file_it_points_to(cli, tmp_path) -> None:
+    # The rename replaced the link itself with a regular file and left its target as it was
+    # (recommend --markdown, sweep --out over a dangling link, check --update; found in a trial).
+    real, link = tmp_path / "real.md", tmp_path / "link.md"
+    real.write_text(PREVIOUS)
+    link.symlink_to(real)
+    assert cli("recommend", "--budget-nodes", "6", "--markdown", str(link)).code == 0
+    assert link.is_symlink() and real.read_text().startswith("# P/D ratio recommendation")
+    dangling = tmp_path / "points.csv"
+    dangling.symlink_to(tmp_path / "new.csv")
+    assert cli("sweep", "--grid", "P=1:2", "--out", str(dangling)).code == 0
+    assert dangling.is_symlink() and (tmp_path / "new.csv").read_text().startswith("point,")
+    base_real, base_link = tmp_path / "b" / "real.json", tmp_path / "base.json"
+    base_real.parent.mkdir()
+    inputs = {"model": "deepseek-v3.2", "context_tokens": [16384], "append_tokens": 429}
+    scenario = {"id": "a", "kind": "ratio", "inputs": inputs}
+    base_real.write_text(json.dumps({"scenarios": [scenario]}))
+    base_link.symlink_to(base_real)
+    assert cli("check", str(base_link), "--update").code == 0
+    assert base_link.is_symlink() and json.loads(base_real.read_text())["scenarios"][0]["metrics"]
