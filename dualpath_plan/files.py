@@ -821,6 +821,18 @@ def _write_error(path: Path, exc: OSError | str, field: str | None) -> PlanInput
     return PlanInputError(f"cannot write: {reason}", source=str(path), field=field)
 
 
+def refuse_inputs(outputs: Sequence[tuple[Path, str]], inputs: Sequence[Path]) -> None:
+    """No output (a path and its flag) is one of the run's ``inputs`` (the same file, by any
+    name): one line naming it, before anything is written."""
+    for out, flag in outputs:
+        if out.exists() and any(p.exists() and out.samefile(p) for p in inputs):
+            raise PlanInputError(
+                "is an input of this run (a profile, a trace or a file it reads); write elsewhere",
+                source=str(out),
+                field=flag,
+            )
+
+
 def _create_temp(target: Path, field: str | None) -> tuple[Path, int]:
     """A new hidden file beside ``target``, created exclusively with the mode a plain open
     would give it (0666 less the umask), or the mode of the file it will replace."""

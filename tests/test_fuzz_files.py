@@ -1512,6 +1512,26 @@ def test_no_output_replaces_an_input_or_another_output(cli, tmp_path) -> None:
         assert result.code == 2, (args, result.err)
         assert flag in result.err and str(target) in result.err and "input" in result.err, args
         assert target.read_bytes() == before, args
+    # The importers: the trace or system file read is never the file written (workload
+    # import replaced a raw Mooncake trace by its normalized copy; found in a trial).
+    raw = tmp_path / "w" / "workload" / "mc.csv"
+    raw.parent.mkdir(parents=True)
+    raw.write_bytes(trace_src.read_bytes())
+    system = tmp_path / "a" / "gpu" / "x.toml"
+    system.parent.mkdir(parents=True)
+    system.write_bytes((Path(__file__).parent / "data" / "aic" / "h200_sxm.yaml").read_bytes())
+    flags = ("--snic-count", "2", "--snic-gbit-s", "400", "--dram-gbyte", "2048",
+             "--dram-gbyte-s", "614.4", "--cnic-count", "8", "--release-year", "2024")  # fmt: skip
+    for args, target in (
+        (("workload", "import", str(raw), "--format", "mooncake", "--out", str(tmp_path / "w")),
+         raw),
+        (("aic", "import-system", str(system), "--out", str(tmp_path / "a"), "--id", "x", *flags),
+         system),
+    ):  # fmt: skip
+        before = target.read_bytes()
+        result = assert_clean(cli(*args))
+        assert result.code == 2 and "input" in result.err and str(target) in result.err, args
+        assert target.read_bytes() == before
     # Two outputs of one run on one file: refused before either is written.
     same = tmp_path / "report.svg"
     result = assert_clean(

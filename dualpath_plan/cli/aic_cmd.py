@@ -91,7 +91,7 @@ def import_system_cmd(
         raise PlanInputError(why, field="--id")
     flags = NodeFlags(snic_count, snic_gbit_s, dram_gbyte, dram_gbyte_s, cnic_count, release_year)
     gpu, node = import_system(system, flags, profile_id)
-    written = write_profiles([gpu, node], out, field="--out", only_set=True)
+    written = write_profiles([gpu, node], out, field="--out", only_set=True, reads=[system])
     if as_json:
         print_json(report.import_payload(written, gpu.id, node.id))
     else:

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.files import refuse_inputs
 from dualpath_plan.profiles.registry import Overrides, Registry
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
 
@@ -151,13 +152,7 @@ def refuse_overwrites(
         if w.trace_file:
             read.append(trace_path(w, registry.origins.get(("workload", w.id))))
     given = [(flag, out) for flag, out in outputs.items() if out is not None]
-    for flag, out in given:
-        if out.exists() and any(p.exists() and out.samefile(p) for p in read):
-            raise PlanInputError(
-                "is an input of this run (a profile, a trace or a file it reads); write elsewhere",
-                source=str(out),
-                field=flag,
-            )
+    refuse_inputs([(out, flag) for flag, out in given], read)
     for k, (flag, out) in enumerate(given):
         for other_flag, other in given[:k]:
             # The same path (the file need not exist yet), or one file by two names.

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.files import AtomicGroup
+from dualpath_plan.files import AtomicGroup, refuse_inputs
 from dualpath_plan.physics.traces import (
     ImportOptions,
     TraceStats,
@@ -87,6 +87,8 @@ def import_workload(
         summary = stats.summary(read, options.format)
         return ImportResult(summary, _profile(summary, pid, command), ())
     folder = out / "workload"
+    # The trace read is never the one written (it was replaced by its normalized copy).
+    refuse_inputs([(folder / f"{pid}.{ext}", "--out") for ext in ("csv", "toml")], list(paths))
     created = _make_dirs(folder)
     try:
         with AtomicGroup() as group:

@@ -31,7 +31,13 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.files import MAX_PROFILE_BYTES, AtomicGroup, check_toml_nesting, load_toml
+from dualpath_plan.files import (
+    MAX_PROFILE_BYTES,
+    AtomicGroup,
+    check_toml_nesting,
+    load_toml,
+    refuse_inputs,
+)
 from dualpath_plan.profiles.schemas import (
     KINDS,
     TRANSFERRED_FROM,
@@ -151,10 +157,17 @@ def profile_to_toml(profile: ProfileBase, *, only_set: bool = False) -> str:
 
 
 def write_profiles(
-    profiles: Sequence[ProfileBase], out: Path, *, field: str, only_set: bool = False
+    profiles: Sequence[ProfileBase],
+    out: Path,
+    *,
+    field: str,
+    only_set: bool = False,
+    reads: Sequence[Path] = (),
 ) -> list[str]:
     """Profiles as a folder ``--profiles DIR`` reads (``out/<kind>/<id>.toml``): every one
-    written, each through a temporary file renamed into place, or none (AtomicGroup)."""
+    written, each through a temporary file renamed into place, or none (AtomicGroup); none
+    of them one of ``reads``, the files the run read."""
+    refuse_inputs([(out / p.KIND / f"{p.id}.toml", field) for p in profiles], reads)
     written = []
     with AtomicGroup() as outputs:
         for profile in profiles:

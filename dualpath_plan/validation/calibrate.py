@@ -518,4 +518,6 @@ def overlay(cal: Calibration, measurements: Path) -> list[ProfileBase]:
 def write_overlays(cal: Calibration, measurements: Path, out: Path) -> list[str]:
     """The fitted profiles as overlays in ``out`` (``out/<kind>/<id>.toml``): every one
     written, through a temporary file renamed into place, or none."""
-    return write_profiles(overlay(cal, measurements), out, field="--out")
+    # (Over the profiles it read from DIR, as --profiles DIR: an overlay is written to be
+    # updated so; never over the measurements.)
+    return write_profiles(overlay(cal, measurements), out, field="--out", reads=[measurements])
