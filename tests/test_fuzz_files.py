@@ -1747,3 +1747,41 @@ def test_an_output_through_a_link_replaces_the_file_it_points_to(cli, tmp_path) 
     base_link.symlink_to(base_real)
     assert cli("check", str(base_link), "--update").code == 0
     assert base_link.is_symlink() and json.loads(base_real.read_text())["scenarios"][0]["metrics"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [("size",), ("size", "--json"), ("profiles", "list")])
+def test_a_standard_output_that_refuses_writes_is_one_line(args) -> None:
+    # "internal error ... OSError: No space left on device", exit 1 (found in a trial); a
+    # reader that closes the pipe early ends the run quietly, as SIGPIPE would (141).
+    exe = Path(sys.executable).with_name("dualpath-plan")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "dualpath_plan.cli.app"]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([*cmd, *args], stdout=full, stderr=subprocess.PIPE, timeout=60)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and err == "error: standard output: No space left on device\n"
+
+
+def test_a_reader_that_closes_the_pipe_ends_the_run_quietly() -> None:
+    # An output far larger than a pipe's buffer, and a reader that takes 10 bytes (| head).
+    exe = Path(sys.executable).with_name("dualpath-plan")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "dualpath_plan.cli.app"]
+    args = ("size", "--aps-curve", "0.001:0.3:10000")
+    pipe = subprocess.Popen([*cmd, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert pipe.stdout is not None and pipe.stderr is not None
+    pipe.stdout.read(10)
+    pipe.stdout.close()
+    assert pipe.wait(timeout=60) == 141 and pipe.stderr.read() == b""
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"agents": 0}, {"agents": -5}, {"agents": math.nan}, {"agents": math.inf}, {"agents": 1.5},
+     {"ttft_slo_s": 0.0}, {"tpot_slo_s": math.nan}],
+)  # fmt: skip
+def test_a_library_serving_config_takes_the_specs_bounds(kwargs) -> None:
+    # agents=0 divided by zero and -5 gave a negative JCT through evaluate() (found in a trial).
+    from dualpath_plan.scenario.spec import ServingConfig
+
+    with pytest.raises(PlanInputError):
+        ServingConfig(**kwargs)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import sys
-from typing import Annotated
+from typing import IO, Annotated, Any
 
 import numpy as np
 import typer
@@ -115,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     np.seterr(all="ignore")
     # Long reads (a million-row trace) say where they are, on a terminal only.
     report_read_progress(_show_rows if sys.stderr.isatty() else None)
+    guarded = _GuardedStdout(sys.stdout)
+    sys.stdout = guarded  # type: ignore[assignment]
     try:
         # Not standalone: a usage error (a bad type, an unknown option, a missing argument)
         # comes back here and is printed as one line like every other bad input.
@@ -141,16 +145,67 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except StdoutError as exc:
+        # A full disk, /dev/full: the report could not be written, said in one line. A reader
+        # that closed the pipe (| head) took what it wanted: no message, the exit of a process
+        # SIGPIPE ended (141). Standard output then points at nothing, so that exit does not
+        # try it again.
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, exc.stream.fileno())
+        if exc.errno == errno.EPIPE:
+            return 128 + 13
+        print(f"error: standard output: {printable(exc.reason)}", file=sys.stderr)
+        return 2
     except Exception as exc:  # a bug: say so in one line unless debugging
-        if os.environ.get("DUALPATH_PLAN_DEBUG"):
-            raise
-        print(
-            f"internal error (a bug; rerun with DUALPATH_PLAN_DEBUG=1 for a traceback): "
-            f"{type(exc).__name__}: {printable(exc)}",
-            file=sys.stderr,
-        )
-        return 1
+        return _internal_error(exc)
+    finally:
+        sys.stdout = guarded.stream
     return 0
+
+
+class StdoutError(Exception):
+    """Standard output refused a write (ENOSPC, EPIPE, EIO...): not a bug, not bad input."""
+
+    def __init__(self, stream: IO[str], exc: OSError) -> None:
+        super().__init__(exc)
+        self.stream = stream
+        self.errno = exc.errno
+        self.reason = exc.strerror or str(exc)
+
+
+class _GuardedStdout:
+    """sys.stdout while a command runs: a write or flush the system refuses is a StdoutError
+    (it was an OSError from anywhere, an "internal error"); everything else is the stream's."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as exc:
+            raise StdoutError(self.stream, exc) from None
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as exc:
+            raise StdoutError(self.stream, exc) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _internal_error(exc: Exception) -> int:
+    if os.environ.get("DUALPATH_PLAN_DEBUG"):
+        raise exc
+    print(
+        f"internal error (a bug; rerun with DUALPATH_PLAN_DEBUG=1 for a traceback): "
+        f"{type(exc).__name__}: {printable(exc)}",
+        file=sys.stderr,
+    )
+    return 1
 
 
 __all__ = ["app", "load_command", "main"]

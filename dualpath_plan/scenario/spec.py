@@ -9,6 +9,7 @@ directly. ``Scenario.from_spec`` resolves the ids into profiles.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -235,10 +236,21 @@ class ServingConfig:
     max_utilization: float = _default("max_utilization")
 
     def __post_init__(self) -> None:
+        # The spec's own bounds, for a library caller too (agents=0 divided by zero, -5 gave a
+        # negative JCT, NaN a NaN one).
         if not 0.0 < self.max_utilization <= 1.0:  # NaN fails too
             raise PlanInputError(
                 f"expected 0 < U <= 1, got {self.max_utilization!r}", field="max_utilization"
             )
+        if not (float(self.agents).is_integer() and 1 <= self.agents <= MAX_AGENTS):
+            raise PlanInputError(
+                f"expected whole agents from 1 to {MAX_AGENTS:,}, got {self.agents!r}",
+                field="agents",
+            )
+        for name in ("ttft_slo_s", "tpot_slo_s"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise PlanInputError(f"expected seconds > 0, got {v!r}", field=name)
 
 
 DEFAULT_SPEC = ScenarioSpec()
