@@ -414,3 +414,5 @@ def test_paths_refuses_a_cluster_for_sizes_reason(cli) -> None:
     paths = cli("paths", "--model", "kimi-k2")
     assert size.code == paths.code == 2
     assert "cannot hold" in paths.err and "add prefill nodes" in paths.err
+    # A shortfall is said as one, not as "leave -9.48 GB".
+    assert "exceed its HBM by 9.48 GB" in paths.err and "leave -" not in paths.err

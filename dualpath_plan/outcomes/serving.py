@@ -343,9 +343,14 @@ def sustained(sc: Scenario, mode: OutcomeMode, sat: Saturated) -> float:
             else f"one request's KV ({per / 1e9:.2f} GB, no layer-wise prefill)"
         )
         hint = "" if MODE_TABLE[mode].layerwise else ", or use a mode with layer-wise prefill"
+        left = (
+            f"leave {free:.3g} GB"
+            if free >= 0
+            else f"exceed its HBM by {-free:.3g} GB"  # not "leave -1e+12 GB"
+        )
         raise InfeasibleError(
             f"in {mode}, a prefill GPU cannot hold {held}: its share of the weights and the "
-            f"{reserve:g} GB reserve leave {free:.3g} GB; add prefill nodes{hint}",
+            f"{reserve:g} GB reserve {left}; add prefill nodes{hint}",
             field="prefill_nodes",
         )
     sol = sat.solution
