@@ -459,3 +459,13 @@ def test_a_hash_list_shorter_than_the_input_is_refused(cli, tmp_path) -> None:
     result = cli("workload", "import", str(path), "--format", "mooncake")
     assert result.code == 2 and "expected 19 to 20 hash ids" in result.err
     assert "line 1" in result.err and "'hash_ids'" in result.err
+
+
+def test_a_trace_at_one_time_says_why_no_rate_is_derived(cli, tmp_path) -> None:
+    # Every request at one timestamp was described as "no common clock" (found in a trial).
+    src = Path(__file__).parent / "data" / "traces" / "mooncake_synthetic_trace.jsonl"
+    rows = [json.loads(x) for x in src.read_text().splitlines()[:20]]
+    trace = tmp_path / "eq.jsonl"
+    trace.write_text("".join(json.dumps({**r, "timestamp": 5}) + "\n" for r in rows))
+    out = cli("workload", "import", str(trace), "--format", "mooncake").out
+    assert "every request has the same time" in out and "no common clock" not in out

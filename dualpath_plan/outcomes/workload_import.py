@@ -185,9 +185,7 @@ def _profile(summary: TraceSummary, pid: str, command: str) -> WorkloadProfile:
         sources["arrival_cv"] = [f"{how}, the gaps' standard deviation over their mean"]
     else:
         data["arrival_cv"] = 1.0
-        unconfirmed["arrival_cv"] = (
-            "the trace gives no common clock for its requests: 1.0 (Poisson arrivals) assumed"
-        )
+        unconfirmed["arrival_cv"] = f"{summary.no_rate_because}: 1.0 (Poisson arrivals) assumed"
     data["sources"] = sources
     data["unconfirmed"] = unconfirmed
     profile = validate_profile(data, source=f"workload '{pid}' imported from {names}")

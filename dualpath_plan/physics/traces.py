@@ -712,6 +712,15 @@ class TraceSummary:
     arrival_cv: float | None  # coefficient of variation of the gaps between requests
     span_s: float | None
     clock: str | None
+
+    @property
+    def no_rate_because(self) -> str:
+        """Why no arrival rate is derived: no common clock, or every request at one time (a
+        clock, but no span to count requests over)."""
+        if self.clock is None:
+            return "the trace gives no common clock for its requests"
+        return "every request has the same time: no span to derive a rate from"
+
     notes: tuple[str, ...]
 
 

@@ -79,7 +79,9 @@ def render_import(result: ImportResult, console: Console) -> None:
             f"gaps' coefficient of variation {s.arrival_cv:.3g} (1 = Poisson)"
         )
     else:
-        console.print("arrivals: not derived (no common clock); the profile keeps arrival_cv 1.0")
+        console.print(
+            escape(f"arrivals: not derived ({s.no_rate_because}); the profile keeps arrival_cv 1.0")
+        )
     for note in s.notes:
         console.print(escape(f"note: {note}"))
     if result.written:
