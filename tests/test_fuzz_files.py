@@ -1762,6 +1762,16 @@ def test_a_standard_output_that_refuses_writes_is_one_line(args) -> None:
     assert proc.returncode == 2 and err == "error: standard output: No space left on device\n"
 
 
+def test_a_closed_standard_output_is_one_line() -> None:
+    # Started with standard output closed (>&-): a traceback at import (found in a check).
+    exe = Path(sys.executable).with_name("dualpath-plan")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "dualpath_plan.cli.app"]
+    proc = subprocess.run(
+        ["sh", "-c", '"$@" >&-', "sh", *cmd, "size"], stderr=subprocess.PIPE, timeout=60
+    )
+    assert proc.returncode == 2 and proc.stderr == b"error: standard output: closed\n"
+
+
 def test_a_reader_that_closes_the_pipe_ends_the_run_quietly() -> None:
     # An output far larger than a pipe's buffer, and a reader that takes 10 bytes (| head).
     exe = Path(sys.executable).with_name("dualpath-plan")

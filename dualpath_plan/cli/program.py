@@ -31,6 +31,10 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def run() -> int:
+    if sys.stdout is None:  # started with standard output closed (>&-): nowhere to report
+        if sys.stderr is not None:
+            print("error: standard output: closed", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, _terminated)
     gc.disable()
     try:
