@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import sys
@@ -123,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         # Not standalone: a usage error (a bad type, an unknown option, a missing argument)
         # comes back here and is printed as one line like every other bad input.
         code = app(args=args, prog_name="dualpath-plan", standalone_mode=False)
+        guarded.flush()  # what print() left buffered fails here, inside the guard
         return code if isinstance(code, int) else 0
     except typer.Abort:
         return 130
@@ -137,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(getattr(exc, "exit_code", 2))
     except SystemExit as exc:
         code = exc.code
+        try:
+            guarded.flush()
+        except StdoutError as err:
+            return _stdout_refused(err)
         return code if isinstance(code, int) else (0 if code is None else 1)
     except PlanInputError as exc:
         # One printable line whatever the message echoes (an id with a newline in it cannot
@@ -146,22 +150,29 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except StdoutError as exc:
-        # A full disk, /dev/full: the report could not be written, said in one line. A reader
-        # that closed the pipe (| head) took what it wanted: no message, the exit of a process
-        # SIGPIPE ended (141). Standard output then points at nothing, so that exit does not
-        # try it again.
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, exc.stream.fileno())
-        if exc.errno == errno.EPIPE:
-            return 128 + 13
-        print(f"error: standard output: {printable(exc.reason)}", file=sys.stderr)
-        return 2
+        return _stdout_refused(exc)
     except Exception as exc:  # a bug: say so in one line unless debugging
         return _internal_error(exc)
     finally:
         sys.stdout = guarded.stream
     return 0
+
+
+# Set when standard output refused a write: the program (cli/program.py) then points it at
+# nothing before the interpreter's exit flushes it again (main itself leaves a caller's file
+# descriptors alone).
+STDOUT_REFUSED: list[bool] = []
+
+
+def _stdout_refused(exc: StdoutError) -> int:
+    """A full disk, /dev/full: the report could not be written, said in one line. A reader that
+    closed the pipe (| head) took what it wanted: no message, the exit of a process SIGPIPE
+    ended (141)."""
+    STDOUT_REFUSED.append(True)
+    if exc.errno == errno.EPIPE:
+        return 128 + 13
+    print(f"error: standard output: {printable(exc.reason)}", file=sys.stderr)
+    return 2
 
 
 class StdoutError(Exception):

@@ -40,7 +40,8 @@ SetOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 
-stdout = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
+_TTY = sys.stdout is not None and sys.stdout.isatty()
+stdout = Console(highlight=False, soft_wrap=True, width=None if _TTY else 120)
 
 
 class GlobalState:

@@ -18,7 +18,9 @@ of its wall time in it):
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import os
 import signal
 import sys
 
@@ -38,7 +40,7 @@ def run() -> int:
     signal.signal(signal.SIGTERM, _terminated)
     gc.disable()
     try:
-        from dualpath_plan.cli.app import load_command, main
+        from dualpath_plan.cli.app import STDOUT_REFUSED, load_command, main
 
         load_command(sys.argv[1:])
     finally:
@@ -46,4 +48,11 @@ def run() -> int:
         gc.enable()
     code = main()
     gc.freeze()
+    if STDOUT_REFUSED:
+        # Standard output refused a write: pointed at nothing, so that the interpreter's
+        # flush at exit does not print "Exception ignored" after the one-line error.
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
     return code

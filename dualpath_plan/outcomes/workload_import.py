@@ -88,7 +88,7 @@ def import_workload(
         return ImportResult(summary, _profile(summary, pid, command), ())
     folder = out / "workload"
     # The trace read is never the one written (it was replaced by its normalized copy).
-    refuse_inputs([(folder / f"{pid}.{ext}", "--out") for ext in ("csv", "toml")], list(paths))
+    refuse_inputs([(folder / f"{pid}.{ext}", "--out") for ext in ("csv", "toml")], files)
     created = _make_dirs(folder)
     try:
         with AtomicGroup() as group:

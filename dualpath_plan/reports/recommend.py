@@ -376,7 +376,8 @@ def recommend_markdown(
         f"- offline: {r.config.agents:,} agents started together; online: SLOs TTFT "
         f"{r.config.ttft_slo_s:g} s, TPOT {r.config.tpot_slo_s * 1e3:g} ms, the busiest link at "
         f"most {r.config.max_utilization:.0%} (--max-utilization)",
-        f"- bottleneck-free P/D range (paper eq. 9, extended): {free_range_text(r)}; a split "
+        "- bottleneck-free P/D range (paper eq. 9, extended, derated by the scheduler as "
+        f"every solver derates): {free_range_text(r)}; a split "
         "where no mode is feasible is never marked bottleneck-free",
     ]
     said = coincide_text(r)

@@ -10,6 +10,7 @@ directly. ``Scenario.from_spec`` resolves the ids into profiles.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -242,14 +243,18 @@ class ServingConfig:
             raise PlanInputError(
                 f"expected 0 < U <= 1, got {self.max_utilization!r}", field="max_utilization"
             )
-        if not (float(self.agents).is_integer() and 1 <= self.agents <= MAX_AGENTS):
+        a = self.agents
+        if isinstance(a, bool) or not isinstance(a, numbers.Integral) or not 1 <= a <= MAX_AGENTS:
             raise PlanInputError(
-                f"expected whole agents from 1 to {MAX_AGENTS:,}, got {self.agents!r}",
-                field="agents",
+                f"expected whole agents from 1 to {MAX_AGENTS:,}, got {a!r}", field="agents"
             )
         for name in ("ttft_slo_s", "tpot_slo_s"):
             v = getattr(self, name)
-            if not (math.isfinite(v) and v > 0):
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, numbers.Real)
+                or not (math.isfinite(v) and v > 0)
+            ):
                 raise PlanInputError(f"expected seconds > 0, got {v!r}", field=name)
 
 
