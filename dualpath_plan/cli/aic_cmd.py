@@ -133,14 +133,9 @@ def check_cmd(
     from dualpath_plan.outcomes.aic import check_aic
     from dualpath_plan.reports import aic as report
 
-    if out is not None and out.exists() and result.exists() and out.samefile(result):
-        raise PlanInputError(
-            "is the AIConfigurator result being checked; write the annotated copy elsewhere",
-            source=str(out),
-            field="--out",
-        )
     registry = load_registry(profiles, set_)
-    refuse_overwrites({"--out": out}, registry)  # a profile on the search path
+    # Neither the result being checked nor a profile on the search path.
+    refuse_overwrites({"--out": out}, registry, inputs=[result])
     checked = check_aic(
         result,
         registry,

@@ -31,6 +31,11 @@ if TYPE_CHECKING:  # scipy.optimize loads only for commands that solve an LP (st
     from dualpath_plan.solvers.lp import LPSolution
 
 
+# The mode whose assembly (and scheduler) the bottleneck-free range is taken in: the reports
+# name its scheduler.
+BOUNDS_MODE: ModeName = "dualpath"
+
+
 def bottleneck_free_range(sc: Scenario) -> Bounds:
     """The paper's eq. (1)-(9) range for the scenario's nodes: per-node capacities from the
     assembly of the dualpath mode, derated by its scheduler's imbalance as every solver derates
@@ -38,7 +43,7 @@ def bottleneck_free_range(sc: Scenario) -> Bounds:
     the paper's perfectly balanced reads, and its eq. (9), are ``--scheduler ideal``."""
     from dualpath_plan.solvers.bounds import pd_bounds  # here: size does not need it
 
-    return pd_bounds(assemble(sc, "dualpath", 1.0, 1.0))
+    return pd_bounds(assemble(sc, BOUNDS_MODE, 1.0, 1.0))
 
 
 @dataclass(frozen=True)

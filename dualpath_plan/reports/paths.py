@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dualpath_plan.outcomes.paths import MixedResult, PathsResult
+from dualpath_plan.outcomes.paths import BOUNDS_MODE, MixedResult, PathsResult
 from dualpath_plan.physics.links import LINK_TABLE, link
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.reports.numbers import finite
@@ -38,7 +38,7 @@ class BoundsView:
 
 def bounds_scheduler(sc: Scenario) -> str:
     """The scheduler whose imbalance derates the bounds' capacities (the dualpath mode's)."""
-    return sc.scheduling.scheduler(MODE_TABLE["dualpath"].scheduler).describe()
+    return sc.scheduling.scheduler(MODE_TABLE[BOUNDS_MODE].scheduler).describe()
 
 
 def bounds_payload(v: BoundsView) -> dict[str, Any]:

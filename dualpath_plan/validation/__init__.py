@@ -84,11 +84,9 @@ def load_cases(extra_dirs: list[Path] | None = None) -> list[Case]:
     cases: dict[str, Case] = {}
     for directory in [CASES_DIR, *(extra_dirs or [])]:
         if not directory.is_dir():
-            why = (
-                "is a file; expected a directory of case files"
-                if directory.exists()
-                else ("no such case directory")
-            )
+            why = "no such case directory"
+            if directory.exists():
+                why = "is a file; expected a directory of case files"
             raise PlanInputError(why, source=str(directory), field="--cases")
         files = sorted(directory.glob("*.toml"))
         if not files:

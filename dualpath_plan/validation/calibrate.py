@@ -106,7 +106,7 @@ class Calibration:
     stderr_basis: str = ""
     correlation: list[list[float]] = field(default_factory=list)
     # The SLOs the online points were evaluated at (no headroom: max utilization 1).
-    slo: ServingConfig = field(default_factory=lambda: ServingConfig(max_utilization=1.0))
+    slo: ServingConfig = field(default_factory=lambda: measured_serving(ServingConfig()))
 
     @staticmethod
     def rms(results: list[PointResult]) -> float:
