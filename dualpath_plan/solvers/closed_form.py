@@ -10,9 +10,12 @@ crossing outside [0, 1] lies below one of the two endpoint terms), so
 
     t* = max( max_K u(0), max_R u(0), max_F u(1), max over (r, f) of c_rf )
 
-with no case analysis. The split reported is the balanced one: the smallest x at which every
-split-dependent line is at most its own min-max t_var (a read-queue-balancing scheduler's
-choice); ``split_low``..``split_high`` bound all optimal splits. The signs of b are fixed by the
+with no case analysis. A rising line's crossings are computed together: u_r rises, so the
+highest is u_r at the largest crossing point x_rf = (a_f - a_r)/(b_r - b_f), taken in [0, 1]
+(one division per pair; ``_highest_crossing``). The split reported is the balanced one: the
+smallest x at which every split-dependent line is at most its own min-max t_var (a
+read-queue-balancing scheduler's choice); ``split_low``..``split_high`` bound all optimal
+splits. The signs of b are fixed by the
 path structure (``links.RISING``/``FALLING``), so everything is column-wise NumPy: inputs that
 do not vary stay scalars and millions of scenarios cost a few passes.
 
@@ -90,31 +93,24 @@ class Solution:
     @functools.cached_property
     def binding_mask(self) -> np.ndarray:
         """Per scenario, a bit per link (bit i: LINKS[i]) set where the link is tight: its
-        utilization within TIGHT_REL of the busiest link's. A pruned link never is: it lies at
-        least PRUNE_MARGIN below a link that is kept."""
+        load at the split within TIGHT_REL of t, the busiest load (at the split every line is
+        at most t, to the split bounds' 1e-12 allowance, and one reaches it; so the tight links
+        are those whose utilization is at least 1 - TIGHT_REL). A pruned link never is: it
+        lies at least PRUNE_MARGIN below a link that is kept."""
         x = self.decode_path_fraction
         shape = np.shape(x)
-        # Two passes over the links (the busiest, then who is within TIGHT_REL of it), so that
-        # no (links x scenarios) array beyond the kept links' loads is held.
-        busy = [
-            n for n in LINKS if n in self._alpha and (_any(self._alpha[n]) or _any(self._beta[n]))
-        ]
-        top = _scratch(shape, 10)
-        top = np.zeros(shape) if top is None else top
-        top.fill(0.0)
-        loads = []
-        for i, n in enumerate(busy):
-            u = _line_at(self._alpha[n], self._beta[n], x, _scratch(shape, 11 + i))
-            np.fmax(top, u, out=top)
-            loads.append(u)
-        # Where no link is busy (top <= 0) none is tight: an infinite threshold says so once.
-        threshold = np.where(top > 0, top * (1.0 - TIGHT_REL), np.inf)
+        t = np.asarray(self._t)
+        # Where no link is busy (t <= 0) none is tight: an infinite threshold says so once.
+        threshold = np.where(t > 0, t * (1.0 - TIGHT_REL), np.inf)
         mask = np.zeros(shape, dtype=np.int64)
         tight = _scratch(shape, 0, bool)
         tight = np.empty(shape, dtype=bool) if tight is None else tight
         bits = _scratch(shape, 1, np.int64)
         bits = np.empty(shape, dtype=np.int64) if bits is None else bits
-        for n, u in zip(busy, loads, strict=True):
+        for n in LINKS:
+            if n not in self._alpha or not (_any(self._alpha[n]) or _any(self._beta[n])):
+                continue
+            u = _line_at(self._alpha[n], self._beta[n], x, _scratch(shape, 11))
             np.greater_equal(u, threshold, out=tight)
             n_tight = np.count_nonzero(tight)
             if n_tight == tight.size:
@@ -155,12 +151,15 @@ def _all_zero(v: Num) -> bool:
     return first is None or (first == 0 and (np.ndim(v) == 0 or bool(np.all(np.asarray(v) == 0))))
 
 
-def _sum_all_zero(a: Num, b: Num) -> bool:
-    """np.all(a + b == 0), without a pass when the first elements already decide."""
+def _sum_all_zero(a: Num, b: Num, shape: tuple[int, ...]) -> bool:
+    """np.all(a + b == 0), without a pass when the first elements already decide (and the
+    sum in a work array: no array allocated per line)."""
     fa, fb = _first(a), _first(b)
     if fa is not None and fb is not None and fa + fb != 0:
         return False
-    return bool(np.all(np.asarray(a) + np.asarray(b) == 0))
+    work = _scratch(shape, 19) if np.broadcast(a, b).shape == shape else None
+    total = np.add(a, b) if work is None else np.add(a, b, out=work)
+    return not np.any(total)  # NaN counts as nonzero, -0.0 as zero: as a + b == 0
 
 
 def _line_at(alpha: Num, beta: Num, x: FloatArray, out: np.ndarray | None) -> FloatArray:
@@ -286,19 +285,61 @@ def _fold(
     return np.asarray(acc)
 
 
-def _crossing(ar: Num, br: Num, af: Num, bf: Num, shape: tuple[int, ...]) -> Term:
-    """(br af - ar bf) / (br - bf): the height where a rising and a falling line cross.
-    Two lines of one side over a grid of P (a column) and D (a row) cross along that side's
-    axis only: computed there, and broadcast by the fold."""
-    small = np.broadcast(ar, br, af, bf).shape != shape
+@dataclass(frozen=True)
+class _Line:
+    """A split-dependent line u(x) = a + b x, with |b| (every split bound divides by it:
+    computed once per line, not once per bound)."""
+
+    a: Num
+    b: Num
+    size: Num
+
+
+def _line(a: Num, b: Num, work: np.ndarray | None) -> _Line:
+    """|b|, not -b, for a falling line: one with no load has b = +0, and -0.0 would turn "no
+    bound" (-inf) into "x >= inf". Into ``work`` where b has its shape (lines live only while
+    one solve runs)."""
+    fits = work is not None and np.shape(b) == work.shape
+    return _Line(a, b, np.abs(b, out=work) if fits else np.abs(b))
+
+
+def _into(op: np.ufunc, x: Num, y: Num, out: np.ndarray | None) -> Num:
+    """op(x, y), into ``out`` where the result has its shape (a line of one side over a grid
+    of P and D varies along that side's axis only: computed there, broadcast later)."""
+    if out is not None and np.broadcast(x, y).shape == out.shape:
+        return op(x, y, out=out)
+    return op(x, y)
+
+
+def _is_zero(v: Num) -> bool:
+    return np.ndim(v) == 0 and float(v) == 0.0
+
+
+def _highest_crossing(r: _Line, falling: Sequence[_Line], shape: tuple[int, ...]) -> Term:
+    """The highest of rising line r's crossings with the falling lines, as at most t*: r
+    crosses f at x_rf = (a_f - a_r)/(b_r - b_f), and r rises, so its highest crossing is r
+    at the largest x_rf, taken in [0, 1]: every crossing inside [0, 1] is at most that, and
+    that is at most t* (a crossing beyond 1 leaves r below that falling line at x = 1,
+    u_r(1) < u_f(1), an endpoint term; one below 0 leaves u_r(0), another). One division per
+    pair and one evaluation per rising line, where each pair's height took two products
+    more."""
+    origin = _is_zero(r.a)  # a line through the origin: x_rf = a_f / (b_r - b_f)
 
     def term(out: np.ndarray | None) -> Num:
-        if out is None or small:
-            return (br * af - ar * bf) / (br - bf)
-        other = _scratch(shape, 1)
-        np.multiply(br, af, out=out)
-        np.subtract(out, np.multiply(ar, bf, out=other), out=out)
-        return np.divide(out, np.subtract(br, bf, out=other), out=out)
+        work = (_scratch(shape, 7), _scratch(shape, 8)) if out is not None else (None, None)
+        top: Num | None = None
+        for f in falling:
+            num = f.a if origin else _into(np.subtract, f.a, r.a, work[0])
+            den = _into(np.subtract, r.b, f.b, work[1])
+            x = _into(np.divide, num, den, out if top is None else work[0])
+            top = x if top is None else _into(np.fmax, top, x, out)
+        assert top is not None
+        # ``top`` is ``out`` or an array of its own (a division's): changed in place.
+        at = np.asarray(top, dtype=np.float64)
+        own = at if at.ndim else None
+        at = np.clip(at, 0.0, 1.0, out=own)
+        height = _into(np.multiply, r.b, at, own)
+        return height if origin else _into(np.add, r.a, height, own)
 
     return term
 
@@ -308,18 +349,20 @@ def _value(v: Num) -> Term:
 
 
 def _sum(a: Num, b: Num, shape: tuple[int, ...]) -> Term:
-    """a + b, at its own shape where that is smaller than the scenarios' (see _crossing)."""
+    """a + b, at its own shape where that is smaller than the scenarios' (see _into)."""
     small = np.broadcast(a, b).shape != shape
     return lambda out: a + b if out is None or small else np.add(a, b, out=out)
 
 
-def _slack(t: FloatArray) -> FloatArray:
-    """1e-12 |t|, the split bounds' allowance for rounding, in a work array (it lives only
-    while one set of bounds is computed)."""
-    work = _scratch(np.shape(t), 5)
+def _level(t: FloatArray, slot: int) -> FloatArray:
+    """t + 1e-12 |t|: the height the split bounds hold the lines to, with an allowance for
+    rounding (in a work array: it lives only while one set of bounds is computed)."""
+    work = _scratch(np.shape(t), slot)
     if work is None:
-        return 1e-12 * np.abs(t)
-    return np.multiply(1e-12, np.abs(t, out=work), out=work)
+        return np.asarray(t + 1e-12 * np.abs(t))
+    np.abs(t, out=work)
+    np.multiply(1e-12, work, out=work)
+    return np.add(t, work, out=work)
 
 
 def _max_into(values: Sequence[Num], out: np.ndarray | None) -> FloatArray:
@@ -336,78 +379,55 @@ def _max(values: Sequence[Num]) -> FloatArray:
     return np.asarray(functools.reduce(np.fmax, values))
 
 
-def _min(values: Sequence[Num]) -> FloatArray:
-    return np.asarray(functools.reduce(np.fmin, values))
+def _split_low(falling: Sequence[_Line], level: FloatArray) -> FloatArray:
+    """The least x in [0, 1] with every falling line at most ``level``: x >= (a - level)/|b|."""
+    shape = np.shape(level)
 
-
-def _size(beta: Num, shape: tuple[int, ...]) -> Num:
-    """|beta|, into a work array where beta has the full shape (no array allocated and freed
-    per bound). |beta|, not -beta, for a falling line: one with no load has beta = +0, and
-    -0.0 would turn "no bound" (-inf) into "x >= inf"."""
-    work = _scratch(shape, 4) if np.shape(beta) == shape else None
-    return np.abs(beta) if work is None else np.abs(beta, out=work)
-
-
-def _split_low(
-    alpha: dict[str, Num], beta: dict[str, Num], t: FloatArray, slack: FloatArray
-) -> FloatArray:
-    """The least x in [0, 1] with every falling line <= t: x >= (alpha - t)/|beta|."""
-    shape = np.shape(t)
-
-    def bound(f: str) -> Term:
+    def bound(f: _Line) -> Term:
         def term(out: np.ndarray | None) -> Num:
-            if out is None:
-                return (alpha[f] - t - slack) / np.abs(beta[f])
-            np.subtract(alpha[f], t, out=out)
-            np.subtract(out, slack, out=out)
-            return np.divide(out, _size(beta[f], shape), out=out)
+            return _into(np.divide, _into(np.subtract, f.a, level, out), f.size, out)
 
         return term
 
     first: list[Term] = [lambda out: np.float64(0.0)]
     with np.errstate(divide="ignore", invalid="ignore"):
-        lo = _fold(
-            np.fmax, first + [bound(f) for f in FALLING if f in alpha], shape, _scratch(shape, 2)
-        )
+        lo = _fold(np.fmax, first + [bound(f) for f in falling], shape, _scratch(shape, 2))
     return np.clip(lo, 0.0, 1.0)
 
 
-def _split_range(
-    alpha: dict[str, Num], beta: dict[str, Num], t: FloatArray
-) -> tuple[FloatArray, FloatArray]:
-    """The x in [0, 1] with every split-dependent line <= t: falling lines need
-    x >= (alpha - t)/|beta|, rising ones x <= (t + slack - alpha)/|beta| (a small slack for
-    rounding)."""
-    slack = _slack(t)
-    lo = _split_low(alpha, beta, t, slack)
-    top = t + slack  # the same for every rising line: added once
-    shape = np.shape(t)
+def _split_high(rising: Sequence[_Line], level: FloatArray, lo: FloatArray) -> FloatArray:
+    """The greatest x in [lo, 1] with every rising line at most ``level``: x <= (level - a)/|b|
+    (lo where even that is above them: the range is never empty)."""
+    shape = np.shape(level)
 
-    def bound(r: str) -> Term:
+    def bound(r: _Line) -> Term:
         def term(out: np.ndarray | None) -> Num:
-            if out is None:
-                return (top - alpha[r]) / np.abs(beta[r])
-            np.subtract(top, alpha[r], out=out)
-            return np.divide(out, _size(beta[r], shape), out=out)
+            return _into(np.divide, _into(np.subtract, level, r.a, out), r.size, out)
 
         return term
 
     first: list[Term] = [lambda out: np.float64(1.0)]
     with np.errstate(divide="ignore", invalid="ignore"):
-        hi = _fold(
-            np.fmin, first + [bound(r) for r in RISING if r in alpha], shape, _scratch(shape, 2)
-        )
-    return lo, np.clip(np.fmax(hi, lo), 0.0, 1.0)
+        hi = _fold(np.fmin, first + [bound(r) for r in rising], shape, _scratch(shape, 2))
+    return np.clip(np.fmax(hi, lo), 0.0, 1.0)
 
 
 def _envelope_lines(
-    alpha: dict[str, Num], beta: dict[str, Num]
-) -> tuple[list[tuple[Num, Num]], list[tuple[Num, Num]]]:
-    """The rising and falling lines as (alpha, beta), with exact merges: rising lines through
-    the origin (alpha = 0: a link only the DE path loads) are dominated by the steepest of
-    them, falling lines through (1, 0) (alpha + beta = 0: only the PE path loads it) by the
-    highest. Fewer lines, fewer crossings, the same maximum."""
-    rising: list[tuple[Num, Num]] = []
+    alpha: dict[str, Num], beta: dict[str, Num], shape: tuple[int, ...]
+) -> tuple[list[_Line], list[_Line]]:
+    """The rising and falling lines, with exact merges: rising lines through the origin
+    (alpha = 0: a link only the DE path loads) are dominated by the steepest of them, falling
+    lines through (1, 0) (alpha + beta = 0: only the PE path loads it) by the highest. Fewer
+    lines, fewer crossings and split bounds, the same maximum and range: a merged line's
+    bound is the tightest of its lines' (x <= t/b over the origin lines is t over the
+    largest b; x >= (a - t)/a over the lines through (1, 0) is 1 - t over the largest a).
+    ``shape``: the scenarios'; the lines' arrays of that shape are work arrays."""
+    slots = iter(range(20, 20 + 2 * len(LINKS) + 4))
+
+    def work() -> np.ndarray | None:
+        return _scratch(shape, next(slots))
+
+    rising: list[_Line] = []
     origin: list[Num] = []
     for r in RISING:
         if r not in alpha:
@@ -415,21 +435,24 @@ def _envelope_lines(
         if _all_zero(alpha[r]):
             origin.append(beta[r])
         else:
-            rising.append((alpha[r], beta[r]))
+            rising.append(_line(alpha[r], beta[r], work()))
     if origin:
-        rising.append((np.float64(0.0), _max(origin)))
-    falling: list[tuple[Num, Num]] = []
+        steepest = _max_into(origin, work())
+        rising.append(_line(np.float64(0.0), steepest, work()))
+    falling: list[_Line] = []
     pivot: list[Num] = []
     for f in FALLING:
         if f not in alpha:
             continue
-        if _sum_all_zero(alpha[f], beta[f]):
+        if _sum_all_zero(alpha[f], beta[f], shape):
             pivot.append(alpha[f])
         else:
-            falling.append((alpha[f], beta[f]))
+            falling.append(_line(alpha[f], beta[f], work()))
     if pivot:
-        top = _max(pivot)
-        falling.append((top, -top))
+        top = _max_into(pivot, work())  # alpha >= 0 (a load over a capacity): |-top| is top
+        down = work()
+        fits = down is not None and np.shape(top) == down.shape
+        falling.append(_Line(top, np.negative(top, out=down) if fits else -top, top))
     return rising, falling
 
 
@@ -552,17 +575,27 @@ def _solve_lines(
     """The closed form over the lines ``alpha``, ``beta`` of ``links``' links (all of them, or
     those the pruning kept: ``pruned_from`` then gives the others' utilization on demand)."""
     if links.split == "optimal":
-        rising, falling = _envelope_lines(alpha, beta)
         shape = np.broadcast(*alpha.values(), *beta.values()).shape
-        terms: list[Term] = [_value(ar) for ar, _ in rising]
-        terms += [_sum(af, bf, shape) for af, bf in falling]
-        terms += [_crossing(ar, br, af, bf, shape) for ar, br in rising for af, bf in falling]
+        rising, falling = _envelope_lines(alpha, beta, shape)
+        terms: list[Term] = [_value(r.a) for r in rising]
+        terms += [_sum(f.a, f.b, shape) for f in falling]
+        if falling:
+            terms += [_highest_crossing(r, falling, shape) for r in rising]
         with np.errstate(divide="ignore", invalid="ignore"):
             t_var = _fold(np.fmax, terms, shape, _scratch(shape, 3))
         flat = [alpha[k] for k in FLAT if k in alpha]
         t = np.fmax(t_var, _max_into(flat, _scratch(shape, 6))) if flat else np.array(t_var)
-        lo, hi = _split_range(alpha, beta, t)
-        balanced = _split_low(alpha, beta, t_var, _slack(t_var))
+        # The balanced split: the least x with every falling line at most t_var. Where no
+        # flat line is above the lines (t = t_var: the I/O binds), it is also the range's
+        # low end, computed once.
+        level = _level(t_var, 5)
+        balanced = _split_low(falling, level)
+        if np.array_equal(t, t_var):
+            lo = balanced
+        else:
+            level = _level(t, 9)
+            lo = _split_low(falling, level)
+        hi = _split_high(rising, level, lo)
         x = np.clip(balanced, lo, hi)
     else:
         x = np.asarray(links.even_share if links.split == "even" else 0.0, dtype=np.float64)
