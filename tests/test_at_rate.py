@@ -178,7 +178,7 @@ def test_a_mode_that_cannot_run_says_why_as_size_does(cli) -> None:
     size = cli(*args).json()
     at = cli(*args, "--aps", "0.1").json()
     assert set(at["infeasible"]) == {"basic"} and at["infeasible"] == size["infeasible"]
-    assert set(at["modes"]) == set(size["modes"]) == {"even", "dualpath", "oracle"}
+    assert set(at["modes"]) == set(size["modes"]) == set(REPORT_MODES) - {"basic"}
     text = cli(*args[:-1], "--aps", "0.1").out
     assert "basic: cannot run this cluster: in basic, a prefill GPU cannot hold" in text
     nothing = cli("size", "-P", "1", "--aps", "0.1")  # the weights fit in no mode
@@ -289,7 +289,7 @@ def test_size_aps_curve_writes_an_svg_chart_with_the_slo(cli, tmp_path) -> None:
     root = ET.fromstring(svg)  # well-formed
     ns = "{http://www.w3.org/2000/svg}"
     lines = {e.get("data-mode") for e in root.iter(f"{ns}polyline")}
-    assert lines == {"basic", "even", "dualpath", "oracle"}
+    assert lines == set(REPORT_MODES)
     slo = [e for e in root.iter(f"{ns}line") if e.get("class") == "slo"]
     assert len(slo) == 1 and slo[0].get("y1") == slo[0].get("y2")
     texts = " ".join(e.text or "" for e in root.iter(f"{ns}text"))

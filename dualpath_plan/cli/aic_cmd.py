@@ -48,35 +48,43 @@ def import_system_cmd(
         ),
     ] = None,
     snic_count: Annotated[
-        int | None, typer.Option("--snic-count", help="Storage NICs per node.", show_default=False)
+        int | None,
+        typer.Option("--snic-count", help="Storage NICs per node. Required.", show_default=False),
     ] = None,
     snic_gbit_s: Annotated[
         float | None,
         typer.Option(
-            "--snic-gbit-s", help="Line rate of each storage NIC, Gb/s.", show_default=False
+            "--snic-gbit-s",
+            help="Line rate of each storage NIC, Gb/s. Required.",
+            show_default=False,
         ),
     ] = None,
     dram_gbyte: Annotated[
         float | None,
-        typer.Option("--dram-gbyte", help="Host DRAM per node, GB.", show_default=False),
+        typer.Option("--dram-gbyte", help="Host DRAM per node, GB. Required.", show_default=False),
     ] = None,
     dram_gbyte_s: Annotated[
         float | None,
         typer.Option(
-            "--dram-gbyte-s", help="Host DRAM bandwidth per node, GB/s.", show_default=False
+            "--dram-gbyte-s",
+            help="Host DRAM bandwidth per node, GB/s. Required.",
+            show_default=False,
         ),
     ] = None,
     cnic_count: Annotated[
         int | None,
         typer.Option(
             "--cnic-count",
-            help="Compute NICs per node (the file's inter_node_bw per GPU is spread over them).",
+            help="Compute NICs per node (the file's inter_node_bw per GPU is spread over "
+            "them). Required.",
             show_default=False,
         ),
     ] = None,
     release_year: Annotated[
         int | None,
-        typer.Option("--release-year", help="The GPU's release year.", show_default=False),
+        typer.Option(
+            "--release-year", help="The GPU's release year. Required.", show_default=False
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -27,7 +27,8 @@ def calibrate_cmd(
         Path,
         typer.Argument(
             metavar="MEASURED.csv",
-            help="Rows: metric, value, mode, prefill_nodes, decode_nodes[, agents].",
+            help="Rows: metric, value, mode, prefill_nodes, decode_nodes[, agents][, rel_stderr] "
+            "(rel_stderr: the value's relative standard error, which weights the fit).",
         ),
     ],
     fit: Annotated[

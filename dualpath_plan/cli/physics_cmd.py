@@ -31,7 +31,10 @@ DEFAULT_CONTEXT = "16K,32K,64K"
 
 
 def ratio(
-    model: Annotated[str | None, typer.Option("--model", help="Model profile id.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Model profile id (--model or --workload is required)."),
+    ] = None,
     workload: Annotated[
         str | None,
         typer.Option(

@@ -20,6 +20,7 @@ from dualpath_plan.cli.common import (
 )
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.sweep import (
     DEFAULT_MAX_LP_POINTS,
     DEFAULT_MAX_POINTS,
@@ -75,7 +76,7 @@ def sweep(
         typer.Option(
             "--aps",
             help="Also each point's online APS under --ttft-slo/--tpot-slo and the limit that "
-            "set it (columns aps, aps_limit: ttft, tpot, throughput or unreachable), as size "
+            "set it (columns aps, aps_limit: " + ", ".join(APS_LIMITS) + "), as size "
             "computes them; once per P/D pair, but a bisection each: a sweep over many pairs "
             "runs several times slower, so it is off unless asked for (on with --objective aps).",
         ),

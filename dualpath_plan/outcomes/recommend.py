@@ -19,6 +19,7 @@ from dualpath_plan.outcomes.paths import bottleneck_free_range
 from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, evaluate_mode
 from dualpath_plan.outcomes.uncertainty import OutcomeIntervals, answer_intervals
 from dualpath_plan.physics.links import link
+from dualpath_plan.physics.modes import REPORT_MODES
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.spec import MAX_SIDE_NODES, ScenarioSpec, ServingConfig
@@ -26,7 +27,6 @@ from dualpath_plan.units import shares
 
 Objective = Literal["jct", "aps", "throughput-per-gpu"]
 OBJECTIVES: tuple[Objective, ...] = ("jct", "aps", "throughput-per-gpu")
-RECOMMEND_MODES: tuple[OutcomeMode, ...] = ("basic", "even", "dualpath", "oracle")
 MAX_SPLITS = 4096
 
 
@@ -261,7 +261,7 @@ def recommend(
     budget: Budget,
     cfg: ServingConfig,
     objective: Objective,
-    modes: tuple[OutcomeMode, ...] = RECOMMEND_MODES,
+    modes: tuple[OutcomeMode, ...] = REPORT_MODES,
 ) -> RecommendReport:
     budget.validate()
     if objective not in OBJECTIVES:
