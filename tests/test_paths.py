@@ -183,9 +183,19 @@ def test_bytes_conserved_on_each_path(case, x) -> None:
     assert load["pe_cnic_net_send"] == pytest.approx(load["de_cnic_net_recv"])
     assert load["de_cnic_net_send"] == pytest.approx(load["pe_cnic_net_recv"])
     assert load["storage_write"] == pytest.approx(load["de_snic_write"]) == pytest.approx(wb)
-    # DRAM: every byte written into a buffer is read out of it.
+    # DRAM: a buffer's link carries what is written into it and what is read out, and every
+    # byte written is read out. PE: the SNIC writes the hit KV, the CNIC reads it once.
     pe_in = load["pe_snic_read"]
     assert load["pe_dram"] == pytest.approx(2 * pe_in)
+    # DE: written by its SNIC (the DE path's hit), the compute network (the PE path's hit and
+    # the miss, from the prefill node) and the GPU (generated KV); read out into the decode
+    # HBM (the whole prompt), to the compute network (the DE path's hit, for the prefill GPU)
+    # and to storage (the write-back). The DE path's hit is read twice (both HBMs), the
+    # appended KV twice (HBM and storage): reads exceed writes by exactly those.
+    de_in = load["de_snic_read"] + load["de_cnic_net_recv"] + load["de_gpu_pcie_d2h"]
+    de_out = load["de_gpu_pcie_h2d"] + load["de_cnic_net_send"] + load["de_snic_write"]
+    assert load["de_dram"] == pytest.approx(de_in + de_out)
+    assert de_out - de_in == pytest.approx(H * x + float(d.append_writeback_bytes), abs=1e-6 * H)
 
 
 def test_storage_bound_speedup_is_p_plus_d_over_p() -> None:

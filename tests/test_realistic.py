@@ -483,6 +483,59 @@ def test_burstier_arrivals_never_raise_the_aps(cv, more, p, d) -> None:
     assert aps(1.0) == evaluate_mode(sc, "dualpath", ServingConfig()).aps
 
 
+@settings(max_examples=15, deadline=None)
+@given(
+    c=st.floats(0.0, 3.0),
+    load=st.floats(0.05, 0.6),
+    p=st.integers(2, 4),
+    d=st.integers(2, 8),
+    mode=st.sampled_from(["basic", "dualpath"]),
+)
+def test_arrival_variation_scales_the_queueing_waits_by_c_squared(c, load, p, d, mode) -> None:
+    """INV-29, Kingman: with arrivals of coefficient of variation c, every queueing wait is c^2
+    times Poisson's (c = 1), and nothing else in the TTFT moves: TTFT(c) - TTFT(0) equals
+    c^2 (TTFT(1) - TTFT(0)), where the running pass's residual does not cap the wait. TPOT
+    does not depend on c. And with no headroom cap (max utilization 1) a burstier trace serves
+    strictly fewer agents/s wherever the TTFT SLO sets the APS."""
+    import dataclasses
+
+    from dualpath_plan.outcomes.online import online_queue
+    from dualpath_plan.outcomes.serving import evaluate_mode
+    from dualpath_plan.scenario.assemble import assemble
+    from dualpath_plan.solvers.closed_form import solve
+
+    sc = Scenario.from_ids(REGISTRY, prefill_nodes=p, decode_nodes=d)
+    asm = assemble(sc, mode, sc.prefill_nodes, sc.decode_nodes)
+    sol = solve(asm.links)
+    q = online_queue(sc, asm, sol)
+    rate = np.array(
+        [load * float(sol.throughput_turns_per_s) / sc.turn_demand.trajectory_turns.mean]
+    )
+
+    def at(c2: float) -> tuple[float, float]:
+        ttft, tpot = dataclasses.replace(q, arrival_cv2=c2).at(rate)
+        return float(ttft[0]), float(tpot[0])
+
+    (t0, s0), (t1, s1), (tc, sc_) = at(0.0), at(1.0), at(c * c)
+    # The running pass's wait is at most its residual, half a pass of at least one request:
+    # below that (every wait together under it) nothing caps the scaling.
+    half_pass = float(np.ravel(q.prefill.t0_s + q.prefill.u_s)[0]) / 2
+    if max(tc, t1) - t0 <= half_pass:
+        assert tc - t0 == pytest.approx(c * c * (t1 - t0), rel=1e-9, abs=1e-12)
+    assert s0 == s1 == sc_
+    assert t1 > t0  # Poisson arrivals do wait
+
+    def aps(cv: float) -> tuple[float, str]:
+        w = sc.workload.model_copy(update={"arrival_cv": cv})
+        r = evaluate_mode(replace(sc, workload=w), mode, ServingConfig(max_utilization=1.0))
+        return r.aps, r.aps_limit
+
+    (calm, limit), (bursty, _) = aps(c), aps(c + 1.0)
+    assert bursty <= calm * (1 + 1e-9)
+    if limit == "ttft":
+        assert bursty < calm
+
+
 def test_size_gives_the_modes_that_run_and_says_why_the_others_cannot(cli) -> None:
     """A cluster basic cannot run (no room for a whole request's KV without layer-wise
     prefill) still gets the other modes' answers; the JSON names the missing mode's reason
