@@ -220,6 +220,37 @@ def test_inverse_sizing_is_minimal(model, mode, target, deadline) -> None:
             assert not meets(out), (n, p, n - p)
 
 
+@settings(max_examples=10, deadline=None)
+@given(
+    model=st.sampled_from(["deepseek-v3.2", "ds-27b"]),
+    mode=st.sampled_from(["basic", "dualpath", "oracle"]),
+    target=st.floats(0.02, 3.0),
+    deadline=st.booleans(),
+    ttft=st.sampled_from([1.0, 4.0]),
+)
+def test_sizing_evaluates_splits_at_once_as_each_alone(model, mode, target, deadline, ttft) -> None:
+    """The search evaluates every split of a size at once (the sweep's evaluation, the APS only
+    where the saturated rate can reach the target) and finds the cluster, split and outcome
+    it finds evaluating each split alone."""
+    from dualpath_plan.outcomes import sizing
+
+    sc = Scenario.from_ids(REGISTRY, model=model, prefill_nodes=1, decode_nodes=1)
+    cfg = ServingConfig(ttft_slo_s=ttft)
+    goal = {"deadline_s": 3600.0 / target} if deadline else {"target_aps": target}
+    fast = smallest_cluster(sc, mode, cfg, max_nodes=96, **goal)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(
+            sizing, "_best_split", lambda s, n, mo, c, t, g: sizing._best_split_each(s, n, mo, c, t)
+        )
+        each = smallest_cluster(sc, mode, cfg, max_nodes=96, **goal)
+    assert (fast.prefill_nodes, fast.decode_nodes, fast.reason) == (
+        each.prefill_nodes,
+        each.decode_nodes,
+        each.reason,
+    )
+    assert fast.outcome == each.outcome
+
+
 def test_size_cli_default_json(cli) -> None:
     result = cli("size", "--json")
     assert result.code == 0, result.err

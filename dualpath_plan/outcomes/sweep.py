@@ -509,6 +509,19 @@ def _fmt(v: float) -> str:
     return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
 
 
+def evaluate_clusters(
+    sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, P: np.ndarray, D: np.ndarray, aps: bool
+) -> dict[str, np.ndarray]:
+    """Each cluster of ``sc`` with P[i] prefill and D[i] decode nodes and ``cfg.agents`` agents,
+    evaluated at once: the sweep's columns (``feasible``, ``throughput_turns_per_s``,
+    ``jct_s``; with ``aps`` also ``aps`` and its limit, ``aps_limit``, a code of
+    ``APS_LIMITS``), each what ``evaluate_mode`` gives the cluster alone (INV-18), NaN (a code
+    of -1) where the cluster does not run."""
+    P = np.asarray(P, dtype=np.float64)
+    D = np.asarray(D, dtype=np.float64)
+    return _evaluate_chunk(sc, mode, cfg, P, D, np.full(P.size, float(cfg.agents)), aps=aps)
+
+
 def _evaluate_chunk(
     sc: Scenario,
     mode: OutcomeMode,
