@@ -552,3 +552,40 @@ def test_size_gives_the_modes_that_run_and_says_why_the_others_cannot(cli) -> No
     none = cli("size", "--model", "kimi-k2", "-D", "4")
     assert none.code == 2 and "no mode can run this cluster" in none.err
     assert "-P/--prefill-nodes" in none.err and none.err.count("\n") == 1
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    snic=st.floats(10.0, 400.0),
+    p=st.integers(1, 8),
+    d=st.integers(1, 32),
+    model=st.sampled_from(["deepseek-v3.2", "llama-3.1-70b"]),
+    mode=st.sampled_from(["even", "dualpath"]),
+)
+def test_the_aps_does_not_jump_between_rounding_steps_of_a_link_rate(snic, p, d, model, mode):
+    """INV-57: where a balanced split makes the PE and DE read links tie, a turn still waits for
+    its read on one side, so the I/O wait counts the nodes of every tied side: the APS is
+    continuous in a SNIC rate, and moving it by a few ulps (which decides which tied
+    utilization rounds higher) moves the APS by no more than rounding (it jumped 2.35x)."""
+    import math
+
+    from hypothesis import assume
+
+    from dualpath_plan.errors import InfeasibleError
+    from dualpath_plan.outcomes.serving import evaluate_mode
+
+    sc = Scenario.from_ids(REGISTRY, prefill_nodes=p, decode_nodes=d, model=model)
+
+    def aps(rate: float) -> float:
+        nodes = {
+            "prefill_node": sc.prefill_node.model_copy(update={"snic_gbit_s": rate}),
+            "decode_node": sc.decode_node.model_copy(update={"snic_gbit_s": rate}),
+        }
+        return evaluate_mode(replace(sc, **nodes), mode, ServingConfig()).aps
+
+    try:
+        here = aps(snic)
+    except InfeasibleError:
+        assume(False)  # the weights do not fit this cluster
+    for near in (math.nextafter(snic, 0), math.nextafter(math.nextafter(snic, 1e9), 1e9)):
+        assert aps(near) == pytest.approx(here, rel=1e-6, abs=1e-12)

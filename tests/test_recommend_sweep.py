@@ -274,6 +274,35 @@ def test_recommend_png_and_ranks(cli, tmp_path) -> None:
     assert best["prefill_nodes"] == data["recommended"]["dualpath"]["prefill_nodes"]
 
 
+def test_recommend_recommends_no_split_that_serves_no_agents(cli) -> None:
+    """Objective aps: a mode whose APS is 0 at every split (no arrival rate meets the SLOs) gets
+    no recommended split (the first in order used to be "recommended"), but says so and why,
+    in the text, the Markdown and the JSON; the modes that serve agents are still recommended,
+    each at its highest APS."""
+    args = ("recommend", "--budget-nodes", "7", "--model", "llama-3.1-70b")
+    args += ("--set", "node.snic_gbit_s=25", "--objective", "aps")
+    data = cli(*args, "--json").json()
+    assert set(data["unserved"]) == {"basic"}
+    assert "no split of the budget meets the SLOs" in data["unserved"]["basic"]
+    assert all(
+        not c["modes"]["basic"] or c["modes"]["basic"]["aps"] == 0 for c in data["candidates"]
+    )
+    assert "basic" not in data["recommended"]
+    for mode in ("dualpath", "oracle"):
+        rec = data["recommended"][mode]
+        best = max(c["modes"][mode]["aps"] for c in data["candidates"] if c["modes"][mode])
+        at = next(
+            c
+            for c in data["candidates"]
+            if (c["prefill_nodes"], c["decode_nodes"])
+            == (rec["prefill_nodes"], rec["decode_nodes"])
+        )
+        assert at["modes"][mode]["aps"] == best > 0
+    text = cli(*args).out
+    assert "basic: no split of the budget meets the SLOs" in text
+    assert "basic: run" not in text
+
+
 def test_recommend_phases(cli) -> None:
     data = cli(
         "recommend",

@@ -16,7 +16,12 @@ from typing import Literal
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.outcomes.paths import bottleneck_free_range
-from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, evaluate_mode
+from dualpath_plan.outcomes.serving import (
+    ModeOutcome,
+    OutcomeMode,
+    evaluate_mode,
+    unreachable_reason,
+)
 from dualpath_plan.outcomes.uncertainty import OutcomeIntervals, answer_intervals
 from dualpath_plan.physics.links import link
 from dualpath_plan.physics.modes import REPORT_MODES
@@ -164,6 +169,10 @@ class RecommendReport:
     coinciding: tuple[tuple[OutcomeMode, ...], ...] = ()
     # Each mode's outcome at its recommended split, with the calibration's 95% interval.
     intervals: OutcomeIntervals | None = None
+    # Modes that run but that no split serves under the objective (APS 0 at every split: no
+    # arrival rate meets the SLOs), each with why at its highest-throughput split: they get
+    # no recommendation (a split "recommended" for 0 agents/s would be picked by order).
+    unserved: dict[OutcomeMode, str] = field(default_factory=dict)
 
     def label(self, mode: OutcomeMode) -> str:
         """A mode's name, or the names of the modes it coincides with ("even = dualpath")."""
@@ -284,13 +293,25 @@ def recommend(
     pd_min, pd_max = (float(b.pd_min), float(b.pd_max)) if free else (math.nan, math.nan)
     cands = _evaluate(sc, splits, cfg, modes, pd_min, pd_max)
     recommended = {}
+    unserved: dict[OutcomeMode, str] = {}
     for m in modes:
         feasible = [c for c in cands if c.modes[m] is not None]
         if not feasible:
             continue
         best = max(feasible, key=lambda c: score(c.modes[m], c.gpus, objective))  # type: ignore[arg-type]
+        o = best.modes[m]
+        assert o is not None
+        if objective == "aps" and not o.aps > 0:
+            fastest = max(feasible, key=lambda c: c.modes[m].throughput_turns_per_s)  # type: ignore[union-attr]
+            at = fastest.modes[m]
+            assert at is not None
+            unserved[m] = (
+                f"no split of the budget meets the SLOs (APS 0 at every split; at "
+                f"{fastest.prefill_nodes}P{fastest.decode_nodes}D {unreachable_reason(at, cfg)})"
+            )
+            continue
         recommended[m] = Recommendation(m, best, _why(feasible, best, m))
-    if not recommended:
+    if not recommended and not unserved:
         raise InfeasibleError(
             "no split of the budget is feasible (the model does not fit "
             "on either side); raise the budget",
@@ -315,6 +336,7 @@ def recommend(
                 if (o := rec.candidate.modes[m]) is not None
             },
         ),
+        unserved,
     )
 
 
@@ -385,6 +407,8 @@ def phase_plan(
     per_phase = []
     vals = []
     for wid, w, rep in reports:
+        if mode in rep.unserved:
+            raise InfeasibleError(f"phase {wid}: {mode}: {rep.unserved[mode]}", field="--phase")
         r = rep.recommended[mode]
         o = r.candidate.modes[mode]
         assert o is not None

@@ -180,6 +180,8 @@ def recommend_payload(r: RecommendReport, phases: PhasePlan | None = None) -> di
             }
             for m, rec in r.recommended.items()
         },
+        # modes that run but serve no agents/s at any split (objective aps), and why
+        "unserved": dict(r.unserved),
         "efficiencies": efficiency_payload(r.scenario),
         "intervals": intervals_payload(r.intervals) if r.intervals is not None else None,
     }
@@ -278,6 +280,11 @@ def render_recommend(r: RecommendReport, console: Console, phases: PhasePlan | N
             )
     for m in r.drawn():
         rec = r.recommended.get(m)
+        if m in r.unserved:
+            console.print(
+                f"[bold]{' = '.join(_mode_name(x) for x in r.label(m).split(' = '))}[/bold]: "
+                + escape(r.unserved[m])
+            )
         if rec is None:
             continue
         console.print(
@@ -386,6 +393,8 @@ def recommend_markdown(
     lines += ["", "## Recommendation", ""]
     for m in r.drawn():
         rec = r.recommended.get(m)
+        if m in r.unserved:
+            lines.append(f"- **{r.label(m)}**: {r.unserved[m]}.")
         if rec is None:
             continue
         o = rec.candidate.modes[m]
