@@ -189,7 +189,8 @@ def _seconds_per_turn(
 
 def _per_capacity(load: Num, capacity: Num) -> Num:
     """load / capacity, where no load costs nothing whatever the capacity (0/0 is 0) and an
-    infinite capacity costs nothing (IEEE: x/inf = 0); a load on no capacity is infinite."""
+    infinite capacity costs nothing (IEEE: x/inf = 0); a load on no capacity is infinite
+    (``solve`` refuses it: ``_require_capacity``)."""
     if np.ndim(load) == 0 and float(load) == 0.0:
         return np.float64(0.0)  # the common case of a scalar demand: no division at all
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -449,17 +450,51 @@ def _envelope_lines(
         else:
             falling.append(_line(alpha[f], beta[f], work()))
     if pivot:
-        top = _max_into(pivot, work())  # alpha >= 0 (a load over a capacity): |-top| is top
+        top = _max_into(pivot, work())  # alpha >= 0 (a load over a capacity)
         down = work()
         fits = down is not None and np.shape(top) == down.shape
-        falling.append(_Line(top, np.negative(top, out=down) if fits else -top, top))
+        # Its size |b| is |top|, not top: a -0.0 there would turn "no bound" into x >= inf.
+        size = np.abs(top, out=work()) if fits else np.abs(top)
+        falling.append(_Line(top, np.negative(top, out=down) if fits else -top, size))
     return rising, falling
+
+
+def _require_capacity(links: LinkSet) -> None:
+    """Every loaded link's capacity is a number >= 0 in every scenario, and > 0 for a
+    split-dependent one, or a ValueError naming the link. A flat line on no capacity is
+    infinite at every split (the throughput 0: how an infeasible point's decode or batch
+    limit reads); a split-dependent one is infinite except where the split empties it (x = 1
+    for a PE-path link, 0 for a DE-path one), a constraint these lines cannot state: it
+    evaluates to NaN there (inf - inf, inf x 0), which the maxima skip (pe_snic_read of
+    capacity 0 gave an infinite throughput), as they skip a NaN capacity. Profiles admit
+    neither (every rate is at least 1e-9): only a link set built by hand reaches this. One
+    reduction per scaling group (its members are finite k > 0 times one array: one member's
+    least value has the sign of every member's, NaN included) and per capacity outside one
+    (min keeps a NaN)."""
+    checked: dict[object, float] = {}
+    for n in LINKS:
+        c = links.capacity[n]
+        a, b = links.load[n]
+        if not (_any(a) or _any(b)):
+            continue
+        s = links.scaling.get(n)
+        k = float(s.k) if s is not None and s.capacity is c and np.ndim(s.k) == 0 else math.nan
+        key: object = (s.group if s is not None else None) if 0 < k < math.inf else id(c)
+        low = checked.get(key)
+        if low is None:
+            low = checked[key] = float(np.min(c)) if np.size(c) else 1.0
+        if not (low > 0 or (low == 0 and SLOPE_SIGN[n] == 0)):
+            raise ValueError(
+                f"link {n}: capacity {low:g} where it carries load (a capacity is > 0, or 0 "
+                "for a link whose load does not depend on the split)"
+            )
 
 
 def solve(links: LinkSet, prune: bool = True) -> Solution:
     """Throughput, split and utilization for the link set's split rule, vectorized over every
     input array. ``prune=False`` solves every line (the reference the pruning is tested
-    against)."""
+    against). Every loaded link's capacity must be above 0 (``_require_capacity``)."""
+    _require_capacity(links)
     pruned = _prune(links) if prune else frozenset()
     alpha, beta = _seconds_per_turn(links, [n for n in LINKS if n not in pruned])
     return _solve_lines(links, alpha, beta, links if pruned else None)
@@ -486,6 +521,7 @@ def solve_each(link_sets: Sequence[LinkSet]) -> list[Solution]:
     stacked = _stacked(link_sets)
     if stacked is None:
         return [solve(ls) for ls in link_sets]
+    _require_capacity(stacked)
     alpha, beta = _seconds_per_turn(stacked)
     merges = _merges(alpha, beta).tolist()
     if len(set(merges)) > 1:
