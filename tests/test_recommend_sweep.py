@@ -86,6 +86,17 @@ def test_grid_value_specs() -> None:
     assert parse_values("P", "1:4").tolist() == [1.0, 2.0, 3.0, 4.0]
     assert parse_values("x", "1:100:3log").tolist() == pytest.approx([1.0, 10.0, 100.0])
     assert parse_values("x", "0:1:5lin").tolist() == pytest.approx([0, 0.25, 0.5, 0.75, 1.0])
+    # A range's points are its decimals to 12 digits, exactly (geomspace gave 50.00000000000002
+    # for 50, written as 50.0 and evaluated as the other); its ends are the ones given.
+    assert parse_values("x", "2:50:3log").tolist() == [2.0, 10.0, 50.0]
+    assert parse_values("x", "0:1:11lin").tolist() == [k / 10 for k in range(11)]
+    assert parse_values("x", "1e-30:1e30:5log").tolist() == [1e-30, 1e-15, 1.0, 1e15, 1e30]
+    assert parse_values("x", "0.3:0.7:3lin").tolist() == [0.3, 0.5, 0.7]
+    # An axis of whole numbers takes a range's nearest whole numbers, each once, in order.
+    assert parse_axis("D=1:64:7log").values.tolist() == [1, 2, 4, 8, 16, 32, 64]
+    assert parse_axis("agents=2:2048:11log").values.tolist() == [2**k for k in range(1, 12)]
+    assert parse_axis("P=1:10:6log").values.tolist() == [1, 2, 3, 4, 6, 10]
+    assert parse_axis("node.gpus_per_node=2:8:3log").values.tolist() == [2, 4, 8]
     # An axis is a read-only float64 array: built and checked whole, never edited in place.
     values = parse_values("P", "1:10000000")
     assert values.dtype == np.float64 and not values.flags.writeable
@@ -128,6 +139,23 @@ def test_bad_grid_specs(spec, expect) -> None:
         (("--grid", "P=1:2", "--out", "x.txt"), ".csv or .jsonl"),
         (("--grid", "P=1:2", "--solver", "milp"), "--solver"),
         (("--grid", "node.snic_gbit_s=-5"), "-5 is outside the field's range"),
+        # An axis and its option both given (the option was ignored; --grid and --set on one
+        # field already were an error).
+        (("--grid", "P=2", "-P", "3"), "--grid P and -P/--prefill-nodes both set it"),
+        (("--grid", "D=2", "--decode-nodes", "3"), "--grid D and -D/--decode-nodes"),
+        (("--grid", "agents=5", "--agents", "10"), "--grid agents and --agents"),
+        # A profile the grid's values make invalid is named by them, not by a --set.
+        (("--grid", "node.gpus_per_node=1"), "--grid node.gpus_per_node=1: cnic_count"),
+        (
+            ("--grid", "model.context_window_tokens=1000,100000"),
+            "--grid model.context_window_tokens=1000: workload 'paper-64k'",
+        ),
+        # ... and one of --set, by the --set (the grid's first value did not cause it).
+        (
+            ("--grid", "node.snic_gbit_s=100,200", "--set", "node.gpus_per_node=1"),
+            "--set on node 'dualpath-hopper'",
+        ),
+        (("--grid", "P=0.5,2"), "whole numbers from 1 to 1,000,000, got 0.5"),
     ],
 )
 def test_sweep_bad_input_exits_2(cli, args, expect) -> None:

@@ -25,6 +25,7 @@ from dualpath_plan.outcomes.sweep import (
     DEFAULT_MAX_LP_POINTS,
     DEFAULT_MAX_POINTS,
     OBJECTIVES,
+    Axis,
     check_grid,
     parse_axis,
     run_sweep,
@@ -38,6 +39,7 @@ from dualpath_plan.scenario.spec import ScenarioSpec
 
 @scenario_options()
 def sweep(
+    ctx: typer.Context,
     spec: ScenarioSpec,
     grid: Annotated[
         list[str],
@@ -45,7 +47,9 @@ def sweep(
             "--grid",
             help="NAME=VALUES, repeatable. NAME: P, D, agents or KIND.FIELD (a numeric "
             "profile field, e.g. node.snic_gbit_s). VALUES: a,b,c | LO:HI (inclusive integers) | "
-            "LO:HI:Nlog | LO:HI:Nlin (N points).",
+            "LO:HI:Nlog | LO:HI:Nlin (N points, to 12 significant digits; on P, D, agents and "
+            "whole-number fields the nearest whole numbers, each once). An axis of P, D or "
+            "agents replaces -P, -D or --agents (not both).",
         ),
     ],
     mode: Annotated[
@@ -108,6 +112,7 @@ def sweep(
     grid each set of links binds, why infeasible points are) and, with --out, every point
     (an infeasible point's reason in the column 'reason')."""
     axes = [parse_axis(g) for g in grid]
+    _refuse_axis_and_option(ctx, axes)
     modes = parse_modes(mode)
     if objective not in OBJECTIVES:
         raise PlanInputError(
@@ -120,6 +125,9 @@ def sweep(
     cfg = spec.serving
     registry = load_registry(profiles, set_)
     total = check_grid(axes, len(modes), max_points, solver)
+    # The scenario without the grid first: an error of --set or the profiles is theirs, not
+    # that of the first grid value it would surface at.
+    efficiencies = Scenario.from_spec(registry, spec).efficiencies
     extra = [a.name for a in axes if not a.is_vector]
     refuse_overwrites({"--out": out}, registry, workloads=[registry.workload(spec.workload)])
     err = Console(stderr=True)
@@ -155,7 +163,6 @@ def sweep(
         if writer:
             writer.close()
     aps = aps or objective == "aps"
-    efficiencies = Scenario.from_spec(registry, spec).efficiencies
     if as_json:
         print_json(report.sweep_payload(summary, objective, out, aps, efficiencies, extra))
     else:
@@ -168,6 +175,26 @@ def sweep(
         )
         report.render_sweep(summary, objective, modes, extra, out, stdout, aps, inputs, agents_axis)
         stdout.print(report.efficiency_text(efficiencies, extra), highlight=False)
+
+
+def _refuse_axis_and_option(ctx: typer.Context, axes: list[Axis]) -> None:
+    """An axis of P, D or agents and its option both given are an error, as --grid and --set
+    on one field are (the option was silently ignored)."""
+    for a in axes:
+        field = _AXIS_FIELDS.get(a.name)
+        if field is None:
+            continue
+        source = ctx.get_parameter_source(field)
+        if source is not None and source.name == "COMMANDLINE":
+            extra: dict[str, list[str]] = ScenarioSpec.model_fields[field].json_schema_extra  # type: ignore[assignment]
+            flags = "/".join(extra["flags"])
+            raise PlanInputError(
+                f"--grid {a.name} and {flags} both set it; give one", field="--grid"
+            )
+
+
+# The spec field each vector axis replaces.
+_AXIS_FIELDS = {"P": "prefill_nodes", "D": "decode_nodes", "agents": "agents"}
 
 
 def register(app: typer.Typer) -> None:

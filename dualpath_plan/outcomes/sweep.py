@@ -75,12 +75,46 @@ class Axis:
         return self.name in VECTOR_AXES
 
 
-def parse_values(name: str, spec: str) -> FloatArray:
+def parse_values(name: str, spec: str, whole: bool = False) -> FloatArray:
     """``a,b,c`` | ``A:B`` (inclusive integers) | ``A:B:Nlog`` | ``A:B:Nlin``, as a read-only
-    float64 array."""
+    float64 array. A log or lin range's points are those numbers to RANGE_DIGITS significant
+    digits (its ends exact): 50, not geomspace's 50.00000000000002, so that a point's value
+    is the one written in its row and summary; with ``whole`` (an axis of whole numbers) the
+    nearest whole numbers, each once, in order (P=1:64:7log is 1, 2, 4, ... 64)."""
     values = _parse_values(name, spec)
+    if spec.count(":") == 2 and values.size:
+        ends = values[0], values[-1]
+        values = _significant(values, RANGE_DIGITS)
+        values[0], values[-1] = ends
+        if whole:
+            values = np.rint(values)
+            keep = np.ones(values.size, dtype=bool)
+            keep[1:] = values[1:] != values[:-1]  # ranges rise: repeats are neighbours
+            values = values[keep]
     values.flags.writeable = False
     return values
+
+
+# Significant digits a log or lin range's points are given to (well above the 9 a sweep's
+# file writes, well below the 15 to 17 where a range's rounding shows).
+RANGE_DIGITS = 12
+
+
+def _significant(v: np.ndarray, digits: int) -> np.ndarray:
+    """Each value rounded to ``digits`` significant digits: to a whole number of units of
+    10^(e - digits + 1), e its decimal exponent, dividing or multiplying by an exact power of
+    ten (10^k for k <= 22), so the result is the double nearest that decimal."""
+    out = np.array(v, dtype=np.float64)
+    nonzero = out != 0
+    with np.errstate(divide="ignore"):
+        exponent = np.floor(np.log10(np.abs(out, where=nonzero, out=np.ones_like(out))))
+    shift = (digits - 1 - exponent).astype(np.int64)
+    up = nonzero & (shift >= 0) & (shift <= 22)
+    down = nonzero & (shift < 0) & (shift >= -22)
+    scale = 10.0 ** np.abs(shift)
+    out[up] = np.rint(out[up] * scale[up]) / scale[up]
+    out[down] = np.rint(out[down] / scale[down]) * scale[down]
+    return out
 
 
 def _parse_values(name: str, spec: str) -> FloatArray:
@@ -156,13 +190,16 @@ def parse_axis(text: str) -> Axis:
     if not eq:
         raise PlanInputError(f"--grid {text!r}: expected NAME=VALUES", field="--grid")
     if name in VECTOR_AXES:
-        values = parse_values(name, spec)
+        values = parse_values(name, spec, whole=True)
         # The limits -P, -D and --agents have (beyond them a count is no longer an exact
         # int64: 1e19 nodes came out negative).
         top = MAX_AGENTS if name == "agents" else MAX_SIDE_NODES
-        if np.any((values < 1) | (values > top) | (values != np.floor(values))):
+        bad = np.flatnonzero((values < 1) | (values > top) | (values != np.floor(values)))
+        if bad.size:
             raise PlanInputError(
-                f"--grid {name}: expected whole numbers from 1 to {top:,}", field="--grid"
+                f"--grid {name}: expected whole numbers from 1 to {top:,}, got "
+                f"{values[bad[0]]:.12g}",
+                field="--grid",
             )
         return Axis(name, values)
     kind, dot, fname = name.partition(".")
@@ -182,8 +219,9 @@ def parse_axis(text: str) -> Axis:
     annotation = str(fields[fname].annotation)
     if not any(t in annotation for t in ("float", "int")):
         raise PlanInputError(f"--grid: {kind}.{fname} is not numeric", field="--grid")
-    values = parse_values(name, spec)
-    if "int" in annotation and "float" not in annotation:
+    whole = "int" in annotation and "float" not in annotation
+    values = parse_values(name, spec, whole=whole)
+    if whole:
         fractional = values[values != np.floor(values)]
         if fractional.size:
             raise PlanInputError(
@@ -423,7 +461,10 @@ def run_sweep(
         for axis_sets, i in zip(sets, index, strict=True):
             overrides = overrides.merged(axis_sets[i])
         reg = replace(registry, overrides=overrides)
-        sc = Scenario.from_spec(reg, spec, profiles)
+        try:
+            sc = Scenario.from_spec(reg, spec, profiles)
+        except PlanInputError as exc:
+            raise _at_combination(exc, profile_axes, combo) from None
         chunks: Iterable[_Chunk] = layouts or (
             _chunk(start, min(chunk, block - start), shape, p_vals, d_vals, a_vals)
             for start in range(0, block, chunk)
@@ -503,6 +544,20 @@ def _grid(
     if start % row or (start + size) % row:
         return None
     return p_vals[start // row : (start + size) // row], d_vals, a_vals
+
+
+def _at_combination(exc: PlanInputError, axes: list[Axis], combo: list[float]) -> PlanInputError:
+    """A profile the grid's values make invalid (or a workload its model cannot hold), named
+    by those values: the error of the --set they are applied as would name --set and the
+    whole profile, not the --grid that set them."""
+    where = " ".join(f"{a.name}={_fmt(v)}" for a, v in zip(axes, combo, strict=True))
+    what = exc.detail
+    if exc.field not in (None, "(profile)"):
+        what = f"field '{exc.field}': {what}"
+    if exc.source and not exc.source.startswith("--set"):
+        what = f"{exc.source}: {what}"
+    kind = InfeasibleError if isinstance(exc, InfeasibleError) else PlanInputError
+    return kind(f"--grid {where}: {what.removeprefix('Value error, ')}", field="--grid")
 
 
 def _fmt(v: float) -> str:

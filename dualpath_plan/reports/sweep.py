@@ -453,7 +453,8 @@ def render_sweep(
     """The summary: the grid, what binds how often, each mode's best points, why points are
     infeasible. ``inputs``: the scenario in a line; ``agents_axis``: agents vary (a column)."""
     console.print(
-        f"[bold]{summary.points:,} points[/bold] ({summary.feasible:,} feasible), "
+        f"[bold]{summary.points:,} point{'' if summary.points == 1 else 's'}[/bold] "
+        f"({summary.feasible:,} feasible), "
         f"modes {', '.join(modes)}"
     )
     if inputs:
@@ -470,7 +471,9 @@ def render_sweep(
         collapse_padding=True,
         pad_edge=False,
     )
-    cols = [(c, _header(c, extra), "{:.4g}") for c in extra]
+    # A profile axis's value as the grid gave it (to the 12 digits of a range's points), not
+    # to 4: 123456 is not 1.235e+05.
+    cols = [(c, _header(c, extra), "{:,.12g}") for c in extra]
     cols += [
         t
         for t in _TABLE
