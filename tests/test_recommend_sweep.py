@@ -97,6 +97,14 @@ def test_grid_value_specs() -> None:
     assert parse_axis("agents=2:2048:11log").values.tolist() == [2**k for k in range(1, 12)]
     assert parse_axis("P=1:10:6log").values.tolist() == [1, 2, 3, 4, 6, 10]
     assert parse_axis("node.gpus_per_node=2:8:3log").values.tolist() == [2, 4, 8]
+    # ... within the range asked (1.4:3.6 holds 2 and 3; 0.4:2 does not hold 0).
+    assert parse_axis("D=1.4:3.6:3lin").values.tolist() == [2, 3]
+    assert parse_axis("agents=0.4:2:3lin").values.tolist() == [1, 2]
+    # Digits at every magnitude (a latency of 3e-13 s too), a lin range's to its larger end
+    # (0 is 0, not 1e-17), and a point that rounds onto its neighbour is one point.
+    assert parse_values("x", "3e-14:3e-12:3log").tolist() == [3e-14, 3e-13, 3e-12]
+    assert parse_values("x", "-0.1:0.2:4lin").tolist() == [-0.1, 0.0, 0.1, 0.2]
+    assert parse_values("x", "100:100.0000000004:5lin").tolist() == [100.0, 100.0000000004]
     # An axis is a read-only float64 array: built and checked whole, never edited in place.
     values = parse_values("P", "1:10000000")
     assert values.dtype == np.float64 and not values.flags.writeable
@@ -122,6 +130,9 @@ def test_grid_value_specs() -> None:
         ("node.gpus_per_node=1.5", "whole-number field, got 1.5"),  # was blamed on a --set
         ("node.gpu=1,2", "not numeric"),
         ("P", "NAME=VALUES"),
+        ("D=1.2:1.8:2lin", "no whole number from 1.2 to 1.8"),
+        ("node.snic_gbit_s=-1e308:1e308:3lin", "the range's points overflow"),
+        ("node.snic_gbit_s=1:2:20000lin", "at most 10,000"),
     ],
 )
 def test_bad_grid_specs(spec, expect) -> None:
@@ -329,6 +340,25 @@ def test_recommend_recommends_no_split_that_serves_no_agents(cli) -> None:
     text = cli(*args).out
     assert "basic: no split of the budget meets the SLOs" in text
     assert "basic: run" not in text
+
+
+def test_a_phase_no_split_serves_is_said_and_the_report_stays(cli, tmp_path) -> None:
+    """Objective aps over phases, one of which no split serves under the SLOs: the report, its
+    Markdown and JSON stay (the whole command used to fail), the phase says why, and there is
+    no static ratio or gain (a phase serving no agents/s serves none in the run)."""
+    md = tmp_path / "r.md"
+    args = ("recommend", "--budget-nodes", "6", "--objective", "aps", "--ttft-slo", "1.0")
+    args += ("--phase", "paper-32k:1", "--phase", "paper-64k:1")
+    result = cli(*args, "--markdown", str(md))
+    assert result.code == 0, result.err
+    assert "phase paper-32k: no split of the budget meets the SLOs" in result.out
+    assert "no static ratio and no re-balancing gain" in result.out
+    assert " in dualpath even one agent" not in result.out  # the mode is named once
+    assert "`paper-32k`: no split of the budget meets the SLOs" in md.read_text()
+    phases = cli(*args, "--json").json()["phases"]
+    assert set(phases["unserved"]) == {"paper-32k"}
+    assert phases["static"] is None and phases["rebalancing_gain"] is None
+    assert [p["workload"] for p in phases["per_phase"]] == ["paper-64k"]
 
 
 def test_recommend_phases(cli) -> None:

@@ -47,9 +47,9 @@ def sweep(
             "--grid",
             help="NAME=VALUES, repeatable. NAME: P, D, agents or KIND.FIELD (a numeric "
             "profile field, e.g. node.snic_gbit_s). VALUES: a,b,c | LO:HI (inclusive integers) | "
-            "LO:HI:Nlog | LO:HI:Nlin (N points, to 12 significant digits; on P, D, agents and "
-            "whole-number fields the nearest whole numbers, each once). An axis of P, D or "
-            "agents replaces -P, -D or --agents (not both).",
+            "LO:HI:Nlog | LO:HI:Nlin (N points, to 12 significant digits, each once; on P, D, "
+            "agents and whole-number fields the nearest whole numbers within LO..HI). An axis "
+            "of P, D or agents replaces -P, -D or --agents (not both).",
         ),
     ],
     mode: Annotated[

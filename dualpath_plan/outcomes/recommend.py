@@ -305,9 +305,10 @@ def recommend(
             fastest = max(feasible, key=lambda c: c.modes[m].throughput_turns_per_s)  # type: ignore[union-attr]
             at = fastest.modes[m]
             assert at is not None
+            why = unreachable_reason(at, cfg, named=False)
             unserved[m] = (
                 f"no split of the budget meets the SLOs (APS 0 at every split; at "
-                f"{fastest.prefill_nodes}P{fastest.decode_nodes}D {unreachable_reason(at, cfg)})"
+                f"{fastest.prefill_nodes}P{fastest.decode_nodes}D {why})"
             )
             continue
         recommended[m] = Recommendation(m, best, _why(feasible, best, m))
@@ -343,13 +344,20 @@ def recommend(
 @dataclass(frozen=True)
 class PhasePlan:
     phases: list[tuple[str, float, Recommendation]]  # workload, weight, best split
-    static: Candidate  # the best single split over all phases
+    static: Candidate | None  # the best single split over all phases (None: see unserved)
     static_score: float
     rebalanced_score: float
+    # Phases no split serves under the objective (APS 0: no arrival rate meets the SLOs),
+    # with why: the run then serves no agents/s at any split or split per phase, so there is
+    # no static split and no gain to give.
+    unserved: dict[str, str] = field(default_factory=dict)
 
     @property
-    def gain(self) -> float:
-        """How much better re-balancing per phase is than the best static ratio (x)."""
+    def gain(self) -> float | None:
+        """How much better re-balancing per phase is than the best static ratio (x); None
+        where a phase is unserved."""
+        if self.static is None:
+            return None
         if self.static_score == 0:
             return 1.0
         if self.static_score < 0:  # JCT: scores are negative times
@@ -378,6 +386,10 @@ def phase_plan(
     for (wid, _), w in zip(phases, share, strict=True):
         sc = Scenario.from_spec(registry, spec.with_(workload=wid))
         reports.append((wid, w, recommend(sc, budget, cfg, objective, (mode,))))
+    unserved = {wid: rep.unserved[mode] for wid, _, rep in reports if mode in rep.unserved}
+    if unserved:
+        served = [(wid, w, rep.recommended[mode]) for wid, w, rep in reports if wid not in unserved]
+        return PhasePlan(served, None, 0.0, 0.0, unserved)
     splits = [(c.prefill_nodes, c.decode_nodes) for c in reports[0][2].candidates]
 
     def combined(values: list[tuple[float, float]]) -> float:
@@ -407,8 +419,6 @@ def phase_plan(
     per_phase = []
     vals = []
     for wid, w, rep in reports:
-        if mode in rep.unserved:
-            raise InfeasibleError(f"phase {wid}: {mode}: {rep.unserved[mode]}", field="--phase")
         r = rep.recommended[mode]
         o = r.candidate.modes[mode]
         assert o is not None

@@ -607,15 +607,16 @@ def evaluate(
     return SizeReport(sc, cfg, sc.turn_demand.gb_per_pflop, out, infeasible)
 
 
-def unreachable_reason(o: ModeOutcome, cfg: ServingConfig) -> str:
-    """Why no arrival rate meets the SLOs in a mode: what even one agent sees."""
+def unreachable_reason(o: ModeOutcome, cfg: ServingConfig, named: bool = True) -> str:
+    """Why no arrival rate meets the SLOs in a mode: what even one agent sees (``named``:
+    saying in which mode; a caller that names it already says False)."""
     if not (math.isfinite(o.online_ttft_s) and math.isfinite(o.online_tpot_s)):
         return (
-            f"{o.mode} sustains almost no turns ({o.bottleneck} binds at "
+            f"{o.mode if named else 'it'} sustains almost no turns ({o.bottleneck} binds at "
             f"{o.throughput_turns_per_s:.3g} turns/s)"
         )
     return (
-        f"in {o.mode} even one agent sees TTFT {o.online_ttft_s:.2f} s (SLO "
+        f"{f'in {o.mode} ' if named else ''}even one agent sees TTFT {o.online_ttft_s:.2f} s (SLO "
         f"{cfg.ttft_slo_s:g} s) and TPOT {o.online_tpot_s * 1e3:.1f} ms (SLO "
         f"{cfg.tpot_slo_s * 1e3:g} ms)"
     )

@@ -77,20 +77,35 @@ class Axis:
 
 def parse_values(name: str, spec: str, whole: bool = False) -> FloatArray:
     """``a,b,c`` | ``A:B`` (inclusive integers) | ``A:B:Nlog`` | ``A:B:Nlin``, as a read-only
-    float64 array. A log or lin range's points are those numbers to RANGE_DIGITS significant
-    digits (its ends exact): 50, not geomspace's 50.00000000000002, so that a point's value
-    is the one written in its row and summary; with ``whole`` (an axis of whole numbers) the
-    nearest whole numbers, each once, in order (P=1:64:7log is 1, 2, 4, ... 64)."""
+    float64 array. A log or lin range's points are decimals of RANGE_DIGITS significant digits
+    (a log point's own, a lin point's those of the range's larger end, so that 0 is 0), its
+    ends the ones given, each point once: 50, not geomspace's 50.00000000000002, so that the
+    value written in a row and the summary is the value evaluated. With ``whole`` (an axis of
+    whole numbers) a range's points are the nearest whole numbers within it, each once, in
+    order (P=1:64:7log is 1, 2, 4, ... 64)."""
     values = _parse_values(name, spec)
     if spec.count(":") == 2 and values.size:
-        ends = values[0], values[-1]
-        values = _significant(values, RANGE_DIGITS)
-        values[0], values[-1] = ends
+        where = f"--grid {name}={spec}"
+        lo, hi = float(values[0]), float(values[-1])
         if whole:
-            values = np.rint(values)
-            keep = np.ones(values.size, dtype=bool)
-            keep[1:] = values[1:] != values[:-1]  # ranges rise: repeats are neighbours
-            values = values[keep]
+            first, last = math.ceil(lo), math.floor(hi)
+            if first > last:
+                raise PlanInputError(
+                    f"{where}: no whole number from {lo:g} to {hi:g}", field="--grid"
+                )
+            values = np.clip(np.rint(values), first, last)
+        elif values.size > MAX_PROFILE_AXIS_POINTS:
+            raise PlanInputError(
+                f"{where}: {values.size:,} values of a profile field; at most "
+                f"{MAX_PROFILE_AXIS_POINTS:,} (each rebuilds the scenario)",
+                field="--grid",
+            )
+        else:
+            values = _decimals(values, log=spec.strip().lower().endswith("log"))
+            values[0], values[-1] = lo, hi
+        keep = np.ones(values.size, dtype=bool)
+        keep[1:] = values[1:] != values[:-1]  # ranges rise: repeats are neighbours
+        values = values[keep]
     values.flags.writeable = False
     return values
 
@@ -100,21 +115,18 @@ def parse_values(name: str, spec: str, whole: bool = False) -> FloatArray:
 RANGE_DIGITS = 12
 
 
-def _significant(v: np.ndarray, digits: int) -> np.ndarray:
-    """Each value rounded to ``digits`` significant digits: to a whole number of units of
-    10^(e - digits + 1), e its decimal exponent, dividing or multiplying by an exact power of
-    ten (10^k for k <= 22), so the result is the double nearest that decimal."""
-    out = np.array(v, dtype=np.float64)
-    nonzero = out != 0
-    with np.errstate(divide="ignore"):
-        exponent = np.floor(np.log10(np.abs(out, where=nonzero, out=np.ones_like(out))))
-    shift = (digits - 1 - exponent).astype(np.int64)
-    up = nonzero & (shift >= 0) & (shift <= 22)
-    down = nonzero & (shift < 0) & (shift >= -22)
-    scale = 10.0 ** np.abs(shift)
-    out[up] = np.rint(out[up] * scale[up]) / scale[up]
-    out[down] = np.rint(out[down] / scale[down]) * scale[down]
-    return out
+def _decimals(v: np.ndarray, log: bool) -> np.ndarray:
+    """A range's points as decimals of RANGE_DIGITS significant digits, each the double nearest
+    its decimal (Python's correctly rounded formatting and ``round``): a log point to its own
+    digits, a lin point to the digits of the range's larger end (to its own, a point that
+    should be 0 would stay 1e-17). A profile axis has at most MAX_PROFILE_AXIS_POINTS values."""
+    if log:
+        return np.array([float(f"{x:.{RANGE_DIGITS - 1}e}") for x in v.tolist()])
+    scale = float(np.max(np.abs(v)))
+    if scale == 0:
+        return np.zeros_like(v)
+    places = RANGE_DIGITS - 1 - math.floor(math.log10(scale))
+    return np.array([round(x, places) + 0.0 for x in v.tolist()])  # + 0.0: no -0.0
 
 
 def _parse_values(name: str, spec: str) -> FloatArray:
@@ -170,11 +182,13 @@ def _parse_values(name: str, spec: str) -> FloatArray:
                 raise PlanInputError(
                     f"{where}: one point cannot span {a:g}..{b:g}; use N >= 2", field="--grid"
                 )
-            if kind == "log":
-                if a <= 0:
-                    raise PlanInputError(f"{where}: a log range needs A > 0", field="--grid")
-                return np.geomspace(a, b, n, dtype=np.float64)
-            return np.linspace(a, b, n, dtype=np.float64)
+            if kind == "log" and a <= 0:
+                raise PlanInputError(f"{where}: a log range needs A > 0", field="--grid")
+            with np.errstate(all="ignore"):
+                points = (np.geomspace if kind == "log" else np.linspace)(a, b, n, dtype=np.float64)
+            if not np.all(np.isfinite(points)):  # -1e308:1e308 overflows between its ends
+                raise PlanInputError(f"{where}: the range's points overflow", field="--grid")
+            return points
         raise PlanInputError(
             f"{where}: expected a,b,c or A:B or A:B:Nlog / A:B:Nlin", field="--grid"
         )

@@ -199,8 +199,12 @@ def recommend_payload(r: RecommendReport, phases: PhasePlan | None = None) -> di
             "static": {
                 "prefill_nodes": phases.static.prefill_nodes,
                 "decode_nodes": phases.static.decode_nodes,
-            },
+            }
+            if phases.static is not None
+            else None,
             "rebalancing_gain": phases.gain,
+            # phases no split serves (objective aps), and why: no static split, no gain
+            "unserved": dict(phases.unserved),
         }
     return out
 
@@ -346,7 +350,19 @@ def _render_phases(p: PhasePlan, console: Console) -> None:
             for w, wt, rec in p.phases
         )
     )
-    console.print(
+    for w, why in p.unserved.items():
+        console.print(escape(f"phase {w}: {why}"), highlight=False)
+    console.print(_phases_outcome(p), highlight=False)
+
+
+def _phases_outcome(p: PhasePlan) -> str:
+    """The best static ratio and the gain of re-balancing, or why there is none."""
+    if p.static is None:
+        return (
+            "no static ratio and no re-balancing gain: a phase no split serves serves no "
+            "agents/s in the run, whatever the split"
+        )
+    return (
         f"best static ratio {p.static.prefill_nodes}P{p.static.decode_nodes}D; "
         f"re-balancing per phase gains {p.gain:.3f}x"
     )
@@ -439,11 +455,8 @@ def recommend_markdown(
                 f"- `{w}` ({wt:.0%} of the run): {rec.candidate.prefill_nodes}P"
                 f"{rec.candidate.decode_nodes}D"
             )
-        lines.append(
-            f"- best static ratio: {phases.static.prefill_nodes}P"
-            f"{phases.static.decode_nodes}D; re-balancing per phase gains "
-            f"{phases.gain:.3f}x"
-        )
+        lines += [f"- `{w}`: {why}" for w, why in phases.unserved.items()]
+        lines.append(f"- {_phases_outcome(phases)}")
     lines += [
         "",
         "## How this was made",
@@ -559,10 +572,13 @@ def recommend_png_bytes(r: RecommendReport) -> bytes:
     ax.set_title(html.unescape("\n".join(sub)), fontsize=8, loc="left")
     handles, labels = ax.get_legend_handles_labels()
     handles = [handles[labels.index(r.label(m))] for m in drawn]
-    handles += [
-        plt.Line2D([], [], marker="o", ls="", color="grey", mec="black", label="recommended split"),
-        mpatches.Patch(color=FREE_COLOR, label="bottleneck-free P/D"),
-    ]
+    if r.recommended:  # no marker is drawn where every mode is unserved
+        handles.append(
+            plt.Line2D(
+                [], [], marker="o", ls="", color="grey", mec="black", label="recommended split"
+            )
+        )
+    handles.append(mpatches.Patch(color=FREE_COLOR, label="bottleneck-free P/D"))
     handles += [
         mpatches.Patch(color=link_color(bind), label=f"binds: {bind}")
         for bind in dict.fromkeys(binds)
@@ -713,11 +729,12 @@ def recommend_svg(r: RecommendReport, width: int = 800, height: int = 480) -> st
             )
         out.append(f'<text x="{lx + 28}" y="{ly + 10}">{esc(r.label(m))}</text>')
         ly += 18
-    out.append(
-        f'<circle cx="{lx + 11}" cy="{ly + 6}" r="5" fill="#888" stroke="black"/>'
-        f'<text x="{lx + 28}" y="{ly + 10}">recommended split</text>'
-    )
-    ly += 18
+    if r.recommended:  # no marker is drawn where every mode is unserved
+        out.append(
+            f'<circle cx="{lx + 11}" cy="{ly + 6}" r="5" fill="#888" stroke="black"/>'
+            f'<text x="{lx + 28}" y="{ly + 10}">recommended split</text>'
+        )
+        ly += 18
     out.append(
         f'<rect x="{lx}" y="{ly}" width="22" height="12" fill="{FREE_COLOR}"/>'
         f'<text x="{lx + 28}" y="{ly + 10}">bottleneck-free P/D</text>'
