@@ -564,7 +564,7 @@ def test_size_gives_the_modes_that_run_and_says_why_the_others_cannot(cli) -> No
 )
 def test_the_aps_does_not_jump_between_rounding_steps_of_a_link_rate(snic, p, d, model, mode):
     """INV-57: where a balanced split makes the PE and DE read links tie, a turn still waits for
-    its read on one side, so the I/O wait counts the nodes of every tied side: the APS is
+    its read on one side, and each side adds its wait on its share: the APS is
     continuous in a SNIC rate, and moving it by a few ulps (which decides which tied
     utilization rounds higher) moves the APS by no more than rounding (it jumped 2.35x)."""
     import math
@@ -589,3 +589,48 @@ def test_the_aps_does_not_jump_between_rounding_steps_of_a_link_rate(snic, p, d,
         assume(False)  # the weights do not fit this cluster
     for near in (math.nextafter(snic, 0), math.nextafter(math.nextafter(snic, 1e9), 1e9)):
         assert aps(near) == pytest.approx(here, rel=1e-6, abs=1e-12)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    p=st.integers(2, 8),
+    d=st.integers(1, 16),
+    mode=st.sampled_from(["basic", "even", "dualpath"]),
+    slo=st.floats(0.5, 8.0),
+)
+def test_the_aps_does_not_jump_where_storage_and_a_nodes_link_cross(p, d, mode, slo):
+    """INV-57: a read waits in every I/O queue it passes (storage and a node's links), each
+    taken on its own and summed: where a storage rate makes the storage link as busy as the
+    nodes' busiest I/O link, the APS under a TTFT SLO (no headroom cap) on either side of that
+    rate is the same to rounding (taking only the busiest queue's wait dropped it by 5% across
+    1e-7 of the rate)."""
+    from hypothesis import assume
+
+    from dualpath_plan.errors import InfeasibleError
+    from dualpath_plan.outcomes.serving import evaluate_mode
+    from dualpath_plan.physics.links import LINK_TABLE
+    from dualpath_plan.scenario.assemble import assemble
+    from dualpath_plan.solvers.closed_form import solve
+
+    sc = Scenario.from_ids(REGISTRY, prefill_nodes=p, decode_nodes=d)
+
+    def with_storage(rate: float) -> Scenario:
+        return replace(sc, storage=sc.storage.model_copy(update={"aggregate_read_gbyte_s": rate}))
+
+    try:
+        util = solve(assemble(sc, mode, p, d).links).utilization.reshape(-1)
+    except InfeasibleError:
+        assume(False)
+    by = {k.name: float(u) for k, u in zip(LINK_TABLE, util, strict=True)}
+    node = max(by[k.name] for k in LINK_TABLE if k.io and k.side != "storage")
+    assume(node > 0 and by["storage_read"] > 0)
+    # The storage rate at which storage_read is as busy as the nodes' busiest I/O link (the
+    # throughput does not move while neither binds).
+    crossing = sc.storage.aggregate_read_gbyte_s * by["storage_read"] / node
+
+    def aps(rate: float) -> float:
+        cfg = ServingConfig(max_utilization=1.0, ttft_slo_s=slo)
+        return evaluate_mode(with_storage(rate), mode, cfg).aps
+
+    below, above = aps(crossing * (1 - 1e-9)), aps(crossing * (1 + 1e-9))
+    assert below == pytest.approx(above, rel=1e-6, abs=1e-12)

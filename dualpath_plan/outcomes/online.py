@@ -33,7 +33,7 @@ from dualpath_plan.physics.links import LINK_TABLE
 from dualpath_plan.scenario.assemble import Assembly
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.spec import ServingConfig
-from dualpath_plan.solvers.closed_form import TIGHT_REL, Solution
+from dualpath_plan.solvers.closed_form import Solution
 
 # What stops a higher APS, by code (``OnlineAps.limit``): the first three are what binds just
 # above the APS; "unreachable" means no arrival rate meets the SLOs (even one agent misses).
@@ -49,6 +49,7 @@ _BISECTION_REL = 1e-12
 _DIRECT_CELLS = 1 << 16
 _IO = np.asarray([i for i, k in enumerate(LINK_TABLE) if k.io])
 _IO_SIDE = np.asarray([{"pe": 0, "de": 1}.get(LINK_TABLE[i].side, 2) for i in _IO])
+_IO_SIDES = 3  # prefill nodes, decode nodes, storage
 
 
 def decode_little_batch(
@@ -114,8 +115,11 @@ class OnlineQueue:
     imbalance: np.ndarray  # the busiest prefill GPU's load over the mean
     prefill: PrefillEngine  # t0, u and the read latency (batch cap: ``batch_cap``)
     batch_cap: np.ndarray
-    t_io: np.ndarray  # turns/s at which the busiest I/O link saturates (inf: none)
-    io_nodes: np.ndarray  # nodes that share that link's load
+    # Per cluster and I/O side (prefill nodes, decode nodes, storage: clusters x 3): the
+    # turns/s at which the side's busiest I/O link saturates (inf: no I/O load there), and
+    # the servers that share its load (P, D, 1).
+    t_io: np.ndarray
+    io_nodes: np.ndarray
     groups: tuple[DecodeGroup, ...]  # one decode group per distinct decode node count
     order: np.ndarray  # the clusters sorted by their decode group
     starts: np.ndarray  # where each group's clusters start in that order (and the end)
@@ -146,11 +150,10 @@ class OnlineQueue:
             rho_cap = lam_g * forward_cap / cap
             unstable |= lam_busy * forward_cap / cap >= 1.0
             wait_batches = rho_cap / (1.0 - rho_cap) * forward_cap * c2 / (2.0 * cap)
-            # The binding I/O link: Kingman's G/D/1 wait (c^2 + 0) / 2 x rho / (1 - rho) / mu,
-            # the M/D/1 wait for Poisson arrivals.
-            rho = lam / self.t_io
-            mu = self.t_io / self.io_nodes
-            wait_io = np.where(np.isfinite(self.t_io), c2 * rho / (2.0 * mu * (1.0 - rho)), 0.0)
+            # The I/O queues a turn's read passes, one after another: on each side its
+            # busiest link's Kingman G/D/1 wait (c^2 + 0) / 2 x rho / (1 - rho) / mu, the
+            # M/D/1 wait for Poisson arrivals, summed (``_io_wait``).
+            wait_io = _io_wait(lam, self.t_io, self.io_nodes, c2)
             # The running pass: at or above one request per pass (b >= 1, the GPU always busy)
             # a request waits out its residual, tau(b)/2, then its own pass. Below that a pass
             # holds one request and the GPU idles between passes; the scheduler deals the
@@ -224,10 +227,13 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
     if util.shape[0] != n:
         util = np.broadcast_to(util, (n, len(LINK_TABLE)))
     util = util[:, _IO]
-    io_util = np.zeros(n) if asm.mode.io_free else util.max(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t_io = np.where(io_util > 0, t_max / np.where(io_util > 0, io_util, 1.0), math.inf)
-    io_nodes = _io_servers(util, io_util, (P, D, np.ones(n)))
+    t_io = np.full((n, _IO_SIDES), math.inf)
+    if not asm.mode.io_free:
+        for side in range(_IO_SIDES):
+            busiest = util[:, np.equal(_IO_SIDE, side)].max(axis=1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t_io[:, side] = np.where(busiest > 0, t_max / busiest, math.inf)
+    io_nodes = np.stack([P, D, np.ones(n)], axis=1)
     if asm.de.index is None:
         groups: tuple[DecodeGroup, ...] = (decode.entry(0),)
         group = np.zeros(n, dtype=np.int64)
@@ -254,25 +260,26 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
     )
 
 
-def _io_servers(util: np.ndarray, io_util: np.ndarray, nodes: tuple[np.ndarray, ...]) -> np.ndarray:
-    """Per cluster, the nodes whose I/O queue a turn's read waits in, for the G/D/1 wait
-    W_io = c^2 rho / (2 mu (1 - rho)), mu = t_io / servers: the nodes of the side of the
-    busiest I/O link (``util``: clusters x I/O links; ``nodes``: the PE, DE and storage sides'
-    servers), or of every side whose busiest I/O link ties with it (within TIGHT_REL). A
-    balanced split makes the two sides' read links tie (to rounding), and a turn reads on one
-    path, whole: PE-path turns wait (1 - x) of the time at a PE node, DE-path turns x at a DE
-    node, each with service time H / s, so the mean wait is the sum of the two sides' waits on
-    their fluid shares (P / t_io + D / t_io: the M/D/1 wait of one node of utilization rho
-    serving whole turns). Taking one side by which tied utilization rounded higher jumped the
-    APS by up to 2.35x between rounding steps of a SNIC rate."""
-    tied = np.zeros(io_util.shape)
-    for s, count in enumerate(nodes):
-        on_side: np.ndarray = np.equal(_IO_SIDE, s)
-        if not on_side.any():
-            continue
-        busiest = util[:, on_side].max(axis=1)
-        tied += np.where((io_util > 0) & (busiest >= io_util * (1.0 - TIGHT_REL)), count, 0.0)
-    return np.where(tied > 0, tied, 1.0)
+def _io_wait(lam: np.ndarray, t_io: np.ndarray, io_nodes: np.ndarray, c2: Any) -> np.ndarray:
+    """The mean wait of a turn's read in the I/O queues, at ``lam`` turns/s: per side (``t_io``,
+    ``io_nodes``: clusters x sides), its busiest link's G/D/1 wait, summed over the sides a
+    read passes (storage, then a node's SNIC: a tandem, each queue taken on its own). A side
+    whose N nodes saturate at t_s turns/s serves a turn in N / t_s at one node; a turn reads
+    whole on one path, so PE-path turns, a share (1 - x) of them, wait at a PE node that sees
+    (1 - x) lam / P of them and serves one in P / ((1 - x) t_s): the wait per PE-path turn is
+    c^2 rho P / (2 (1 - x) t_s (1 - rho)), rho = lam / t_s, and weighted by (1 - x) the
+    side adds c^2 rho N / (2 t_s (1 - rho)) to the mean, whatever the split (likewise the DE
+    side with x; storage is one server). Every side counts: taking only the busiest side's
+    wait jumped the APS by up to 2.35x where the PE and DE read links tie (each rounding step
+    of a SNIC rate picked the other side's node count) and by 5% where storage and the nodes'
+    links cross; the sum is continuous in every rate."""
+    total: np.ndarray | float = 0.0
+    for side in range(t_io.shape[1]):
+        t_s, servers = t_io[:, side], io_nodes[:, side]
+        rho = lam / t_s
+        wait = c2 * rho * servers / (2.0 * t_s * (1.0 - rho))
+        total = total + np.where(np.isfinite(t_s), wait, 0.0)
+    return np.asarray(total, dtype=np.float64)
 
 
 # Clusters up to which a number is laid out over them (np.full) rather than broadcast: a few
@@ -332,8 +339,8 @@ def stack_queues(queues: Sequence[OnlineQueue]) -> OnlineQueue:
         imbalance=cat(lambda q: q.imbalance),
         prefill=replace(queues[0].prefill, **prefill),
         batch_cap=cat(lambda q: q.batch_cap),
-        t_io=cat(lambda q: q.t_io),
-        io_nodes=cat(lambda q: q.io_nodes),
+        t_io=np.concatenate([q.t_io for q in queues]),
+        io_nodes=np.concatenate([q.io_nodes for q in queues]),
         groups=tuple(groups),
         order=order,
         starts=np.searchsorted(group[order], np.arange(len(groups) + 1)),
