@@ -151,6 +151,12 @@ def test_what_a_run_cannot_measure_is_said(cli) -> None:
     assert short.json()["status"] == "too_short"
     text = cli("simulate", "--aps", "0.25", "--duration", "600", "--warmup", "300").out
     assert "too short for a steady state" in text and "unstable" not in text
+    # Its SLO verdict judges nothing (transient means), overloaded or not (2 agents/s is 5x
+    # this cluster's capacity: it was called "met").
+    assert short.json()["slo"]["met"] is None and "not judged" in text
+    over = cli("simulate", "--aps", "2", "--duration", "200", "--warmup", "50", "--json").json()
+    assert over["status"] == "too_short" and over["slo"]["met"] is None
+    assert "transient" in over["slo"]["why"]
     none = cli("simulate", "--aps", "1e-9", "--duration", "100", "--json").json()
     assert none["status"] == "no_arrivals" and none["agents"] == 0
     oracle = cli("simulate", *SMALL, "--mode", "oracle", "--json").json()
