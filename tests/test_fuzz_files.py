@@ -1416,6 +1416,11 @@ def test_baselines_are_one_format_with_unique_ids(cli, tmp_path, baseline, expec
         (("size", "--set", "workload.turns=0.5"), "turns"),
         (("ratio", "--model", "ds-27b", "--context", "1e30"), "--context"),
         (("ratio", "--model", "ds-27b", "--append", "1e-300"), "--append"),
+        # Beyond the model's window, as size refuses such a workload (it printed a ratio).
+        (
+            ("ratio", "--model", "deepseek-v3.2", "--context", "1000000"),
+            "exceeds deepseek-v3.2's context_window_tokens 163,840",
+        ),
     ],
 )
 def test_absurd_quantities_are_refused(cli, args, expect) -> None:

@@ -42,7 +42,8 @@ def test_every_shipped_model_has_a_sourced_context_window(registry: Registry) ->
 @pytest.mark.parametrize("command", ["size", "paths", "bounds", "recommend"])
 def test_a_workload_beyond_the_context_window_is_exit_2(cli, command) -> None:
     extra = ["--budget-nodes", "6"] if command == "recommend" else []
-    err = one_line_error(cli(command, *extra, "--set", "workload.context_tokens=400000"))
+    longer = ("--set", "workload.max_len_tokens=400429")  # the longest at least the mean
+    err = one_line_error(cli(command, *extra, "--set", "workload.context_tokens=400000", *longer))
     assert "workload 'paper-64k'" in err
     assert "context_tokens + append_tokens + generated_tokens = 400,605" in err
     assert "deepseek-v3.2's context_window_tokens 163,840" in err
@@ -51,7 +52,10 @@ def test_a_workload_beyond_the_context_window_is_exit_2(cli, command) -> None:
 def test_a_workload_at_the_window_is_served(cli) -> None:
     # 163,235 + 429 + 176 = 163,840: exactly the window. (With the testbed's HBM reserve a
     # non-layer-wise prefill GPU cannot hold a 6.6 GB request; at the datasheet it can.)
-    result = cli("size", "--json", "--speed-of-light", "--set", "workload.context_tokens=163235")
+    result = cli(
+        "size", "--json", "--speed-of-light", "--set", "workload.context_tokens=163235",
+        "--set", "workload.max_len_tokens=163664",
+    )  # fmt: skip
     assert result.code == 0, result.err
 
 
@@ -105,7 +109,9 @@ def test_a_model_without_a_window_is_not_checked(registry: Registry) -> None:
     m = registry.model("deepseek-v3.2").model_copy(update={"context_window_tokens": None})
     from dualpath_plan.physics.workload import workload_demand
 
-    wl = Overrides.parse(["workload.context_tokens=400000"]).apply(registry.workload("paper-64k"))
+    wl = Overrides.parse(
+        ["workload.context_tokens=400000", "workload.max_len_tokens=400429"]
+    ).apply(registry.workload("paper-64k"))
     assert workload_demand(m, wl).mean(workload_demand(m, wl).context_tokens) > 400_000
 
 
@@ -127,7 +133,8 @@ def tight_hbm_profiles(tmp_path: Path, hbm_gbyte: float = 100.2) -> Path:
     return tmp_path / "profiles"
 
 
-LONG = ("--set", "workload.context_tokens=150000")  # 6.03 GB of KV per request
+# 6.03 GB of KV per request (and the longest request at least that long)
+LONG = ("--set", "workload.context_tokens=150000", "--set", "workload.max_len_tokens=150429")
 
 
 @pytest.mark.parametrize("command", ["size", "paths"])

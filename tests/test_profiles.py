@@ -274,3 +274,36 @@ def test_a_shadowed_broken_profile_still_fails_list_and_validate(cli, tmp_path) 
     assert cli("size", *args, "--node", "x").code == 0
     result = cli("profiles", "list", *args)
     assert result.code == 2 and "d1/node/x.toml" in result.err
+
+
+def test_validate_reports_what_the_other_commands_refuse(cli, tmp_path) -> None:
+    """A broken link or a directory named like a profile makes every other command refuse the
+    folder; profiles validate reports each (it said the folder was valid, exit 0)."""
+    nodes = tmp_path / "p" / "node"
+    nodes.mkdir(parents=True)
+    text = (BUILTIN_DIR / "node" / "dgx-h100.toml").read_text()
+    (nodes / "ok.toml").write_text(text)
+    (nodes / "dangling.toml").symlink_to(tmp_path / "nowhere.toml")
+    (nodes / "dir.toml").mkdir()
+    assert cli("size", "--profiles", str(tmp_path / "p")).code == 2
+    result = cli("profiles", "validate", str(tmp_path / "p"))
+    assert result.code == 2
+    assert "invalid" in result.out and "dangling.toml" in result.out and "dir.toml" in result.out
+    assert "valid" in result.out and "ok.toml" in result.out
+
+
+def test_show_names_its_argument_not_a_scenario_flag(cli) -> None:
+    """profiles show ID --kind node with an id of another kind names ID (it named --node, a
+    flag the command does not have)."""
+    result = cli("profiles", "show", "3fs", "--kind", "node")
+    assert result.code == 2 and "field 'ID': unknown node profile '3fs'" in result.err
+    assert "--node" not in result.err
+
+
+def test_a_workloads_longest_request_holds_its_mean_one(cli) -> None:
+    """max_len_tokens below the mean request (context + appended) is refused, naming both (a
+    context of 70,000 under a max_len of 65,536 was taken and changed the results)."""
+    result = cli("size", "--set", "workload.context_tokens=70000")
+    assert result.code == 2
+    assert "max_len_tokens 65,536 is below the mean request" in result.err
+    assert cli("size", "--set", "workload.context_tokens=60000", "--json").code == 0

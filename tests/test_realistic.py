@@ -540,7 +540,8 @@ def test_size_gives_the_modes_that_run_and_says_why_the_others_cannot(cli) -> No
     """A cluster basic cannot run (no room for a whole request's KV without layer-wise
     prefill) still gets the other modes' answers; the JSON names the missing mode's reason
     and the ratios it would enter are null, never NaN."""
-    args = ("--set", "workload.context_tokens=150000", "--set", "node.prefill_hbm_reserve_gbyte=18")
+    args = ("--set", "workload.context_tokens=150000", "--set", "workload.max_len_tokens=150429")
+    args += ("--set", "node.prefill_hbm_reserve_gbyte=18")
     result = cli("size", *args, "--json")
     assert result.code == 0, result.err
     data = result.json()

@@ -145,7 +145,11 @@ def test_bad_grid_specs(spec, expect) -> None:
     [
         (("--grid", "P=4:1"), "empty range"),
         (("--grid", "node.nope=1"), "no field"),
-        (("--grid", "P=1:2", "--grid", "P=3"), "twice"),
+        (("--grid", "P=1:2", "--grid", "P=3"), "names the axis P twice"),
+        (
+            ("--grid", "node.snic_gbit_s=100,200", "--set", "node.snic_gbit_s=300"),
+            "--grid node.snic_gbit_s and --set node.snic_gbit_s both set it",
+        ),
         (("--grid", "P=1:2", "--mode", "fast"), "--mode"),
         (("--grid", "P=1:2", "--out", "x.txt"), ".csv or .jsonl"),
         (("--grid", "P=1:2", "--solver", "milp"), "--solver"),

@@ -100,6 +100,15 @@ def ratio(
                 field="--append",
             )
         ctx = np.array(parse_token_counts(context, "--context"))
+        # A turn's prompt (its cached context and its appended tokens) within the model's
+        # window, as size requires of a workload.
+        longest = float(ctx.max()) + append if ctx.size else 0.0
+        if m.context_window_tokens is not None and longest > m.context_window_tokens:
+            raise PlanInputError(
+                f"context {float(ctx.max()):,.0f} + appended {append:,.0f} tokens exceeds "
+                f"{m.id}'s context_window_tokens {m.context_window_tokens:,}",
+                field="--context",
+            )
         values = phys.cache_compute_ratio_gb_per_pflop(m, ctx, append)
         rows += [
             {

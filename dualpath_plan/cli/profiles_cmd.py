@@ -73,7 +73,11 @@ def show_profile(
     """Show one profile: its fields, their sources, and the quantities derived from them."""
     _check_kind(kind)
     registry = load_registry(profiles, set_)
-    profile = registry.get(kind, profile_id) if kind else registry.find(profile_id)
+    try:
+        profile = registry.get(kind, profile_id) if kind else registry.find(profile_id)
+    except PlanInputError as exc:
+        # The registry names the scenario flag of the kind (--node); here it is ID of --kind.
+        raise PlanInputError(exc.detail, field="ID") from None
     derived = derived_quantities(profile, registry)
     origin = _origin(registry.origins[(profile.kind, profile.id)])
     if as_json:
@@ -106,7 +110,9 @@ def validate_profiles(
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files += sorted(p for p in path.rglob("*.toml") if p.is_file())
+            # Every entry named like a profile, a broken link or a directory too: each is
+            # reported (the other commands refuse such a directory).
+            files += sorted(path.rglob("*.toml"))
         else:
             files.append(path)
     if not files:

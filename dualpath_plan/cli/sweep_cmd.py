@@ -124,6 +124,10 @@ def sweep(
         raise PlanInputError(f"expected at least 1, got {top}", field="--top")
     cfg = spec.serving
     registry = load_registry(profiles, set_)
+    for a in axes:  # a profile axis and a --set of its field (as --grid P with -P)
+        kind, _, name = a.name.partition(".")
+        if name and name in registry.overrides.by_kind.get(kind, {}):
+            raise PlanInputError(f"--grid {a.name} and --set {a.name} both set it; give one")
     total = check_grid(axes, len(modes), max_points, solver)
     # The scenario without the grid first: an error of --set or the profiles is theirs, not
     # that of the first grid value it would surface at.

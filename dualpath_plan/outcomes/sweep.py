@@ -401,8 +401,9 @@ def check_grid(axes: list[Axis], modes: int, max_points: int | None, solver: str
     """The number of points a sweep will evaluate (grid x modes), refused beyond the limit:
     ``max_points``, or the default for the solver. Axes named twice are an error."""
     names = [a.name for a in axes]
-    if len(set(names)) != len(names):
-        raise PlanInputError("--grid names an axis twice", field="--grid")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise PlanInputError(f"--grid names the axis {twice[0]} twice", field="--grid")
     for a in axes:
         if not a.is_vector and len(a.values) > MAX_PROFILE_AXIS_POINTS:
             raise PlanInputError(
