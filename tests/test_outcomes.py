@@ -587,3 +587,19 @@ def test_size_tables_group_offline_and_online_and_state_the_agents(cli) -> None:
     units = set(re.findall(r"[\d.,]+ (h|s)\b", jct))
     assert len(units) == 1, jct
     assert all(m.get("jct_s_interval") for m in data["modes"].values() if m["reached"])
+
+
+def test_the_offline_decode_batch_is_at_most_the_agents(registry) -> None:
+    """A closed system of N agents decodes at most N sequences: at the latency bound the
+    operating rate rests on a batch of one's TPOT, and Little's batch alone gave 136.9 for
+    128 agents (and TPOT at that batch); above the bound the batch is Little's as before."""
+    from dualpath_plan.outcomes.serving import evaluate_mode
+    from dualpath_plan.scenario import Scenario
+    from dualpath_plan.scenario.spec import ServingConfig
+
+    sc = Scenario.from_ids(registry)
+    for agents in (1, 16, 128, 300, 2048):
+        o = evaluate_mode(sc, "dualpath", ServingConfig(agents=agents))
+        assert 0 < o.decode_batch <= agents
+    big = evaluate_mode(sc, "dualpath", ServingConfig(agents=2048))
+    assert big.decode_batch < 2048  # Little's batch, not the cap

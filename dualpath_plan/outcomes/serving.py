@@ -495,7 +495,10 @@ def mode_outcome(
     # Offline: the operating point while all N agents run.
     ttft_min, _ = light_load_turn_s(sc, pm, group)
     x = min(t_max, cfg.agents / cycle_min)
-    b_dec = group.little_batch(x, gen)
+    # Little's batch at that rate, at most the N agents (a closed system of N agents decodes
+    # at most N sequences: at the latency bound x rests on the light-load cycle, whose TPOT is
+    # a batch of one's, and x gen TPOT(b) alone gave 137 sequences for 128 agents).
+    b_dec = min(group.little_batch(x, gen), float(cfg.agents))
     tpot = group.step_s(max(b_dec, 1.0))
     cycle = cfg.agents / x
     ttft = max(cycle - gen * tpot - tool, ttft_min)
