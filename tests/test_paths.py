@@ -426,3 +426,37 @@ def test_paths_refuses_a_cluster_for_sizes_reason(cli) -> None:
     assert "cannot hold" in paths.err and "add prefill nodes" in paths.err
     # A shortfall is said as one, not as "leave -9.48 GB".
     assert "exceed its HBM by 9.48 GB" in paths.err and "leave -" not in paths.err
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "expect"),
+    [
+        # Options that another one given with them replaced were silently ignored.
+        ("paths", ("-P", "3", "--prefill-group", "dgx-h100:2"), "--prefill-group replaces -P"),
+        ("paths", ("--decode-node", "dgx-h100", "--decode-group", "dgx-h100"), "--decode-node"),
+        (
+            "paths",
+            ("--node", "dgx-h100", "--prefill-group", "dgx-h100", "--decode-group", "dgx-h100"),
+            "--prefill-group replaces --node",
+        ),
+        ("paths", ("--workload", "paper-32k", "--class", "paper-64k:1"), "--class replaces"),
+        ("bounds", ("--paper-assumptions", "--paper-term", "miss_kv"), "give --paper-term without"),
+        ("size", ("--paper-assumptions", "--paper-term", "writeback"), "give --paper-term without"),
+        (
+            "recommend",
+            ("--budget-nodes", "6", "--prefill-node-cost", "2"),
+            "weighs nodes against --budget-cost, not given",
+        ),
+    ],
+)
+def test_an_option_another_replaces_is_refused(cli, command, args, expect) -> None:
+    result = cli(command, *args)
+    assert result.code == 2, result.out
+    assert expect in result.err and "Traceback" not in result.err
+
+
+def test_node_gives_the_side_without_a_group(cli) -> None:
+    """--node still gives the side that has no group: not a contradiction."""
+    result = cli("paths", "--node", "dgx-h100", "--decode-group", "dgx-h100:2", "--json")
+    assert result.code == 0, result.err
+    assert "dgx-h100" in result.out

@@ -85,14 +85,24 @@ def scenario_options(
 
         @functools.wraps(func)
         def command(*args: Any, **kwargs: Any) -> Any:
+            ctx: typer.Context = kwargs.pop(_CONTEXT)
             values = {n: kwargs.pop(n) for n in names if n in kwargs}
-            values = {k: v for k, v in values.items() if v is not None or k in _NULLABLE}
+            # Only what the command line gave: the spec's fields_set says which (given_flags),
+            # and a defaulted option is the field's own default.
+            values = {
+                k: v
+                for k, v in values.items()
+                if (v is not None or k in _NULLABLE) and _on_command_line(ctx, k)
+            }
             return func(*args, spec=ScenarioSpec.build(values), **kwargs)
 
         # The options every command has (--json, --profiles, --set) stay last.
         common = [p for p in keyword if p.name in _COMMON]
         own_options = [p for p in keyword if p.name not in _COMMON]
-        params = [*positional, *own_options, *added, *common]
+        context = inspect.Parameter(
+            _CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context
+        )
+        params = [*positional, *own_options, *added, *common, context]
         command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in params}
         del command.__wrapped__  # typer reads the new signature, not the command's own
@@ -101,6 +111,24 @@ def scenario_options(
     return decorate
 
 
+def given_flags(spec: ScenarioSpec, fields: Collection[str]) -> list[str]:
+    """The flags of those scenario ``fields`` given on this command line (a spec built by
+    :func:`scenario_options` sets only those), to refuse an option that another one given with
+    it would silently override."""
+    given = []
+    for name in fields:
+        if name in spec.model_fields_set:
+            extra: dict[str, list[str]] = ScenarioSpec.model_fields[name].json_schema_extra  # type: ignore[assignment]
+            given.append("/".join(extra["flags"]))
+    return given
+
+
+def _on_command_line(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is None or source.name != "DEFAULT"
+
+
+_CONTEXT = "scenario_context"
 _COMMON = ("as_json", "profiles", "set_")
 _NULLABLE = {
     name for name, field in ScenarioSpec.model_fields.items() if _is_optional(field.annotation)

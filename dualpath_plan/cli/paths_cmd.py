@@ -15,7 +15,8 @@ from dualpath_plan.cli.common import (
     print_json,
     stdout,
 )
-from dualpath_plan.cli.options import scenario_options
+from dualpath_plan.cli.options import given_flags, scenario_options
+from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.paths import bottleneck_free_range, explain_mixed, explain_paths
 from dualpath_plan.physics.modes import mode as mode_named
 from dualpath_plan.reports import paths as report
@@ -37,7 +38,7 @@ def bounds(
     extended terms apply and the report says how much they move each bound."""
     registry = load_registry(profiles, set_)
     sc = Scenario.from_spec(registry, spec)
-    paper = Scenario.from_spec(registry, spec.with_(paper_assumptions=True))
+    paper = Scenario.from_spec(registry, spec.with_(paper_assumptions=True, paper_terms=()))
     result = report.BoundsView(
         sc, bottleneck_free_range(sc), bottleneck_free_range(paper), spec.paper_assumptions
     )
@@ -57,8 +58,8 @@ def paths(
         list[str] | None,
         typer.Option(
             "--prefill-group",
-            help="NODE:COUNT, repeatable: mixed prefill groups (LP); they replace --node, "
-            "--prefill-node and -P on the prefill side (COUNT 1 when left out).",
+            help="NODE:COUNT, repeatable: mixed prefill groups (LP), in place of --prefill-node "
+            "and -P (and --node, with the other side's groups; COUNT 1 when left out).",
             show_default=False,
         ),
     ] = None,
@@ -66,8 +67,8 @@ def paths(
         list[str] | None,
         typer.Option(
             "--decode-group",
-            help="NODE:COUNT, repeatable: mixed decode groups (LP); they replace --node, "
-            "--decode-node and -D on the decode side (COUNT 1 when left out).",
+            help="NODE:COUNT, repeatable: mixed decode groups (LP), in place of --decode-node "
+            "and -D (and --node, with the other side's groups; COUNT 1 when left out).",
             show_default=False,
         ),
     ] = None,
@@ -92,6 +93,17 @@ def paths(
     registry = load_registry(profiles, set_)
     sc = Scenario.from_spec(registry, spec)
     if prefill_group or decode_group or work_class:
+        # The groups and classes replace these options: one given with them said nothing.
+        # (--node still gives the side that has no group.)
+        both = ("node",) if prefill_group and decode_group else ()
+        replaced = {
+            "--prefill-group": (prefill_group, (*both, "prefill_node", "prefill_nodes")),
+            "--decode-group": (decode_group, (*both, "decode_node", "decode_nodes")),
+            "--class": (work_class, ("workload",)),
+        }
+        for flag, (values, fields) in replaced.items():
+            for other in given_flags(spec, fields) if values else ():
+                raise PlanInputError(f"{flag} replaces {other}; give one", field=flag)
         mixed = explain_mixed(
             registry,
             sc,

@@ -54,8 +54,22 @@ def recommend_cmd(
             show_default=False,
         ),
     ] = None,
-    prefill_node_cost: Annotated[float, typer.Option("--prefill-node-cost")] = 1.0,
-    decode_node_cost: Annotated[float, typer.Option("--decode-node-cost")] = 1.0,
+    prefill_node_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--prefill-node-cost",
+            help="A prefill node's cost, with --budget-cost (default 1).",
+            show_default=False,
+        ),
+    ] = None,
+    decode_node_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--decode-node-cost",
+            help="A decode node's cost, with --budget-cost (default 1).",
+            show_default=False,
+        ),
+    ] = None,
     objective: Annotated[
         str, typer.Option("--objective", help="jct, aps or throughput-per-gpu.")
     ] = "jct",
@@ -102,7 +116,24 @@ def recommend_cmd(
         )
     if plot is not None and plot.suffix.lower() not in (".svg", ".png"):
         raise PlanInputError(f"expected a .svg or .png file, got {plot.name!r}", field="--plot")
-    budget = Budget(budget_nodes, budget_gpus, budget_cost, prefill_node_cost, decode_node_cost)
+    for flag, price in (
+        ("--prefill-node-cost", prefill_node_cost),
+        ("--decode-node-cost", decode_node_cost),
+    ):
+        if price is not None and budget_cost is None:
+            # A node count or a GPU count does not weigh nodes: the price was ignored.
+            raise PlanInputError(
+                "a node's cost weighs nodes against --budget-cost, not given "
+                "(--budget-nodes and --budget-gpus count them)",
+                field=flag,
+            )
+    budget = Budget(
+        budget_nodes,
+        budget_gpus,
+        budget_cost,
+        1.0 if prefill_node_cost is None else prefill_node_cost,
+        1.0 if decode_node_cost is None else decode_node_cost,
+    )
     budget.validate()
     cfg = spec.serving
     registry = load_registry(profiles, set_)

@@ -14,7 +14,14 @@ import numbers
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from dualpath_plan.errors import PlanInputError, echoed_input
 from dualpath_plan.physics.engines import Scheduling
@@ -163,10 +170,16 @@ class ScenarioSpec(BaseModel):
 
     @field_validator("paper_terms")
     @classmethod
-    def _known_terms(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+    def _known_terms(cls, v: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
         for term in v:
             if term not in PAPER_TERMS:
                 raise ValueError(f"unknown term {term!r}; expected one of {', '.join(PAPER_TERMS)}")
+        if v and info.data.get("paper_assumptions"):
+            # --paper-assumptions switches every term: one more said nothing and was ignored.
+            raise ValueError(
+                "--paper-assumptions already switches every term to the paper's; give "
+                "--paper-term without it"
+            )
         return v
 
     @classmethod
