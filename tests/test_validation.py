@@ -477,6 +477,25 @@ def test_check_says_how_each_metric_changed(cli, tmp_path) -> None:
     assert "changed (up)" in cli("check", str(path)).out
 
 
+def test_check_names_a_likely_typo_in_the_baseline(cli, tmp_path) -> None:
+    """A misspelt metric reads as one gone and one new (both fail the gate, exit 1); the
+    report names the pair, as a typo or a rename (found in a trial: it said only gone/new)."""
+    data = json.loads(BASELINE.read_text())
+    metrics = data["scenarios"][0]["metrics"]
+    name = next(n for n in metrics if n.endswith("throughput_turns_per_s"))
+    typo = name.replace("throughput", "thruput")
+    metrics[typo] = metrics.pop(name)
+    path = tmp_path / "typo.json"
+    path.write_text(json.dumps(data))
+    result = cli("check", str(path), "--json")
+    assert result.code == 1
+    renames = result.json()["likely_renames"]
+    assert renames == [{"scenario": data["scenarios"][0]["id"], "gone": typo, "new": name}]
+    text = cli("check", str(path)).out
+    assert f"the baseline's {typo} is gone and {name} is new" in " ".join(text.split())
+    assert cli("check", str(BASELINE), "--json").json()["likely_renames"] == []
+
+
 def test_calibrate_takes_the_slos_of_online_points(cli, registry, tmp_path) -> None:
     # APS points measured at a 2 s TTFT were fitted at the default 4 s, silently: 0.568 and
     # 0.131 for a truth of 0.6 and 0.15 (found in a trial). With --ttft-slo they are recovered,

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dualpath_plan.validation.check import MetricDiff
+from dualpath_plan.validation.check import MetricDiff, likely_renames
 
 
 def check_payload(diffs: list[MetricDiff], updated: bool, show_all: bool) -> dict[str, Any]:
@@ -30,6 +30,9 @@ def check_payload(diffs: list[MetricDiff], updated: bool, show_all: bool) -> dic
                 "direction": d.direction,
             }
             for d in (diffs if show_all else regressions)
+        ],
+        "likely_renames": [
+            {"scenario": r.scenario, "gone": r.gone, "new": r.new} for r in likely_renames(diffs)
         ],
     }
 
@@ -59,6 +62,15 @@ def render_check(
                 f"[red]changed ({d.direction})[/red]" if d.regressed else "ok",
             )
         console.print(table)
+    if not updated:
+        for r in likely_renames(diffs):
+            console.print(
+                escape(
+                    f"{r.scenario}: the baseline's {r.gone} is gone and {r.new} is new: a typo "
+                    "in the baseline, or a renamed metric (--update records the new name)"
+                ),
+                highlight=False,
+            )
     if updated:
         console.print(
             escape(f"{len(diffs)} metrics recorded in {baseline} ({len(regressions)} new ")

@@ -10,6 +10,7 @@ LP), ``recommend`` (the recommended split per mode), ... A number regresses when
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass
@@ -213,6 +214,33 @@ def run_check(
                 new_metrics[name] = {"value": new, "rel_tol": tol}
         updated["scenarios"].append({**s, "metrics": new_metrics})
     return diffs, updated
+
+
+@dataclass(frozen=True)
+class Rename:
+    """A baseline metric the model no longer gives beside a new one of a close name: a typo in
+    the baseline or a renamed metric (both fail the gate; the report says which pair)."""
+
+    scenario: str
+    gone: str
+    new: str
+
+
+def likely_renames(diffs: list[MetricDiff]) -> list[Rename]:
+    """Each gone metric's closest new metric of the same scenario, if one is close (difflib's
+    ratio at least 0.6, its default)."""
+    new: dict[str, list[str]] = {}
+    for d in diffs:
+        if d.direction == "new":
+            new.setdefault(d.scenario, []).append(d.metric)
+    renames = []
+    for d in diffs:
+        if d.direction != "gone" or d.scenario not in new:
+            continue
+        close = difflib.get_close_matches(d.metric, new[d.scenario], n=1)
+        if close:
+            renames.append(Rename(d.scenario, d.metric, close[0]))
+    return renames
 
 
 def junit_xml(diffs: list[MetricDiff]) -> str:
