@@ -4,6 +4,7 @@ headroom a planner keeps (``--max-utilization``)."""
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -280,3 +281,22 @@ def test_reports_show_the_binding_utilization(cli) -> None:
     for c in rec["candidates"]:
         for o in c["modes"].values():
             assert o is None or o["binding_utilization"] <= 0.8 + 1e-12
+
+
+def test_an_unreachable_deadline_says_whether_nodes_would_help(registry) -> None:
+    """A deadline below the agents' own critical path (their turns one after another at light
+    load) is out of reach of any cluster: the reason says so and gives that floor, which the
+    best cluster's JCT is at least (the message implied that more nodes would help)."""
+    sc = Scenario.from_ids(registry)
+    cfg = ServingConfig(agents=128)
+    short = smallest_cluster(sc, "dualpath", cfg, deadline_s=100.0, max_nodes=16)
+    assert short.outcome is None
+    m = re.search(r"takes ([\d,]+) s, of which .* critical path .* is ([\d,]+) s", short.reason)
+    assert m, short.reason
+    best, floor = (float(g.replace(",", "")) for g in m.groups())
+    assert 100.0 < floor <= best
+    # A deadline that more nodes would reach: no floor is named at a too small cluster.
+    capped = smallest_cluster(sc, "dualpath", ServingConfig(), deadline_s=4000.0, max_nodes=4)
+    assert capped.outcome is None
+    assert "takes" in capped.reason and "critical path" not in capped.reason
+    assert smallest_cluster(sc, "dualpath", ServingConfig(), deadline_s=4000.0).outcome

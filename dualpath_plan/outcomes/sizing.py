@@ -17,7 +17,13 @@ import numpy as np
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.outcomes.online import APS_LIMITS
-from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, evaluate_mode
+from dualpath_plan.outcomes.serving import (
+    ModeOutcome,
+    OutcomeMode,
+    evaluate_mode,
+    mode_offline,
+    offline_jct_s,
+)
 from dualpath_plan.outcomes.sweep import evaluate_clusters
 from dualpath_plan.physics.modes import REPORT_MODES
 from dualpath_plan.scenario.bundle import Scenario
@@ -143,9 +149,10 @@ def smallest_cluster(
     while found is None:
         if hi >= max_nodes:
             what = f"{goal:g} agents/s" if target == "aps" else f"a JCT of {goal:g} s"
-            return SizingResult(
-                mode, 0, 0, 0, None, f"no cluster of up to {max_nodes:,} nodes reaches {what}"
-            )
+            reason = f"no cluster of up to {max_nodes:,} nodes reaches {what}"
+            if target == "deadline":
+                reason += _jct_floor_note(sc, mode, cfg, max_nodes, goal)
+            return SizingResult(mode, 0, 0, 0, None, reason)
         lo, hi = hi, min(hi * 2, max_nodes)
         found = meets(hi)
     while hi - lo > 1:
@@ -158,6 +165,28 @@ def smallest_cluster(
     p, d, out = found
     gpus = p * sc.prefill_node.gpus_per_node + d * sc.decode_node.gpus_per_node
     return SizingResult(mode, p, d, gpus, out)
+
+
+def _jct_floor_note(
+    sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, n: int, goal: float
+) -> str:
+    """Why a deadline is out of reach: the best split of ``n`` nodes and its JCT, and where the
+    agents' own critical path (their turns one after another at light load: the JCT at an
+    unbounded throughput, docs/model.md section 6) is beyond the deadline, that more nodes do
+    not shorten it (a turn's light-load time is a node's, not the cluster's)."""
+    best = _best_split(sc, n, mode, cfg, "deadline", goal)
+    if best is None:
+        return ""
+    p, d, out = best
+    _, _, _, cycle_min = mode_offline(replace(sc, prefill_nodes=p, decode_nodes=d), mode, cfg)
+    floor = float(offline_jct_s(cfg.agents, math.inf, cycle_min, sc.turn_demand.trajectory_turns))
+    note = f": the best, {p}P{d}D, takes {out.jct_s:,.0f} s"
+    if floor > goal:
+        note += (
+            f", of which the agents' own critical path (their turns one after another at "
+            f"light load) is {floor:,.0f} s: more nodes do not shorten it"
+        )
+    return note
 
 
 def _target(target_aps: float | None, deadline_s: float | None) -> tuple[Target, float]:
