@@ -603,3 +603,17 @@ def test_the_offline_decode_batch_is_at_most_the_agents(registry) -> None:
         assert 0 < o.decode_batch <= agents
     big = evaluate_mode(sc, "dualpath", ServingConfig(agents=2048))
     assert big.decode_batch < 2048  # Little's batch, not the cap
+
+
+def test_reports_say_what_a_mode_and_a_count_are(cli) -> None:
+    """Found in a trial: 'paths --mode oracle' drew both read paths of a mode that reads
+    nothing, 'size' gave the oracle a DE share of 0%, '1 agents', and a KV working set of
+    tens of GB as '0.0 TB'."""
+    oracle = cli("paths", "--mode", "oracle").out
+    assert "PE path" not in oracle and "DE-path share" not in oracle and "no KV I/O" in oracle
+    assert "PE path (" in cli("paths").out
+    size = cli("size", "--model", "ds-27b", "-P", "1", "-D", "1", "--agents", "1").out
+    assert "1 agent started together" in size and "1 agents" not in size
+    oracle_row = next(line for line in size.splitlines() if line.startswith("│ oracle"))
+    assert oracle_row.rstrip("│ ").endswith("-"), oracle_row
+    assert " GB " in size and "0.0 TB" not in size

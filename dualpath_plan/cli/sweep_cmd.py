@@ -18,7 +18,7 @@ from dualpath_plan.cli.common import (
     refuse_overwrites,
     stdout,
 )
-from dualpath_plan.cli.options import scenario_options
+from dualpath_plan.cli.options import given_flags, scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.sweep import (
@@ -32,6 +32,7 @@ from dualpath_plan.outcomes.sweep import (
 )
 from dualpath_plan.physics.modes import parse_modes
 from dualpath_plan.reports import sweep as report
+from dualpath_plan.reports.numbers import count
 from dualpath_plan.reports.text_columns import FLOAT_DIGITS
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
@@ -39,7 +40,6 @@ from dualpath_plan.scenario.spec import ScenarioSpec
 
 @scenario_options()
 def sweep(
-    ctx: typer.Context,
     spec: ScenarioSpec,
     grid: Annotated[
         list[str],
@@ -112,7 +112,7 @@ def sweep(
     grid each set of links binds, why infeasible points are) and, with --out, every point
     (an infeasible point's reason in the column 'reason')."""
     axes = [parse_axis(g) for g in grid]
-    _refuse_axis_and_option(ctx, axes)
+    _refuse_axis_and_option(spec, axes)
     modes = parse_modes(mode)
     if objective not in OBJECTIVES:
         raise PlanInputError(
@@ -172,7 +172,7 @@ def sweep(
     else:
         agents_axis = any(a.name == "agents" for a in axes)
         inputs = (
-            "" if agents_axis else f"offline JCT of {cfg.agents:,} agents started together; "
+            "" if agents_axis else f"offline JCT of {count(cfg.agents, 'agent')} started together; "
         ) + (
             f"online SLOs TTFT {cfg.ttft_slo_s:g} s, TPOT {cfg.tpot_slo_s * 1e3:g} ms, busiest "
             f"link at most {cfg.max_utilization:.0%}"
@@ -181,17 +181,12 @@ def sweep(
         stdout.print(report.efficiency_text(efficiencies, extra), highlight=False)
 
 
-def _refuse_axis_and_option(ctx: typer.Context, axes: list[Axis]) -> None:
+def _refuse_axis_and_option(spec: ScenarioSpec, axes: list[Axis]) -> None:
     """An axis of P, D or agents and its option both given are an error, as --grid and --set
     on one field are (the option was silently ignored)."""
     for a in axes:
         field = _AXIS_FIELDS.get(a.name)
-        if field is None:
-            continue
-        source = ctx.get_parameter_source(field)
-        if source is not None and source.name == "COMMANDLINE":
-            extra: dict[str, list[str]] = ScenarioSpec.model_fields[field].json_schema_extra  # type: ignore[assignment]
-            flags = "/".join(extra["flags"])
+        for flags in given_flags(spec, [field] if field else []):
             raise PlanInputError(
                 f"--grid {a.name} and {flags} both set it; give one", field="--grid"
             )

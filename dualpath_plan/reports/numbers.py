@@ -27,3 +27,8 @@ def per_token(v: float) -> str:
 def gbyte(g: float) -> str:
     """GB, or TB from a thousand GB up."""
     return f"{g / 1e3:,.2f} TB" if g >= 1e3 else f"{g:,.1f} GB"
+
+
+def count(n: float, noun: str, fmt: str = ",") -> str:
+    """A count and its noun, singular for exactly one: "1 agent", "2,048 agents", "1.5 turns"."""
+    return f"{n:{fmt}} {noun}{'' if n == 1 else 's'}"

@@ -13,6 +13,7 @@ from rich.table import Table
 from dualpath_plan.outcomes.paths import BOUNDS_MODE, MixedResult, PathsResult
 from dualpath_plan.physics.links import LINK_TABLE, link
 from dualpath_plan.physics.modes import MODE_TABLE
+from dualpath_plan.physics.modes import mode as mode_named
 from dualpath_plan.reports.numbers import finite
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.size import limits_payload
@@ -201,20 +202,27 @@ def _amount(v: float | None, unit: str) -> str:
 
 def render_paths(r: PathsResult, console: Console) -> None:
     sc, x = r.scenario, r.decode_path_fraction
+    io_free = mode_named(r.mode).io_free
     console.print(
         f"[bold]{r.mode}[/bold]: {sc.model.id} on {sc.prefill_nodes}P{sc.decode_nodes}D "
         f"({sc.prefill_node.id} / {sc.decode_node.id}), {sc.workload.id}: "
-        f"[bold]{r.throughput_turns_per_s:.4g} turns/s[/bold], DE-path share {x:.1%}, "
-        f"binding: [red]{' + '.join(r.binding)}[/red]"
+        f"[bold]{r.throughput_turns_per_s:.4g} turns/s[/bold], "
+        + ("" if io_free else f"DE-path share {x:.1%}, ")
+        + f"binding: [red]{' + '.join(r.binding)}[/red]"
     )
-    console.print(
-        f"  PE path ({1 - x:.0%} of hit KV): storage -> PE SNIC -> PE DRAM -> PE CNIC -> "
-        "PE HBM -> CNIC -> network -> DE CNIC -> DE DRAM -> DE HBM"
-    )
-    console.print(
-        f"  DE path ({x:.0%} of hit KV): storage -> DE SNIC -> DE DRAM -> DE CNIC -> "
-        "network -> PE CNIC -> PE HBM;  DE DRAM -> DE HBM"
-    )
+    if io_free:
+        console.print(
+            "  no KV I/O (the oracle): no storage reads, copies or P-D transfers; compute only"
+        )
+    else:
+        console.print(
+            f"  PE path ({1 - x:.0%} of hit KV): storage -> PE SNIC -> PE DRAM -> PE CNIC -> "
+            "PE HBM -> CNIC -> network -> DE CNIC -> DE DRAM -> DE HBM"
+        )
+        console.print(
+            f"  DE path ({x:.0%} of hit KV): storage -> DE SNIC -> DE DRAM -> DE CNIC -> "
+            "network -> PE CNIC -> PE HBM;  DE DRAM -> DE HBM"
+        )
     table = Table(title="per-node load, capacity and utilization (█ used, · free)")
     for col in ("link", "load", "capacity", "util", "derated by"):
         table.add_column(col, justify="right" if col in ("load", "capacity") else "left")

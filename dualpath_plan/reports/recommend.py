@@ -27,6 +27,7 @@ from dualpath_plan.outcomes.recommend import Candidate, PhasePlan, RecommendRepo
 from dualpath_plan.outcomes.serving import ModeOutcome
 from dualpath_plan.outcomes.uncertainty import Interval
 from dualpath_plan.physics.links import LINK_INDEX
+from dualpath_plan.reports.numbers import count
 from dualpath_plan.reports.provenance import (
     efficiency_line,
     efficiency_payload,
@@ -103,7 +104,7 @@ def inputs_lines(r: RecommendReport) -> list[str]:
     nodes = f"nodes {pe}" if pe == de else f"prefill {pe}, decode {de}"
     budget = r.budget.describe(sc.prefill_node.gpus_per_node, sc.decode_node.gpus_per_node)
     at = (
-        f"{cfg.agents:,} agents started together"
+        f"{count(cfg.agents, 'agent')} started together"
         if r.objective == "jct"
         else f"SLOs TTFT {cfg.ttft_slo_s:g} s, TPOT {cfg.tpot_slo_s * 1e3:g} ms"
         if r.objective == "aps"
@@ -396,7 +397,7 @@ def recommend_markdown(
         "- budget: "
         + r.budget.describe(sc.prefill_node.gpus_per_node, sc.decode_node.gpus_per_node),
         f"- objective: {r.objective} ({inputs_lines(r)[1].rpartition('(')[2].rstrip(')')})",
-        f"- offline: {r.config.agents:,} agents started together; online: SLOs TTFT "
+        f"- offline: {count(r.config.agents, 'agent')} started together; online: SLOs TTFT "
         f"{r.config.ttft_slo_s:g} s, TPOT {r.config.tpot_slo_s * 1e3:g} ms, the busiest link at "
         f"most {r.config.max_utilization:.0%} (--max-utilization)",
         "- bottleneck-free P/D range (paper eq. 9, extended, derated by the scheduler as "

@@ -13,7 +13,8 @@ from rich.table import Table
 from dualpath_plan.outcomes.limits import LinkLimit
 from dualpath_plan.outcomes.serving import ModeOutcome, SizeReport, unreachable_reason
 from dualpath_plan.outcomes.uncertainty import Interval, OutcomeIntervals
-from dualpath_plan.reports.numbers import finite, per_token, seconds
+from dualpath_plan.physics.modes import MODE_TABLE
+from dualpath_plan.reports.numbers import count, finite, gbyte, per_token, seconds
 from dualpath_plan.reports.provenance import (
     efficiency_line,
     efficiency_payload,
@@ -112,14 +113,14 @@ def _turns(sc: Scenario) -> str:
     if sc.workload.trace_file:
         # The trace's own means, not the profile's: the model runs on the trace.
         return (
-            f"trace {sc.workload.trace_file}: {counts.mean:.4g} turns, longest "
+            f"trace {sc.workload.trace_file}: {count(counts.mean, 'turn', '.4g')}, longest "
             f"{counts.longest:g}, {d.mean(d.context_tokens):,.0f} prompt tokens, "
             f"{d.mean(d.generated_tokens):.4g} generated"
         )
     w = sc.workload
     spread = f" ±{w.turns_spread:.0%}" if w.turns_spread else ""
     return (
-        f"{counts.mean:g} turns{spread}, {w.context_tokens:,.0f} context, "
+        f"{count(counts.mean, 'turn', 'g')}{spread}, {w.context_tokens:,.0f} context, "
         f"{w.append_tokens:g} appended, {w.generated_tokens:g} generated"
     )
 
@@ -169,7 +170,7 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
     render_header(sc, console)
     modes = r.modes
     jct = _unit([o.jct_s for o in modes.values()])
-    offline = Table(title=f"offline: {cfg.agents:,} agents started together (RL rollout)")
+    offline = Table(title=f"offline: {count(cfg.agents, 'agent')} started together (RL rollout)")
     for col in (
         "mode",
         "turns/s",
@@ -195,9 +196,11 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
             seconds(o.ttft_s),
             per_token(o.tpot_s),
             o.bottleneck,
-            f"{o.decode_path_fraction:.0%}",
+            "-" if MODE_TABLE[m].io_free else f"{o.decode_path_fraction:.0%}",
         )
     console.print(offline)
+    if any(MODE_TABLE[m].io_free for m in modes):
+        console.print("DE share: the hit KV read through the decode nodes (oracle: no reads, -)")
     if any(o.latency_bound for o in modes.values()):
         console.print(
             "L: JCT set by each agent's critical path (turns x (TTFT + generated x "
@@ -223,7 +226,7 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
             f"{o.online_ttft_s:.2f} s" if reached else "-",
             per_token(o.online_tpot_s) if reached else "-",
             o.aps_limit,
-            f"{o.working_set_gbyte / 1e3:,.1f} TB" if reached else "-",
+            gbyte(o.working_set_gbyte) if reached else "-",
         )
     console.print(online)
     console.print(
@@ -310,10 +313,10 @@ def render_sizing(
         f"{r.goal:g} agents/s under TTFT {spec.ttft_slo_s:g} s, TPOT {spec.tpot_slo_s * 1e3:g} "
         f"ms, busiest link at most {spec.max_utilization:.0%}"
         if aps
-        else f"{spec.agents:,} agents within {r.goal:g} s"
+        else f"{count(spec.agents, 'agent')} within {r.goal:g} s"
     )
     table = Table(title=f"smallest cluster for {what}")
-    jct_col = f"JCT, {spec.agents:,} agents"
+    jct_col = f"JCT, {count(spec.agents, 'agent')}"
     cols = ("mode", "nodes", "P", "D", "GPUs", "APS", *(("util.",) if aps else ()), jct_col)
     for col in (*cols, "binding (or why not)"):
         table.add_column(col, justify="right" if col[0] not in "mb" else "left")
