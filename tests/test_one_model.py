@@ -501,3 +501,33 @@ def test_mixed_paths_name_groups_units_and_deratings(cli) -> None:
     assert set(data["binding_constraints"]) <= set(by)
     assert {by[n]["link"] for n in data["binding_constraints"]} == set(data["binding"])
     assert all(s["turns_per_s"] >= 0 for s in data["splits"])
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"model": "ds-27b", "storage": "none"},
+        {"node": "dgx-h200", "scheduler": "round_robin"},
+        {"prefill_node": "dualpath-hopper", "decode_node": "dgx-b200", "speed_of_light": True},
+    ],
+)
+def test_recommend_evaluates_each_split_as_size_does(registry, values) -> None:
+    """recommend evaluates all splits at once (serving.evaluate_each: one solve per mode, one
+    APS search): every candidate's outcome is evaluate_mode's for the split, field by field,
+    and a split a mode cannot run has evaluate_mode's reason (9 nodes: 1P8D does not hold
+    DeepSeek-V3.2's weights)."""
+    spec = ScenarioSpec.build(values)
+    sc = Scenario.from_spec(registry, spec)
+    rec = recommend(sc, Budget(nodes=9), spec.serving, "aps")
+    for c in rec.candidates:
+        split = replace(sc, prefill_nodes=c.prefill_nodes, decode_nodes=c.decode_nodes)
+        for m, got in c.modes.items():
+            try:
+                alone = evaluate_mode(split, m, spec.serving)
+            except InfeasibleError as exc:
+                assert got is None and c.reasons[m] == exc.detail
+                continue
+            assert got == alone, (c.prefill_nodes, m)
+    if not values:  # the default's 1P8D: the reasons' path is taken
+        assert any(o is None for c in rec.candidates for o in c.modes.values())

@@ -2,10 +2,10 @@
 
 Candidates are the maximal splits of the budget: P, D >= 1 with cost(P, D) within the budget
 and no room for one more node of either kind (a node-count budget is a cost of 1 per node, a
-GPU budget a node's GPU count). Each is evaluated with the full outcome model
-(:func:`evaluate_mode`). Phases (workloads with weights, e.g. an RL run whose appended lengths
-change) get a ratio each, and the gain of re-balancing is measured against the best static
-ratio over all phases.
+GPU budget a node's GPU count). Each is evaluated with the full outcome model, all at once
+(:func:`evaluate_each`, each split as :func:`evaluate_mode` gives it). Phases (workloads with
+weights, e.g. an RL run whose appended lengths change) get a ratio each, and the gain of
+re-balancing is measured against the best static ratio over all phases.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dualpath_plan.outcomes.paths import bottleneck_free_range
 from dualpath_plan.outcomes.serving import (
     ModeOutcome,
     OutcomeMode,
-    evaluate_mode,
+    evaluate_each,
     unreachable_reason,
 )
 from dualpath_plan.outcomes.uncertainty import OutcomeIntervals, answer_intervals
@@ -230,16 +230,17 @@ def _evaluate(
     pd_max: float,
 ) -> list[Candidate]:
     out = []
-    for p, d in splits:
-        trial = replace(sc, prefill_nodes=p, decode_nodes=d)
+    # Every split's modes at once, each as evaluate_mode gives it alone (serving.evaluate_each).
+    trials = [replace(sc, prefill_nodes=p, decode_nodes=d) for p, d in splits]
+    for (p, d), found in zip(splits, evaluate_each(trials, modes, cfg), strict=True):
         results: dict[OutcomeMode, ModeOutcome | None] = {}
         reasons: dict[OutcomeMode, str] = {}
-        for m in modes:
-            try:
-                results[m] = evaluate_mode(trial, m, cfg)
-            except InfeasibleError as exc:
+        for m, got in found.items():
+            if isinstance(got, InfeasibleError):
                 results[m] = None
-                reasons[m] = exc.detail
+                reasons[m] = got.detail
+            else:
+                results[m] = got
         gpus = p * sc.prefill_node.gpus_per_node + d * sc.decode_node.gpus_per_node
         feasible = any(o is not None for o in results.values())
         free = feasible and bool(pd_min <= p / d <= pd_max)
