@@ -469,3 +469,25 @@ def test_a_trace_at_one_time_says_why_no_rate_is_derived(cli, tmp_path) -> None:
     trace.write_text("".join(json.dumps({**r, "timestamp": 5}) + "\n" for r in rows))
     out = cli("workload", "import", str(trace), "--format", "mooncake").out
     assert "every request has the same time" in out and "no common clock" not in out
+
+
+def test_a_field_the_trace_gives_cannot_be_set(cli, tmp_path: Path) -> None:
+    """On a trace workload the means describe the trace and set nothing: --set and a sweep
+    axis on them were checked and then ignored (found in a trial: context 10 to 100,000 gave
+    one throughput). They are refused, naming the trace; a field the model reads is taken."""
+    path = tmp_path / "turns.csv"
+    path.write_text("trajectory_id,append_tokens,generated_tokens\na,100,10\na,50,5\nb,40,4\n")
+    out = tmp_path / "out"
+    run_import(cli, str(path), "--format", "csv", "--out", str(out), "--id", "t")
+    common = ("--profiles", str(out), "--workload", "t")
+    from dualpath_plan.profiles.schemas import WorkloadProfile
+
+    for name in WorkloadProfile.TRACE_GIVEN:
+        result = cli("size", *common, "--set", f"workload.{name}=1")
+        assert result.code == 2, (name, result.out)
+        assert f"its {name} describes the trace and sets nothing" in result.err
+    swept = cli("sweep", *common, "--grid", "workload.context_tokens=10,1000")
+    assert swept.code == 2 and "reads its turns from t.csv" in swept.err
+    base = cli("size", *common, "--json").json()
+    slow = cli("size", *common, "--set", "workload.tool_latency_s=100", "--json").json()
+    assert slow["modes"]["dualpath"]["jct_s"] > base["modes"]["dualpath"]["jct_s"]

@@ -343,6 +343,16 @@ class Overrides:
             k: v for k, v in profile.calibration_stderr.items() if k not in fields
         }
         result = validate_profile(data, source=f"--set on {profile.kind} '{profile.id}'")
+        if isinstance(result, WorkloadProfile) and result.trace_file:
+            for name in fields:
+                if name in WorkloadProfile.TRACE_GIVEN:
+                    # Checked and then ignored: the trace's rows give every turn's tokens.
+                    raise PlanInputError(
+                        f"workload '{profile.id}' reads its turns from {result.trace_file}: "
+                        f"its {name} describes the trace and sets nothing (edit the trace, "
+                        "or use a profile without trace_file)",
+                        field=f"workload.{name}",
+                    )
         return result  # type: ignore[return-value]
 
 

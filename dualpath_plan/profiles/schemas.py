@@ -460,6 +460,15 @@ class WorkloadProfile(ProfileBase):
     """
 
     KIND: ClassVar[str] = "workload"
+    # The fields a trace_file replaces with its rows (physics/workload.py, turn_mix): with one,
+    # they describe the trace (workload import writes its means) and set nothing.
+    TRACE_GIVEN: ClassVar[tuple[str, ...]] = (
+        "turns",
+        "append_tokens",
+        "generated_tokens",
+        "context_tokens",
+        "turns_spread",
+    )
     kind: Literal["workload"] = "workload"
     # A trajectory has at least one turn (the mean of counts >= 1).
     turns: Annotated[float, Strict(), Field(ge=1, le=MAX_MAGNITUDE, allow_inf_nan=False)]

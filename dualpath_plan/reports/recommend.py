@@ -36,7 +36,7 @@ from dualpath_plan.reports.provenance import (
     intervals_payload,
     node_lines,
 )
-from dualpath_plan.reports.size import mode_payload
+from dualpath_plan.reports.size import mode_payload, workload_text
 
 METRIC = {
     "jct": ("jct_s", "JCT (s)"),
@@ -380,9 +380,7 @@ def recommend_markdown(
     lines = [
         f"# P/D ratio recommendation: {sc.model.id} on {sc.prefill_node.id} / {sc.decode_node.id}",
         "",
-        f"- workload: `{sc.workload.id}` ({sc.workload.turns:g} turns, "
-        f"{sc.workload.context_tokens:,.0f} context, {sc.workload.append_tokens:g} appended, "
-        f"{sc.workload.generated_tokens:g} generated tokens per turn)",
+        f"- workload: `{sc.workload.id}` ({workload_text(sc)} tokens per turn)",
         f"- model: `{sc.model.id}` ({sc.model.name})",
         "- storage: "
         + (

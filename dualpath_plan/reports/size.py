@@ -106,8 +106,9 @@ def size_payload(r: SizeReport, intervals: OutcomeIntervals | None = None) -> di
     }
 
 
-def _turns(sc: Scenario) -> str:
-    """Mean turns per trajectory, with the spread that sets the straggler tail."""
+def workload_text(sc: Scenario) -> str:
+    """The workload the model runs: mean turns per trajectory, with the spread that sets the
+    straggler tail, and a turn's mean tokens (a trace's own, where it has one)."""
     d = sc.turn_demand
     counts = d.trajectory_turns
     if sc.workload.trace_file:
@@ -131,7 +132,7 @@ def scenario_line(sc: Scenario) -> str:
         f"[bold]{sc.model.id}[/bold] on [bold]{sc.prefill_nodes}P{sc.decode_nodes}D[/bold] "
         f"({sc.prefill_node.id} x {sc.prefill_node.gpus_per_node} {sc.prefill_gpu.id} / "
         f"{sc.decode_node.id}), storage {sc.storage.id if sc.storage else 'unlimited'}, "
-        f"workload {sc.workload.id} ({_turns(sc)})"
+        f"workload {sc.workload.id} ({workload_text(sc)})"
     )
 
 
