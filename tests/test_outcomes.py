@@ -280,9 +280,7 @@ def test_size_cli_default_json(cli) -> None:
 
 
 def test_size_cli_sizing(cli) -> None:
-    data = cli(
-        "size", "--model", "ds-27b", "-P", "1", "-D", "1", "--target-aps", "1", "--json"
-    ).json()
+    data = cli("size", "--model", "ds-27b", "--target-aps", "1", "--json").json()
     assert data["modes"]["dualpath"]["aps"] >= 1
     assert data["modes"]["dualpath"]["nodes"] <= data["modes"]["basic"]["nodes"]
     data = cli(

@@ -447,6 +447,13 @@ def test_paths_refuses_a_cluster_for_sizes_reason(cli) -> None:
             ("--budget-nodes", "6", "--prefill-node-cost", "2"),
             "weighs nodes against --budget-cost, not given",
         ),
+        # ... and options the command does not use (found in a trial: each was ignored).
+        ("size", ("--target-aps", "0.4", "-P", "7"), "--target-aps searches for the cluster"),
+        ("size", ("--deadline", "5000", "-D", "9"), "--deadline searches for the cluster"),
+        ("size", ("--max-nodes", "8"), "bounds the search of --target-aps or --deadline"),
+        ("simulate", ("--aps", "0.1", "--agents", "5"), "--aps runs online"),
+        ("paths", ("--agents", "3"), "No such option: --agents"),
+        ("paths", ("--ttft-slo", "1"), "No such option: --ttft-slo"),
     ],
 )
 def test_an_option_another_replaces_is_refused(cli, command, args, expect) -> None:

@@ -48,7 +48,8 @@ def bounds(
         report.render_bounds(result, stdout)
 
 
-@scenario_options()
+# No serving options: the paths are the saturated optimum, whatever the agents and SLOs.
+@scenario_options(groups=("profiles", "cluster", "scheduling", "terms"))
 def paths(
     spec: ScenarioSpec,
     mode: Annotated[

@@ -18,7 +18,7 @@ from dualpath_plan.cli.common import (
     refuse_input,
     stdout,
 )
-from dualpath_plan.cli.options import scenario_options
+from dualpath_plan.cli.options import given_flags, scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import AtomicWriter
 from dualpath_plan.outcomes.simulation import (
@@ -212,6 +212,13 @@ def simulate_cmd(
         window_s=window,
         context_growth=context_growth,
     )
+    if aps is not None and given_flags(spec, ("agents",)):
+        # Online agents arrive at --aps: a number started together was ignored.
+        raise PlanInputError(
+            "is the offline run's agents started together; --aps runs online (agents arrive "
+            "at that rate): give one",
+            field="--agents",
+        )
     if aps is None and (duration is not None or warmup is not None):
         raise PlanInputError(
             "--duration and --warmup are for online runs (--aps)", field="--duration"

@@ -18,14 +18,19 @@ from dualpath_plan.cli.common import (
     refuse_input,
     stdout,
 )
-from dualpath_plan.cli.options import scenario_options
+from dualpath_plan.cli.options import given_flags, scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.serving import evaluate
 from dualpath_plan.outcomes.uncertainty import answer_intervals, mode_intervals
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
 from dualpath_plan.reports import size as report
 from dualpath_plan.scenario import Scenario
-from dualpath_plan.scenario.spec import MAX_NODES, ScenarioSpec, check_max_nodes
+from dualpath_plan.scenario.spec import (
+    DEFAULT_MAX_NODES,
+    MAX_NODES,
+    ScenarioSpec,
+    check_max_nodes,
+)
 
 if TYPE_CHECKING:
     from dualpath_plan.profiles.registry import Registry
@@ -90,11 +95,14 @@ def size(
         ),
     ] = None,
     max_nodes: Annotated[
-        int,
+        int | None,
         typer.Option(
-            "--max-nodes", help=f"Largest cluster the search tries (at most {MAX_NODES:,})."
+            "--max-nodes",
+            help=f"Largest cluster the search of --target-aps or --deadline tries (default "
+            f"{DEFAULT_MAX_NODES:,}, at most {MAX_NODES:,}).",
+            show_default=False,
         ),
-    ] = 1024,
+    ] = None,
     as_json: JsonOpt = False,
     profiles: ProfilesOpt = None,
     set_: SetOpt = None,
@@ -104,6 +112,16 @@ def size(
     (DeepSeek-V3.2, 2P4D dualpath-hopper nodes, paper-64k, 2,048 agents); or, with --target-aps
     or --deadline, the smallest cluster per mode that meets the target; or, with --aps or
     --aps-curve, the online model of this cluster at given arrival rates."""
+    searching = target_aps is not None or deadline is not None
+    search = "--target-aps" if target_aps is not None else "--deadline"
+    if not searching and max_nodes is not None:
+        raise PlanInputError("bounds the search of --target-aps or --deadline", field="--max-nodes")
+    for flags in given_flags(spec, ("prefill_nodes", "decode_nodes")) if searching else ():
+        # The search chooses the cluster: a given one was ignored.
+        raise PlanInputError(
+            f"{search} searches for the cluster; {flags} gives one: give one of them", field=flags
+        )
+    max_nodes = DEFAULT_MAX_NODES if max_nodes is None else max_nodes
     check_max_nodes(max_nodes)
     if target_aps is not None and deadline is not None:
         raise PlanInputError("give --target-aps or --deadline, not both", field="--deadline")

@@ -27,7 +27,12 @@ from dualpath_plan.outcomes.serving import (
 from dualpath_plan.outcomes.sweep import evaluate_clusters
 from dualpath_plan.physics.modes import REPORT_MODES
 from dualpath_plan.scenario.bundle import Scenario
-from dualpath_plan.scenario.spec import ScenarioSpec, ServingConfig, check_max_nodes
+from dualpath_plan.scenario.spec import (
+    DEFAULT_MAX_NODES,
+    ScenarioSpec,
+    ServingConfig,
+    check_max_nodes,
+)
 
 Target = Literal["aps", "deadline"]
 
@@ -130,7 +135,7 @@ def smallest_cluster(
     *,
     target_aps: float | None = None,
     deadline_s: float | None = None,
-    max_nodes: int = 1024,
+    max_nodes: int = DEFAULT_MAX_NODES,
 ) -> SizingResult:
     """The smallest cluster of at most ``max_nodes`` nodes that meets the target in ``mode``;
     a result without an outcome (and with the reason) when none does."""
@@ -208,7 +213,7 @@ def sizing_report(
     *,
     target_aps: float | None = None,
     deadline_s: float | None = None,
-    max_nodes: int = 1024,
+    max_nodes: int = DEFAULT_MAX_NODES,
     modes: tuple[OutcomeMode, ...] = REPORT_MODES,
 ) -> SizingReport:
     """The smallest cluster per mode; every mode is reported, reached or not."""

@@ -35,6 +35,8 @@ MAX_SIDE_NODES = 1_000_000
 # any deployment the paper or its peers describe (the paper's largest is 1,152 GPUs). Here, not
 # in the search's module, so that size's --help text does not import the search.
 MAX_NODES = 4096
+# The largest cluster a search tries unless told (size --max-nodes).
+DEFAULT_MAX_NODES = 1024
 
 
 def check_max_nodes(max_nodes: int) -> int:
