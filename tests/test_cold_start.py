@@ -91,3 +91,17 @@ def test_program_is_main_with_the_collector_paused_at_start_up() -> None:
             plain.stdout,
             plain.stderr.splitlines(),
         )
+
+
+def test_python_m_runs_the_program() -> None:
+    """``python -m dualpath_plan`` is the console script (it had no __main__: found in a
+    trial), its exit codes included."""
+    ok = subprocess.run(
+        [sys.executable, "-m", "dualpath_plan", "size", "--json"], capture_output=True, text=True
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["modes"]["dualpath"]["throughput_turns_per_s"] > 0
+    bad = subprocess.run(
+        [sys.executable, "-m", "dualpath_plan", "size", "-P", "0"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ")
