@@ -467,3 +467,18 @@ def test_node_gives_the_side_without_a_group(cli) -> None:
     result = cli("paths", "--node", "dgx-h100", "--decode-group", "dgx-h100:2", "--json")
     assert result.code == 0, result.err
     assert "dgx-h100" in result.out
+
+
+def test_bounds_shift_only_between_two_ranges(cli) -> None:
+    """Where the paper's assumptions leave no bottleneck-free ratio, the extended terms do not
+    'move the bounds by -inf and +inf' (found in a trial): no shift, the empty range said."""
+    args = ("bounds", "--speed-of-light", "--set", "node.snic_gbit_s=3200")
+    text = cli(*args).out
+    assert "inf" not in text and "paper assumptions: no ratio is bottleneck-free" in text
+    data = cli(*args, "--json").json()
+    assert data["feasible"] and data["shift_vs_paper_assumptions"] == {
+        "pd_min": None,
+        "pd_max": None,
+    }
+    default = cli("bounds", "--json").json()["shift_vs_paper_assumptions"]
+    assert default["pd_min"] < 0 < default["pd_max"]

@@ -58,10 +58,18 @@ def bounds_payload(v: BoundsView) -> dict[str, Any]:
         "efficiencies": efficiency_payload(v.scenario),
         "per_link": {k: finite(float(x)) for k, x in b.per_link.items()},
         "shift_vs_paper_assumptions": {
-            "pd_min": finite(pd_min - float(ref.pd_min)),
-            "pd_max": finite(pd_max - float(ref.pd_max)),
+            "pd_min": _shift(v, pd_min, float(ref.pd_min)),
+            "pd_max": _shift(v, pd_max, float(ref.pd_max)),
         },
     }
+
+
+def _shift(v: BoundsView, extended: float, paper: float) -> float | None:
+    """How far the extended terms move a bound: None where either range is empty or the
+    bound does not exist on either side (an empty range's bounds cross: no distance between
+    them says anything)."""
+    both = bool(v.bounds.feasible) and bool(v.paper.feasible)
+    return finite(extended - paper) if both and math.isfinite(extended + paper) else None
 
 
 def render_bounds(v: BoundsView, console: Console) -> None:
@@ -86,11 +94,21 @@ def render_bounds(v: BoundsView, console: Console) -> None:
             f"{', '.join(b.violated[0]) or 'the lower bound exceeds the upper'}"
         )
     if not v.paper_assumptions:
-        console.print(
-            f"  the extended terms move the lower bound by {pd_min - float(ref.pd_min):+.4g} "
-            f"and the upper by {pd_max - float(ref.pd_max):+.4g} "
-            f"(paper assumptions: {_fmt(float(ref.pd_min))} .. {_fmt(float(ref.pd_max))})"
+        lo, hi = _shift(v, pd_min, float(ref.pd_min)), _shift(v, pd_max, float(ref.pd_max))
+        paper = (
+            f"{_fmt(float(ref.pd_min))} .. {_fmt(float(ref.pd_max))}"
+            if bool(ref.feasible)
+            else "no ratio is bottleneck-free"
         )
+        if lo is None and hi is None:
+            console.print(f"  paper assumptions: {paper}")
+        else:
+            moved = [
+                f"the {which} bound by {d:+.4g}" for which, d in (("lower", lo), ("upper", hi)) if d
+            ] or ["neither bound"]
+            console.print(
+                f"  the extended terms move {' and '.join(moved)} (paper assumptions: {paper})"
+            )
     table = Table(title="each link's bound on P/D")
     for col in ("link", "bound", "kind", "what"):
         table.add_column(col)
