@@ -305,5 +305,21 @@ def test_a_workloads_longest_request_holds_its_mean_one(cli) -> None:
     context of 70,000 under a max_len of 65,536 was taken and changed the results)."""
     result = cli("size", "--set", "workload.context_tokens=70000")
     assert result.code == 2
-    assert "max_len_tokens 65,536 is below the mean request" in result.err
+    assert "field 'max_len_tokens': below the mean request" in result.err
+    assert "(got 65536)" in result.err and "Value error" not in result.err
     assert cli("size", "--set", "workload.context_tokens=60000", "--json").code == 0
+
+
+def test_show_names_the_file_of_a_bad_profile(cli, tmp_path) -> None:
+    """profiles show of a profile whose file is bad names the file and the field (it said
+    field 'ID' and no file: found in a trial)."""
+    folder = tmp_path / "workload"
+    folder.mkdir()
+    (folder / "w.toml").write_text(
+        'kind = "workload"\nname = "w"\nturns = 2.0\nappend_tokens = 100.0\n'
+        "generated_tokens = 10.0\ncontext_tokens = 1000.0\nmax_len_tokens = 500\n"
+    )
+    result = cli("profiles", "show", "w", "--profiles", str(tmp_path))
+    assert result.code == 2
+    assert f"{folder / 'w.toml'}: field 'max_len_tokens': below the mean request" in result.err
+    assert "'ID'" not in result.err

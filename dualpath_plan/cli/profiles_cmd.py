@@ -76,6 +76,8 @@ def show_profile(
     try:
         profile = registry.get(kind, profile_id) if kind else registry.find(profile_id)
     except PlanInputError as exc:
+        if exc.source is not None:
+            raise  # the profile's file is bad: it names the file and the field
         # The registry names the scenario flag of the kind (--node); here it is ID of --kind.
         raise PlanInputError(exc.detail, field="ID") from None
     derived = derived_quantities(profile, registry)

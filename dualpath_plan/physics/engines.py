@@ -139,11 +139,19 @@ def check_weights_fit(
             if rep
             else f"{per_gpu / 1e9:,.1f} GB per GPU"
         )
+        # What every GPU holds whatever the node count: more nodes cannot make room for it.
+        nodes_help = rep < gpu.hbm_gbyte * 1e9
+        fix = (
+            f"add {side} nodes or choose a GPU with more HBM"
+            if nodes_help
+            else f"no number of nodes holds it (every GPU holds {rep / 1e9:,.4g} GB); choose "
+            "a GPU with more HBM"
+        )
         raise InfeasibleError(
             f"{model.id} weights ({weights / 1e9:,.0f} GB; {held}) do not fit in the {side} "
             f"group's HBM ({nodes:g} x {node.gpus_per_node} x {gpu.hbm_gbyte:g} GB = "
-            f"{hbm / 1e9:,.0f} GB); add {side} nodes or choose a GPU with more HBM",
-            field=f"{side}_nodes",
+            f"{hbm / 1e9:,.4g} GB); {fix}",
+            field=f"{side}_nodes" if nodes_help else "gpu",
         )
     return hbm - per_gpu * nodes * node.gpus_per_node
 

@@ -73,7 +73,8 @@ def _describe_error(err: Mapping[str, Any], kind: str) -> tuple[str, str]:
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         hint = f"; did you mean '{close[0]}'? (the unit is part of the name)" if close else ""
         return loc, f"unknown key for a {kind} profile{hint}"
-    msg = err.get("msg", "invalid value")
+    # Our own checks' messages, without pydantic's "Value error, " before them.
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
     # A field's value is echoed; a whole-profile check (loc empty) would echo the profile.
     if "input" in err and etype not in ("missing",) and err.get("loc"):
         value = err["input"]

@@ -20,7 +20,16 @@ import math
 import re
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictBool,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 # --- field types ---------------------------------------------------------------------------
 
@@ -504,17 +513,24 @@ class WorkloadProfile(ProfileBase):
             raise ValueError("the abstract form needs both gb_per_pflop and kv_bytes_per_token")
         if self.gb_per_pflop is not None and self.trace_file:
             raise ValueError("give a trace_file or the abstract form (gb_per_pflop), not both")
-        mean_prompt = self.context_tokens + self.append_tokens
-        if self.max_len_tokens is not None and self.max_len_tokens < mean_prompt:
-            # The longest request is at least the mean one (context 70,000 with a max_len of
-            # 65,536 was taken). total_tokens is not held to this: a trajectory's mean total
-            # and a turn's mean context average different populations (see above).
-            raise ValueError(
-                f"max_len_tokens {self.max_len_tokens:,} is below the mean request, "
-                f"context_tokens + append_tokens = {mean_prompt:,.0f} (raise max_len_tokens "
-                "with it)"
-            )
         return self
+
+    @field_validator("max_len_tokens")
+    @classmethod
+    def _longest_holds_the_mean(cls, v: int | None, info: ValidationInfo) -> int | None:
+        # The longest request is at least the mean one (context 70,000 with a max_len of
+        # 65,536 was taken). total_tokens is not held to this: a trajectory's mean total and a
+        # turn's mean context average different populations (see above). A field check, so
+        # that an error names the field.
+        context, append = info.data.get("context_tokens"), info.data.get("append_tokens")
+        if v is None or context is None or append is None:
+            return v  # one of them is missing or bad: its own error says so
+        if v < context + append:
+            raise ValueError(
+                "below the mean request, context_tokens + append_tokens = "
+                f"{context + append:,.0f} (raise max_len_tokens with it)"
+            )
+        return v
 
     @property
     def is_abstract(self) -> bool:

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dualpath_plan.reports.numbers import count
 from dualpath_plan.validation.check import MetricDiff, likely_renames
 
 
@@ -73,8 +74,8 @@ def render_check(
             )
     if updated:
         console.print(
-            escape(f"{len(diffs)} metrics recorded in {baseline} ({len(regressions)} new ")
+            escape(f"{count(len(diffs), 'metric')} recorded in {baseline} ({len(regressions)} new ")
             + "or changed beyond tolerance)"
         )
     else:
-        console.print(f"{len(diffs)} metrics, {len(regressions)} beyond tolerance")
+        console.print(f"{count(len(diffs), 'metric')}, {len(regressions)} beyond tolerance")
