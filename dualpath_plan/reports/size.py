@@ -45,7 +45,10 @@ def limits_payload(limits: Mapping[str, LinkLimit]) -> dict[str, Any]:
 
 def mode_payload(o: ModeOutcome) -> dict[str, Any]:
     return {
-        "throughput_turns_per_s": o.throughput_turns_per_s,
+        "throughput_turns_per_s": o.throughput_turns_per_s,  # saturated: the cluster's most
+        # offline while all the agents run: the saturated rate, or the agents over their
+        # critical path where too few to saturate it (latency_bound)
+        "operating_turns_per_s": o.operating_turns_per_s,
         "jct_s": o.jct_s,
         "drain_s": o.drain_s,
         "aps": o.aps,
@@ -174,7 +177,7 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
     offline = Table(title=f"offline: {count(cfg.agents, 'agent')} started together (RL rollout)")
     for col in (
         "mode",
-        "turns/s",
+        "max\nturns/s",
         "JCT",
         "drain",
         "TTFT under load",
@@ -185,14 +188,13 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
         offline.add_column(col, justify="left" if col in ("mode", "binding") else "right")
     for m, o in modes.items():
         offline.add_row(
-            m,
+            m + (" L" if o.latency_bound else ""),  # (beside the JCT, it wrapped its interval)
             f"{o.throughput_turns_per_s:.3g}",
             _with_interval(
                 _duration(o.jct_s, jct),
                 bound(m, "jct_s"),
                 lambda v: _duration(v, jct),
-            )
-            + (" L" if o.latency_bound else ""),
+            ),
             f"{o.drain_s / o.jct_s:.0%}",
             seconds(o.ttft_s),
             per_token(o.tpot_s),
@@ -202,10 +204,13 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
     console.print(offline)
     if any(MODE_TABLE[m].io_free for m in modes):
         console.print("DE share: the hit KV read through the decode nodes (oracle: no reads, -)")
-    if any(o.latency_bound for o in modes.values()):
+    few = {m: o for m, o in modes.items() if o.latency_bound}
+    if few:
+        running = ", ".join(f"{m} {o.operating_turns_per_s:.3g}" for m, o in few.items())
         console.print(
             "L: JCT set by each agent's critical path (turns x (TTFT + generated x "
-            "TPOT)), not by throughput: too few agents to fill the cluster"
+            "TPOT)), not by throughput: too few agents to fill the cluster (turns/s while all "
+            f"run: {running}; max turns/s: the cluster's saturated rate)"
         )
     console.print(
         "drain: the share of the JCT the cluster runs below saturation (stragglers and "
