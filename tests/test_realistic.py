@@ -435,6 +435,11 @@ def test_where_efficiencies_come_from_is_not_set_on_the_command_line(cli) -> Non
     for field in ("efficiencies_from=nope", "efficiency_source=datasheet"):
         result = cli("size", "--node", "dgx-h100", "--set", f"node.{field}")
         assert result.code == 2 and "cannot be set on the command line" in result.err
+    # The GPU is --gpu, whose reports say the calibration was measured on another GPU (with
+    # --set node.gpu they said 'measured' and gave its intervals: found in a trial).
+    result = cli("size", "--set", "node.gpu=b200")
+    assert result.code == 2 and "give --gpu" in result.err
+    assert "calibrated with h800-sxm, run on b200" in cli("size", "--gpu", "b200").out
 
 
 def test_a_value_set_on_the_command_line_is_not_the_fits(cli) -> None:

@@ -287,7 +287,19 @@ def parse_assignment(text: str) -> tuple[str, str, Any]:
 
 # Where a node's calibration comes from is the profile's statement, resolved when the registry
 # reads it: a --set could not re-resolve it honestly.
-NOT_SETTABLE = frozenset({("node", "efficiency_source"), ("node", "efficiencies_from")})
+_CALIBRATION_ORIGIN = (
+    "says where a profile's calibration comes from and cannot be set on the command line; "
+    "edit the profile, or give your own with --profiles DIR"
+)
+# Fields --set cannot change, and why.
+NOT_SETTABLE: dict[tuple[str, str], str] = {
+    ("node", "efficiency_source"): _CALIBRATION_ORIGIN,
+    ("node", "efficiencies_from"): _CALIBRATION_ORIGIN,
+    # Set here, the node's GPU hid that its calibration was measured on another one (the
+    # reports say so for --gpu, found in a trial).
+    ("node", "gpu"): "is the scenario's --gpu (the reports then say which GPU the nodes' "
+    "calibration was measured on): give --gpu",
+}
 
 
 @dataclass(frozen=True)
@@ -301,9 +313,7 @@ class Overrides:
         """Record one assignment; the same field with two different values is an error."""
         if (kind, name) in NOT_SETTABLE:
             raise PlanInputError(
-                f"{kind}.{name} says where a profile's calibration comes from and cannot be "
-                "set on the command line; edit the profile, or give your own with --profiles DIR",
-                field=f"{kind}.{name}",
+                f"{kind}.{name} {NOT_SETTABLE[kind, name]}", field=f"{kind}.{name}"
             )
         fields = by_kind.setdefault(kind, {})
         if name in fields and fields[name] != value:
