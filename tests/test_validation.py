@@ -383,6 +383,14 @@ def test_calibrate_holdout(cli, tmp_path) -> None:
             (),
             "cannot determine",
         ),
+        # A copied row is not a second measurement: each copy narrowed the standard error
+        # (found in a trial); the same cluster measured again with another value is taken.
+        (
+            "metric,value,mode,prefill_nodes,decode_nodes\njct_s,5450,dualpath,2,4\n"
+            "aps,0.3,dualpath,2,4\njct_s,5450,dualpath,2,4\n",
+            (),
+            "line 4: repeats line 2 (the same metric, value, mode and cluster)",
+        ),
     ],
 )
 def test_calibrate_bad_input(cli, tmp_path, rows, args, expect) -> None:

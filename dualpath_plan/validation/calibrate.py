@@ -196,6 +196,20 @@ def load_points(path: Path) -> list[Point]:
         points.append(
             Point(r["metric"], value, r["mode"], int(p), int(d), int(agents), n, sigma, source)
         )
+    seen: dict[tuple[object, ...], int] = {}
+    for pt in points:
+        key = (pt.metric, pt.value, pt.mode, pt.prefill_nodes, pt.decode_nodes, pt.agents)
+        if key in seen:
+            # A copy is not a second measurement: each copy narrowed the fit's standard error
+            # by sqrt(copies) (found in a trial). Repeated runs differ; identical ones are one.
+            raise PlanInputError(
+                f"repeats line {seen[key]} (the same metric, value, mode and cluster): one "
+                "measurement counted twice narrows the fit's standard error; keep one row "
+                "(repeated runs: their mean, with rel_stderr)",
+                source=source,
+                line=pt.row,
+            )
+        seen[key] = pt.row
     given = [pt.rel_stderr is not None for pt in points]
     if any(given) and not all(given):
         missing = next(pt for pt in points if pt.rel_stderr is None)
