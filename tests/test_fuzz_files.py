@@ -1421,6 +1421,9 @@ def test_baselines_are_one_format_with_unique_ids(cli, tmp_path, baseline, expec
             ("ratio", "--model", "deepseek-v3.2", "--context", "1000000"),
             "exceeds deepseek-v3.2's context_window_tokens 163,840",
         ),
+        # Shown as 2 in the table, 1.5 in the JSON; an empty item was dropped.
+        (("ratio", "--model", "ds-27b", "--context", "1.5"), "expected whole token counts"),
+        (("ratio", "--model", "ds-27b", "--context", "1,,2"), "an empty item between commas"),
     ],
 )
 def test_absurd_quantities_are_refused(cli, args, expect) -> None:

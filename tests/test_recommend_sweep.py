@@ -171,6 +171,9 @@ def test_bad_grid_specs(spec, expect) -> None:
             "--set on node 'dualpath-hopper'",
         ),
         (("--grid", "P=0.5,2"), "whole numbers from 1 to 1,000,000, got 0.5"),
+        # An empty item or a value twice was dropped or evaluated twice, silently.
+        (("--grid", "P=1,,3"), "--grid P=1,,3: an empty item between commas"),
+        (("--grid", "P=2,2,2"), "--grid P=2,2,2: 2 is given twice"),
     ],
 )
 def test_sweep_bad_input_exits_2(cli, args, expect) -> None:

@@ -491,3 +491,26 @@ def test_a_field_the_trace_gives_cannot_be_set(cli, tmp_path: Path) -> None:
     base = cli("size", *common, "--json").json()
     slow = cli("size", *common, "--set", "workload.tool_latency_s=100", "--json").json()
     assert slow["modes"]["dualpath"]["jct_s"] > base["modes"]["dualpath"]["jct_s"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        # A misspelt column was ignored (the context then summed from earlier turns).
+        (
+            "trajectory_id,append_tokens,generated_tokens,contxt_tokens\na,100,10,0\n",
+            "field 'contxt_tokens': unknown column; a trace has trajectory_id, append_tokens, "
+            "generated_tokens[, context_tokens]; did you mean context_tokens?",
+        ),
+        # Fractional tokens were taken and shown rounded.
+        (
+            "trajectory_id,append_tokens,generated_tokens\na,1.5,10\n",
+            "line 2: field 'append_tokens': expected a whole number, got '1.5'",
+        ),
+    ],
+)
+def test_a_trace_has_its_columns_and_whole_tokens(cli, tmp_path: Path, text, expect) -> None:
+    path = tmp_path / "turns.csv"
+    path.write_text(text)
+    result = cli("workload", "import", str(path), "--format", "csv")
+    assert result.code == 2 and expect in result.err, result.err

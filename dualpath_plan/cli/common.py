@@ -110,7 +110,8 @@ def parse_token_counts(text: str, name: str) -> list[float]:
     for part in text.split(","):
         part = part.strip()
         if not part:
-            continue
+            # '1,,2' lost an item silently.
+            raise PlanInputError(f"an empty item between commas in {text!r}", field=name)
         scale = 1.0
         if part[-1] in "kK":
             scale, part = 1024.0, part[:-1]
@@ -120,9 +121,11 @@ def parse_token_counts(text: str, name: str) -> list[float]:
             raise PlanInputError(
                 f"expected token counts like 16384 or 16K, got {text!r}", field=name
             ) from None
-        if not (math.isfinite(value) and 1 <= value <= MAX_MAGNITUDE):
+        if not (math.isfinite(value) and 1 <= value <= MAX_MAGNITUDE and value == int(value)):
+            # (1.5 was shown as 2 in a table and as 1.5 in the JSON)
             raise PlanInputError(
-                f"expected token counts from 1 to {MAX_MAGNITUDE:g}, got {text!r}", field=name
+                f"expected whole token counts from 1 to {MAX_MAGNITUDE:g}, got {text!r}",
+                field=name,
             )
         out.append(value)
     if not out:

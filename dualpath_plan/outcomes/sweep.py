@@ -192,9 +192,17 @@ def _parse_values(name: str, spec: str) -> FloatArray:
         raise PlanInputError(
             f"{where}: expected a,b,c or A:B or A:B:Nlog / A:B:Nlin", field="--grid"
         )
-    values = [number(p) for p in text.split(",") if p.strip()]
-    if not values:
+    items = text.split(",")
+    if not text.strip():
         raise PlanInputError(f"{where}: no values", field="--grid")
+    if any(not p.strip() for p in items):
+        # 'P=1,,3' lost an item silently (a typo for 1,2,3?).
+        raise PlanInputError(f"{where}: an empty item between commas", field="--grid")
+    values = [number(p) for p in items]
+    for k, v in enumerate(values):
+        if v in values[:k]:
+            # 'P=2,2,2' evaluated one point three times (a range's points are each once).
+            raise PlanInputError(f"{where}: {v:g} is given twice", field="--grid")
     return np.asarray(values, dtype=np.float64)
 
 

@@ -164,13 +164,15 @@ TRACE_COLUMNS = ("trajectory_id", "append_tokens", "generated_tokens")
 
 
 def _tokens(row: dict[str, Any], name: str, source: str, line: int, jsonl: bool) -> float:
-    """A token count of a trace row: a number (text in CSV, a JSON number in JSON Lines) from
-    0 to the profiles' MAX_MAGNITUDE, which keeps every product the model forms finite."""
+    """A token count of a trace row: a whole number (text in CSV, a JSON number in JSON Lines)
+    from 0 to the profiles' MAX_MAGNITUDE, which keeps every product the model forms finite
+    (1.5 tokens was taken, and shown rounded)."""
     return number(
         row[name],
         source=source,
         field=name,
         line=line,
+        integer=True,
         text=not jsonl,
         low=0,
         high=MAX_MAGNITUDE,
@@ -212,10 +214,26 @@ def load_trace(path: Path) -> TurnMix:
     per_trajectory: dict[str, int] = {}
     number: dict[str, int] = {}  # trajectory id -> its index, by first appearance
     trajectory: list[int] = []
+    known = (*TRACE_COLUMNS, "context_tokens")
     for line, row in rows:
         if has_context is None:
             # The first row sets the columns (a CSV header does so for every row).
             has_context = "context_tokens" in row
+        for col in row:
+            if col not in known:
+                # A misspelt column was ignored: 'contxt_tokens' left every context to be
+                # summed from the trajectory's earlier turns, silently.
+                import difflib  # only here: not on every command's start-up path
+
+                close = difflib.get_close_matches(str(col), known, n=1)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                raise PlanInputError(
+                    f"unknown column; a trace has {', '.join(TRACE_COLUMNS)}[, context_tokens]"
+                    + hint,
+                    source=source,
+                    line=line,
+                    field=str(col),
+                )
         for col in (*TRACE_COLUMNS, *(("context_tokens",) if has_context else ())):
             if col not in row:
                 raise PlanInputError(
