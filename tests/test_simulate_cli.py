@@ -186,3 +186,25 @@ def test_context_growth_spreads_the_turns(cli, tmp_path: Path) -> None:
     grown = prompts["--context-growth"]
     assert len(set(grown)) > 10 and max(grown) > 1.8 * min(grown) + 1
     assert sum(grown) / len(grown) == pytest.approx(prompts[""][0], rel=0.1)
+
+
+def test_the_working_set_does_not_depend_on_the_window(cli, tmp_path: Path) -> None:
+    """The simulated KV working set holds each live agent's context from its first turn to its
+    last (tool calls included) and is a time average: it was a snapshot at each window's end
+    of the turns in flight, so 4 agents gave a mean of 4.1, 2.0 or 0.0 GB by --window, and the
+    last window, at the run's end, read 0 while agents ran in it (found in a trial)."""
+    args = ("simulate", "--agents", "4", "--set", "workload.turns=12", "--json")
+    got = [cli(*args, "--window", w).json()["kv_working_set_gbyte"] for w in ("1", "10", "1e9")]
+    for g in got[1:]:
+        assert g["mean"] == pytest.approx(got[0]["mean"], rel=1e-9)
+        assert g["max"] == pytest.approx(got[0]["max"], rel=1e-9)
+    assert 0 < got[0]["mean"] < got[0]["max"]
+    series = tmp_path / "s.csv"
+    assert cli(*args, "--window", "10", "--out", str(series)).code == 0
+    rows = list(csv.DictReader(io.StringIO(series.read_text())))
+    # The windows' time averages weighted by their lengths are the run's mean, and no window
+    # is empty while an agent runs (the last one ends at the last agent's end).
+    length = [float(x["window_s"]) for x in rows]
+    mean = sum(float(x["kv_working_set_gbyte"]) * w for x, w in zip(rows, length, strict=True))
+    assert mean / sum(length) == pytest.approx(got[0]["mean"], rel=1e-6)
+    assert all(float(x["kv_working_set_gbyte"]) > 0 for x in rows)

@@ -88,10 +88,10 @@ HIGH_TOKEN_MARGIN = 1.05
 # start ever fewer turns.
 STABLE_SHARE = 0.9
 
-# A window of the time series: its end, its length, turns done in it, turns in flight and the
-# KV working set at its end, per server its busy time, per GPU its busy time, per node its
-# storage reads (bytes) in it.
-_Window = tuple[float, float, int, int, float, list[float], list[float], list[float]]
+# A window of the time series: its end, its length, turns done in it, turns in flight at its
+# end, the KV working set's time average over it, per server its busy time, per GPU its busy
+# time, per node its storage reads (bytes) in it, and the working set's peak in it.
+_Window = tuple[float, float, int, int, float, list[float], list[float], list[float], float]
 
 # Event kinds.
 _TURN, _SERVER, _FORWARD, _DELAY, _AGENT, _WINDOW = range(6)
@@ -250,7 +250,13 @@ class SimResult:
     window_length_s: np.ndarray  # the last window may be shorter: the run ends in it
     turns_done: np.ndarray  # per window
     in_flight: np.ndarray  # turns in the cluster at each window's end
-    working_set_gbyte: np.ndarray  # KV of the live agents' contexts at each window's end
+    # KV of the live agents' contexts (an agent's from its first turn to its last, tool
+    # calls included: Little's law's agents in the system), each window's time average
+    working_set_gbyte: np.ndarray
+    # Over the measured span online (the whole run offline): the time average and the peak
+    # (neither depends on --window beyond where the span's windows begin and end).
+    working_set_mean_gbyte: float
+    working_set_max_gbyte: float
     snic_bytes: np.ndarray  # [window, node]: storage reads per node (P nodes, then D)
     servers: tuple[ServerSeries, ...]
     unfinished: int  # online: agents still running at the end
@@ -852,7 +858,11 @@ class _Engine:
         measured_done = 0
         de_read = all_read = 0.0
         rr_pe = rr_de = rr_path = 0
-        live_kv = 0.0
+        live_kv = 0.0  # the live agents' contexts: each agent's latest turn's prompt KV
+        held = [0.0] * n_agents  # what each agent holds of it
+        kv_area = 0.0  # live_kv integrated over the window so far (byte-seconds)
+        kv_since = 0.0  # when live_kv last changed or the window began
+        kv_peak = 0.0  # its largest value in the window
         in_flight = 0
         agents_alive = 0
         done_count = 0
@@ -1149,7 +1159,6 @@ class _Engine:
                 span_hi = now
             window_turns += 1
             in_flight -= 1
-            live_kv -= k_kv[i]
             if sink is not None:
                 sink(
                     (a, turn_k[a], t_start[a], ttft, tpot, now, pe_gpu[a], e, on_de[a],
@@ -1165,9 +1174,20 @@ class _Engine:
             else:
                 agent_end[a] = now
                 agents_alive -= 1
+                hold(a, 0.0)  # the agent is done: its context leaves the working set
+
+        def hold(a: int, kv: float) -> None:
+            """Agent ``a`` now holds ``kv`` bytes of context (its turn's prompt; 0 when done):
+            the working set's time integral and peak follow."""
+            nonlocal live_kv, kv_area, kv_since, kv_peak
+            kv_area += live_kv * (now - kv_since)
+            kv_since = now
+            live_kv += kv - held[a]
+            held[a] = kv
+            kv_peak = max(kv_peak, live_kv)
 
         def start_turn(a: int) -> None:
-            nonlocal in_flight, live_kv, measured_starts
+            nonlocal in_flight, measured_starts
             k = turn_k[a]
             if offset is not None:
                 kind[a] = offset[agent_n[a]] + (k if growth else 0)
@@ -1183,7 +1203,7 @@ class _Engine:
             if warmup <= now <= duration:
                 measured_starts += 1
             in_flight += 1
-            live_kv += k_kv[i]
+            hold(a, k_kv[i])
             if assign(a):
                 begin_read(a)
             else:
@@ -1205,7 +1225,7 @@ class _Engine:
         def record_window(at: float) -> None:
             """The window ending at ``at``: its length, turns done, turns in flight, the KV
             working set, each server's busy time, each GPU's and each node's reads in it."""
-            nonlocal last_busy, last_gpu, window_turns, last_window
+            nonlocal last_busy, last_gpu, window_turns, last_window, kv_area, kv_since, kv_peak
             for srv in servers:
                 srv.advance(at)
             busy = [srv.busy - last_busy[j] for j, srv in enumerate(servers)]
@@ -1220,7 +1240,15 @@ class _Engine:
             # ended, which put a long read's bytes in one window): a processor-sharing server
             # moves its capacity whenever it holds a job, so capacity x busy time.
             rb = [0.0 if j is None else servers[j].cap * busy[j] for j in read_server]
-            windows.append((at, at - last_window, window_turns, in_flight, live_kv, busy, gb, rb))
+            # The working set's time average over the window (a snapshot at its end depended on
+            # the window: the last one, at the run's end, was always empty).
+            kv_area += live_kv * (at - kv_since)
+            length = at - last_window
+            kv_mean = kv_area / length if length > 0 else live_kv
+            windows.append(
+                (at, length, window_turns, in_flight, kv_mean, busy, gb, rb, max(kv_peak, live_kv))
+            )
+            kv_area, kv_since, kv_peak = 0.0, at, live_kv
             last_window = at
             window_turns = 0
 
@@ -1413,6 +1441,12 @@ class _Engine:
             else:
                 series.append(ServerSeries(gr.name, 0, gr.capacity, False, np.zeros(0), math.nan))
         gu = np.minimum(gpu / per, 1.0).mean(axis=1)  # rounding: never above 1
+        ws = np.array([x[4] for x in w], dtype=np.float64) / 1e9
+        ws_peak = np.array([x[8] for x in w], dtype=np.float64) / 1e9
+        kept = in_span if cfg.online else w_len > 0
+        if not kept.any():  # a run of no time: its one window's values
+            kept = np.ones(len(w), dtype=bool)
+        weights = w_len[kept] if w_len[kept].sum() > 0 else np.ones(int(kept.sum()))
         series.append(ServerSeries("prefill GPUs", self.gpus, math.nan, True, gu, mean_in_span(gu)))
         return SimResult(
             config=cfg,
@@ -1439,7 +1473,9 @@ class _Engine:
             window_length_s=w_len,
             turns_done=np.array([x[2] for x in w], dtype=np.int64),
             in_flight=np.array([x[3] for x in w], dtype=np.int64),
-            working_set_gbyte=np.array([x[4] for x in w], dtype=np.float64) / 1e9,
+            working_set_gbyte=ws,
+            working_set_mean_gbyte=float(np.average(ws[kept], weights=weights)) if w else 0.0,
+            working_set_max_gbyte=float(ws_peak[kept].max()) if w else 0.0,
             snic_bytes=reads,
             servers=tuple(series),
             unfinished=unfinished,

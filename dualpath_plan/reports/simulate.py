@@ -93,11 +93,10 @@ def simulate_payload(
         "decode_path_fraction": r.decode_path_fraction if r.reads else None,
         "snic_max_over_avg": finite(r.snic_max_over_avg),
         "prefill_max_over_avg": finite(r.prefill_max_over_avg),
+        # the time average and the peak, over the measured span online (the run offline)
         "kv_working_set_gbyte": {
-            "mean": finite(float(np.mean(r.working_set_gbyte)))
-            if r.working_set_gbyte.size
-            else None,
-            "max": finite(float(np.max(r.working_set_gbyte))) if r.working_set_gbyte.size else None,
+            "mean": finite(r.working_set_mean_gbyte) if r.working_set_gbyte.size else None,
+            "max": finite(r.working_set_max_gbyte) if r.working_set_gbyte.size else None,
         },
         "links": {
             s.name: {
@@ -268,9 +267,9 @@ def render_simulate(
     )
     if r.working_set_gbyte.size:
         console.print(
-            f"KV working set (live agents' contexts): mean "
-            f"{gbyte(float(np.mean(r.working_set_gbyte)))}, max "
-            f"{gbyte(float(np.max(r.working_set_gbyte)))}"
+            f"KV working set (live agents' contexts, tool calls included): mean "
+            f"{gbyte(r.working_set_mean_gbyte)}, max {gbyte(r.working_set_max_gbyte)} "
+            f"({'over the measured span' if r.config.online else 'over the run'})"
         )
     links = Table(title="links: share of the measured span each was busy (moving any bytes)")
     for col in ("link", "servers", "busy"):
