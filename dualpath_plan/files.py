@@ -869,9 +869,17 @@ def _remove(path: Path) -> None:
 
 
 class _AllOrNothing:
-    """Leaving a ``with`` block normally commits; leaving it by any exception aborts."""
+    """Leaving a ``with`` block normally commits (or, inside :func:`deferred_commits`, stages
+    the commit for the end of the run); leaving it by any exception aborts."""
 
     def commit(self) -> None:
+        """Put the output in place, or (inside :func:`deferred_commits`) when the run ends."""
+        if _DEFERRED:
+            _DEFERRED[-1].append(self)
+        else:
+            self._commit_now()
+
+    def _commit_now(self) -> None:
         raise NotImplementedError
 
     def abort(self) -> None:
@@ -883,10 +891,43 @@ class _AllOrNothing:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
+        if exc_type is not None:
             self.abort()
+        else:
+            self.commit()
+
+
+# The outputs whose commit waits for the end of the run (deferred_commits), innermost last.
+_DEFERRED: list[list[_AllOrNothing]] = []
+
+
+@contextlib.contextmanager
+def deferred_commits() -> Iterator[Callable[[], None]]:
+    """Within it, every output that is complete waits, as a temporary file, for the run to end
+    well: the function it yields renames them all into place (the CLI calls it once the report
+    is on standard output); leaving the block without calling it (an error after the files
+    were written, standard output refusing the report, a signal) removes them, so that a run
+    that fails leaves every previous file as it was (a sweep whose report hit a full disk had
+    replaced its --out file and exited 2)."""
+    pending: list[_AllOrNothing] = []
+    _DEFERRED.append(pending)
+
+    def stop_deferring() -> None:
+        # By identity: two empty lists are equal.
+        _DEFERRED[:] = [p for p in _DEFERRED if p is not pending]
+
+    def commit_all() -> None:
+        stop_deferring()
+        while pending:
+            pending.pop(0)._commit_now()
+
+    try:
+        yield commit_all
+    finally:
+        stop_deferring()
+        for output in pending:
+            output.abort()
+        pending.clear()
 
 
 class WriteStream:
@@ -988,7 +1029,7 @@ class AtomicWriter(_AllOrNothing):
             os.fsync(raw.fileno())
         raw.close()
 
-    def commit(self) -> None:
+    def _commit_now(self) -> None:
         if self.done:
             return
         self.done = True
@@ -1136,7 +1177,7 @@ class AtomicGroup(_AllOrNothing):
             writer.abort()
         self.staged = []
 
-    def commit(self) -> None:
+    def _commit_now(self) -> None:
         staged, self.staged = self.staged, []
         for writer in staged:  # streams the caller wrote: complete them on disk first
             if not writer.handle.closed:

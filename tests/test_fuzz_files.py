@@ -1778,6 +1778,35 @@ def test_a_standard_output_that_refuses_writes_is_one_line(args) -> None:
     assert proc.returncode == 2 and err == "error: standard output: No space left on device\n"
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        (("sweep", "--grid", "P=2:3", "--grid", "D=2:3", "--out"), "x.csv"),
+        (("recommend", "--budget-nodes", "6", "--markdown"), "r.md"),
+        (("size", "--aps-curve", "0.1:0.3:3", "--out"), "c.csv"),
+    ],
+)
+def test_a_run_whose_report_fails_leaves_its_outputs(tmp_path, args, name) -> None:
+    """Standard output refusing the report fails the run (exit 2) after its files were
+    written: they stay as they were, no temporary file left (they had been replaced: found in
+    a trial)."""
+    exe = Path(sys.executable).with_name("dualpath-plan")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "dualpath_plan"]
+    target = tmp_path / name
+    target.write_text("keep\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [*cmd, *args, str(target)], stdout=full, stderr=subprocess.PIPE, timeout=120,
+            env=env, cwd=tmp_path,
+        )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert target.read_text() == "keep\n" and sorted(tmp_path.iterdir()) == [target]
+    ok = subprocess.run([*cmd, *args, str(target)], capture_output=True, timeout=120, env=env)
+    assert ok.returncode == 0 and target.read_text() != "keep\n"
+
+
 def test_a_closed_standard_output_is_one_line() -> None:
     # Started with standard output closed (>&-): a traceback at import (found in a check).
     exe = Path(sys.executable).with_name("dualpath-plan")

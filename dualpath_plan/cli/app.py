@@ -13,7 +13,7 @@ import typer
 from dualpath_plan import __version__
 from dualpath_plan.cli.common import GlobalState, ProfilesOpt, SetOpt
 from dualpath_plan.errors import PlanInputError, printable
-from dualpath_plan.files import report_read_progress
+from dualpath_plan.files import deferred_commits, report_read_progress
 
 app = typer.Typer(
     name="dualpath-plan",
@@ -119,10 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     guarded = _GuardedStdout(sys.stdout)
     sys.stdout = guarded  # type: ignore[assignment]
     try:
-        # Not standalone: a usage error (a bad type, an unknown option, a missing argument)
-        # comes back here and is printed as one line like every other bad input.
-        code = app(args=args, prog_name="dualpath-plan", standalone_mode=False)
-        guarded.flush()  # what print() left buffered fails here, inside the guard
+        # Outputs are renamed into place once the report is out (deferred_commits): a run
+        # that fails on the way, standard output refusing the report included, leaves them.
+        with deferred_commits() as commit_outputs:
+            # Not standalone: a usage error (a bad type, an unknown option, a missing argument)
+            # comes back here and is printed as one line like every other bad input.
+            code = app(args=args, prog_name="dualpath-plan", standalone_mode=False)
+            guarded.flush()  # what print() left buffered fails here, inside the guard
+            commit_outputs()
         return code if isinstance(code, int) else 0
     except typer.Abort:
         return 130
