@@ -540,3 +540,35 @@ def test_calibrate_takes_the_slos_of_online_points(cli, registry, tmp_path) -> N
     }
     text = cli("calibrate", str(points), *fit, "--ttft-slo", "2").out
     assert "online points at TTFT <= 2 s" in text
+
+
+def test_a_field_fitted_to_a_bound_has_no_error_and_no_crash(cli, tmp_path) -> None:
+    """One Basic JCT point cannot place snic_efficiency (Basic is flat in it above 0.512): the
+    fit walked to its bound of 1 and recorded a standard error of 264, and size on the overlay
+    then crashed (math range error, exit 1: found in a trial). A field at a bound is not
+    determined (no error written), and an absurd error in a hand-written profile gives no
+    interval rather than a crash."""
+    measured = tmp_path / "one.csv"
+    measured.write_text(
+        "metric,value,mode,prefill_nodes,decode_nodes,agents,rel_stderr\n"
+        "jct_s,10100,basic,2,4,2048,0.02\n"
+    )
+    out = tmp_path / "ov"
+    result = cli(
+        "calibrate", str(measured), "--fit", "snic_efficiency", "--out", str(out), "--json"
+    )
+    assert result.code == 0, result.err
+    data = result.json()
+    assert data["stderr"]["snic_efficiency"] is None
+    assert "an error spanning its whole range" in data["stderr_basis"]
+    overlay = (out / "node" / "dualpath-hopper.toml").read_text()
+    import tomllib
+
+    assert "snic_efficiency" not in tomllib.loads(overlay)["calibration_stderr"]
+    overlay = overlay.replace(
+        "[calibration_stderr]", '[calibration_stderr]\n"snic_efficiency" = 263.8'
+    )
+    (out / "node" / "dualpath-hopper.toml").write_text(overlay)
+    for args in (("size",), ("size", "--target-aps", "0.5"), ("recommend", "--budget-nodes", "8")):
+        ran = cli(*args, "--profiles", str(out), "--json")
+        assert ran.code == 0, (args, ran.err)

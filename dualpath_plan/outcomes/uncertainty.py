@@ -154,7 +154,15 @@ def interval(
             continue
         var += ((math.log(above) - math.log(below)) / (2.0 * step)) ** 2
     sd = math.sqrt(var)
+    if z * sd > _MAX_LOG_WIDTH:
+        # An error that moves the value by a factor beyond e^40 (a standard error larger than
+        # its field's range, in a hand-written profile) bounds nothing: no interval (exp
+        # overflowed: an internal error, found in a trial).
+        return None
     return Interval(value * math.exp(-z * sd), value * math.exp(z * sd))
+
+
+_MAX_LOG_WIDTH = 40.0
 
 
 def intervals_of(

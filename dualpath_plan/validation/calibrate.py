@@ -397,6 +397,17 @@ def calibrate(
     best = _trial(sc, fitted)
     weighted = all(p.rel_stderr is not None for p in train)
     errors, basis, corr = standard_errors(best_jac, 2.0 * best_cost, weighted)
+    # A field whose error spans its whole range is not determined by the points (a nearly
+    # flat column the rank test let through: snic_efficiency walked to its bound of 1, where
+    # Basic is flat, and recorded an error of 264 that later overflowed: found in a trial).
+    spanning = [k for k, err in enumerate(errors) if err is not None and not err < hi[k] - lo[k]]
+    for k in spanning:
+        errors[k] = None
+    if spanning:
+        basis += (
+            f"; {len(spanning)} field{'s' if len(spanning) > 1 else ''} with an error spanning "
+            "its whole range (not determined by the points)"
+        )
     return Calibration(
         node=best.prefill_node,
         workload=best.workload,
