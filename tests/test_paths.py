@@ -482,3 +482,21 @@ def test_bounds_shift_only_between_two_ranges(cli) -> None:
     }
     default = cli("bounds", "--json").json()["shift_vs_paper_assumptions"]
     assert default["pd_min"] < 0 < default["pd_max"]
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (("sweep", "--grid", "P=2:3", "--mode", "basic", "--mode", "oracle"), "--mode"),
+        (("size", "-P", "2", "-P", "3"), "-P"),
+        (("size", "-P2", "--prefill-nodes=3"), "-P"),
+        (("profiles", "show", "dgx-h100", "--kind", "node", "--kind", "gpu"), "--kind"),
+    ],
+)
+def test_an_option_of_one_value_given_twice_is_refused(cli, args, flag) -> None:
+    """The parser kept the last value and dropped the others silently (sweep --mode basic
+    --mode oracle ran oracle alone: found in a trial); repeatable options and flags repeat."""
+    result = cli(*args)
+    assert result.code == 2 and f"field '{flag}': given twice" in result.err, result.err
+    assert cli("--set", "node.snic_gbit_s=200", "size", "--set", "gpu.hbm_gbyte=90").code == 0
+    assert cli("size", "--json", "--json").code == 0

@@ -122,9 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         # Outputs are renamed into place once the report is out (deferred_commits): a run
         # that fails on the way, standard output refusing the report included, leaves them.
         with deferred_commits() as commit_outputs:
+            command = typer.main.get_command(app)  # (what app() builds: built once here)
+            refuse_repeated_options(command, args)
             # Not standalone: a usage error (a bad type, an unknown option, a missing argument)
             # comes back here and is printed as one line like every other bad input.
-            code = app(args=args, prog_name="dualpath-plan", standalone_mode=False)
+            code = command(args=args, prog_name="dualpath-plan", standalone_mode=False)
             guarded.flush()  # what print() left buffered fails here, inside the guard
             commit_outputs()
         return code if isinstance(code, int) else 0
@@ -135,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             exc.show()  # type: ignore[attr-defined]  # no arguments: the help, as click does
             return int(getattr(exc, "exit_code", 2))
         ctx = getattr(exc, "ctx", None)
-        command = ctx.command_path.partition(" ")[2] if ctx is not None else ""
-        hint = f" (see dualpath-plan {command} --help)".replace("  ", " ")
+        path = ctx.command_path.partition(" ")[2] if ctx is not None else ""
+        hint = f" (see dualpath-plan {path} --help)".replace("  ", " ")
         print(f"error: {printable(exc.format_message())}{hint}", file=sys.stderr)
         return int(getattr(exc, "exit_code", 2))
     except SystemExit as exc:
@@ -160,6 +162,58 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sys.stdout = guarded.stream
     return 0
+
+
+def refuse_repeated_options(command: Any, args: list[str]) -> None:
+    """An option that takes one value given twice is an error: the parser kept the last and
+    dropped the others silently (``sweep --mode basic --mode oracle`` ran oracle alone: found
+    in a trial). Repeatable options (--set, --grid, --phase, ...) and flags are not counted.
+    ``command``: the program's click command; the arguments are walked through its groups to
+    the invoked command."""
+    k = 0
+    while True:
+        options = {
+            opt: p
+            for p in command.params
+            if getattr(p, "param_type_name", "") == "option"
+            for opt in (*p.opts, *p.secondary_opts)
+        }
+        seen: dict[str, list[str]] = {}
+        subcommand = None
+        while k < len(args):
+            token = args[k]
+            k += 1
+            if token == "--":
+                break
+            if not token.startswith("-") or token == "-":
+                subcommands = getattr(command, "commands", None)
+                if subcommands is not None and token in subcommands:
+                    subcommand = subcommands[token]
+                    break
+                continue  # an argument
+            flag, eq, value = token.partition("=")
+            if flag not in options and not token.startswith("--") and token[:2] in options:
+                flag, eq, value = token[:2], "=", token[2:]  # -P3
+            param = options.get(flag)
+            if param is None:
+                continue  # unknown: the parser says so
+            if param.is_flag or param.count:
+                continue
+            if not eq and k < len(args):
+                value = args[k]
+                k += 1
+            if not param.multiple:
+                seen.setdefault(param.name, []).append(f"{flag} {value}")
+        for given in seen.values():
+            if len(given) > 1:
+                raise PlanInputError(
+                    f"given twice ({given[0]!r} and {given[1]!r}); it takes one value (the parser "
+                    "would keep the last one and drop the others silently)",
+                    field=given[0].split(" ")[0],
+                )
+        if subcommand is None:
+            return
+        command = subcommand
 
 
 # Set when standard output refused a write: the program (cli/program.py) then points it at
