@@ -417,7 +417,6 @@ def test_check_junit_and_update_are_all_or_nothing(cli, tmp_path) -> None:
 def test_check_junit_is_well_formed_with_control_characters(cli, tmp_path) -> None:
     data = _baseline_with_regression()
     data["scenarios"][0]["id"] = "bad\x00id\x1b\uffff\nerror: injected"
-    data["scenarios"][0]["metrics"]["odd\x07metric\ufffe"] = {"value": 1.0}
     baseline = tmp_path / "b.json"
     baseline.write_text(json.dumps(data))  # ensure_ascii: the escapes are JSON \u escapes
     junit = tmp_path / "report.xml"
@@ -428,6 +427,11 @@ def test_check_junit_is_well_formed_with_control_characters(cli, tmp_path) -> No
     assert names == {"bad\\x00id\\x1b\\uffff\nerror: injected"}
     assert int(suite.get("failures", "0")) >= 1
     assert "error:" not in result.err
+    # A metric the kind does not give, named with control characters: one printable line.
+    data["scenarios"][0]["metrics"]["odd\x07metric\ufffe"] = {"value": 1.0}
+    baseline.write_text(json.dumps(data))
+    odd = assert_clean(cli("check", str(baseline), "--junit", str(junit)))
+    assert odd.code == 2 and odd.err.count("\n") == 1 and "\x07" not in odd.err
 
 
 def test_check_refuses_lone_surrogates(cli, tmp_path) -> None:

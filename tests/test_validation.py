@@ -486,8 +486,10 @@ def test_check_says_how_each_metric_changed(cli, tmp_path) -> None:
 
 
 def test_check_names_a_likely_typo_in_the_baseline(cli, tmp_path) -> None:
-    """A misspelt metric reads as one gone and one new (both fail the gate, exit 1); the
-    report names the pair, as a typo or a rename (found in a trial: it said only gone/new)."""
+    """A metric the scenario's kind does not give is bad input (exit 2) naming the file, the
+    field and the closest metric it gives: a typo read as one metric gone and one new, a
+    regression (exit 1), while validate gave exit 2 for the same mistake (found in trials);
+    --update drops it and records what the kind gives."""
     data = json.loads(BASELINE.read_text())
     metrics = data["scenarios"][0]["metrics"]
     name = next(n for n in metrics if n.endswith("throughput_turns_per_s"))
@@ -495,13 +497,13 @@ def test_check_names_a_likely_typo_in_the_baseline(cli, tmp_path) -> None:
     metrics[typo] = metrics.pop(name)
     path = tmp_path / "typo.json"
     path.write_text(json.dumps(data))
-    result = cli("check", str(path), "--json")
-    assert result.code == 1
-    renames = result.json()["likely_renames"]
-    assert renames == [{"scenario": data["scenarios"][0]["id"], "gone": typo, "new": name}]
-    text = cli("check", str(path)).out
-    assert f"the baseline's {typo} is gone and {name} is new" in " ".join(text.split())
-    assert cli("check", str(BASELINE), "--json").json()["likely_renames"] == []
+    result = cli("check", str(path))
+    assert result.code == 2
+    assert f"{path}: field 'scenarios[0].metrics.{typo}'" in result.err
+    assert f"did you mean {name!r}?" in result.err
+    assert cli("check", str(path), "--update").code == 0
+    assert cli("check", str(path)).code == 0
+    assert typo not in json.loads(path.read_text())["scenarios"][0]["metrics"]
 
 
 def test_calibrate_takes_the_slos_of_online_points(cli, registry, tmp_path) -> None:

@@ -56,7 +56,7 @@ def check(
         workloads=[registry.workload(w) for w in scenario_workloads(data, registry)],
         inputs=[baseline],
     )
-    diffs, updated = run_check(data, registry, str(baseline))
+    diffs, updated = run_check(data, registry, str(baseline), update=update)
     # The report and the updated baseline: both written or neither, each through a temporary
     # file renamed into place (a failure leaves the previous files as they were).
     with AtomicGroup() as outputs:

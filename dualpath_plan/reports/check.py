@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dualpath_plan.reports.numbers import count
-from dualpath_plan.validation.check import MetricDiff, likely_renames
+from dualpath_plan.validation.check import MetricDiff
 
 
 def check_payload(diffs: list[MetricDiff], updated: bool, show_all: bool) -> dict[str, Any]:
@@ -31,9 +31,6 @@ def check_payload(diffs: list[MetricDiff], updated: bool, show_all: bool) -> dic
                 "direction": d.direction,
             }
             for d in (diffs if show_all else regressions)
-        ],
-        "likely_renames": [
-            {"scenario": r.scenario, "gone": r.gone, "new": r.new} for r in likely_renames(diffs)
         ],
     }
 
@@ -63,15 +60,6 @@ def render_check(
                 f"[red]changed ({d.direction})[/red]" if d.regressed else "ok",
             )
         console.print(table)
-    if not updated:
-        for r in likely_renames(diffs):
-            console.print(
-                escape(
-                    f"{r.scenario}: the baseline's {r.gone} is gone and {r.new} is new: a typo "
-                    "in the baseline, or a renamed metric (--update records the new name)"
-                ),
-                highlight=False,
-            )
     if updated:
         console.print(
             escape(f"{count(len(diffs), 'metric')} recorded in {baseline} ({len(regressions)} new ")

@@ -189,10 +189,13 @@ class _Baseline(_Strict):
 
 
 def run_check(
-    data: dict[str, Any], registry: Registry, source: str | None = None
+    data: dict[str, Any], registry: Registry, source: str | None = None, update: bool = False
 ) -> tuple[list[MetricDiff], dict[str, Any]]:
     """Diffs of every metric, and the baseline with the recomputed values (for --update).
-    ``source``: the baseline's file, which errors in a scenario's inputs name."""
+    ``source``: the baseline's file, which errors in a scenario's inputs name. A recorded
+    metric the scenario's kind does not give is bad input naming it, with the closest it gives
+    (a typo read as a regression, exit 1, while validate said exit 2: found in a trial); with
+    ``update`` it is dropped (the model no longer gives it)."""
     default_tol = float(data.get("default_rel_tol", 1e-6))
     diffs: list[MetricDiff] = []
     updated = {**data, "scenarios": []}
@@ -204,6 +207,16 @@ def run_check(
                 f"scenario '{s['id']}': {exc.detail}", source=source, field=f"scenarios[{k}].inputs"
             ) from None
         recorded = s.get("metrics", {})
+        for name in recorded if not update else ():
+            if name not in values:
+                close = difflib.get_close_matches(name, list(values), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise PlanInputError(
+                    f"scenario '{s['id']}' (kind {s['kind']!r}) gives no metric {name!r}{hint} "
+                    "(--update records the metrics it gives)",
+                    source=source,
+                    field=f"scenarios[{k}].metrics.{name}",
+                )
         new_metrics = {}
         for name in sorted(set(values) | set(recorded)):
             tol = float(recorded.get(name, {}).get("rel_tol", default_tol))
@@ -214,33 +227,6 @@ def run_check(
                 new_metrics[name] = {"value": new, "rel_tol": tol}
         updated["scenarios"].append({**s, "metrics": new_metrics})
     return diffs, updated
-
-
-@dataclass(frozen=True)
-class Rename:
-    """A baseline metric the model no longer gives beside a new one of a close name: a typo in
-    the baseline or a renamed metric (both fail the gate; the report says which pair)."""
-
-    scenario: str
-    gone: str
-    new: str
-
-
-def likely_renames(diffs: list[MetricDiff]) -> list[Rename]:
-    """Each gone metric's closest new metric of the same scenario, if one is close (difflib's
-    ratio at least 0.6, its default)."""
-    new: dict[str, list[str]] = {}
-    for d in diffs:
-        if d.direction == "new":
-            new.setdefault(d.scenario, []).append(d.metric)
-    renames = []
-    for d in diffs:
-        if d.direction != "gone" or d.scenario not in new:
-            continue
-        close = difflib.get_close_matches(d.metric, new[d.scenario], n=1)
-        if close:
-            renames.append(Rename(d.scenario, d.metric, close[0]))
-    return renames
 
 
 def junit_xml(diffs: list[MetricDiff]) -> str:
@@ -259,6 +245,10 @@ def junit_xml(diffs: list[MetricDiff]) -> str:
         if d.regressed:
             failure = ET.SubElement(case, "failure", message="metric changed beyond tolerance")
             failure.text = xml_text(
-                f"baseline {d.baseline!r}, now {d.value!r}, tolerance {d.rel_tol:g} relative"
+                f"new metric, now {d.value!r}"
+                if d.baseline is None
+                else f"baseline {d.baseline!r}, no longer given"
+                if d.value is None
+                else f"baseline {d.baseline!r}, now {d.value!r}, tolerance {d.rel_tol:g} relative"
             )
     return ET.tostring(suite, encoding="unicode") + "\n"
