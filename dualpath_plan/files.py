@@ -759,8 +759,10 @@ def number(
     if integer and not result.is_integer():
         raise fail(f"expected a whole number, got {value!r}")
     if not low <= result <= high:
+        # A whole number's least is the first whole number from low ('from 1e-09' said none).
+        least = max(math.ceil(low), 0) if integer and 0 < low < 1 else low
         raise fail(
-            f"expected {what or expected} from {_bound(low)} to {_bound(high)}, got {value!r}"
+            f"expected {what or expected} from {_bound(least)} to {_bound(high)}, got {value!r}"
         )
     return result
 
@@ -1152,6 +1154,27 @@ class AtomicGroup(_AllOrNothing):
     def __init__(self, *, fsync: bool = False):
         self.fsync = fsync
         self.staged: list[AtomicWriter] = []
+        self.created: list[Path] = []  # folders make_dirs created, outermost first
+
+    def make_dirs(self, folder: Path, *, field: str | None = None) -> None:
+        """Create ``folder`` and its missing parents for the group's files; the ones created
+        are removed again if the group aborts (an import whose report failed left empty
+        folders: found in a trial)."""
+        missing = []
+        p = folder
+        while not p.exists():
+            missing.append(p)
+            if p.parent == p:
+                break
+            p = p.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+            raise PlanInputError(
+                f"cannot write: {reason}", source=str(folder), field=field
+            ) from None
+        self.created.extend(reversed(missing))
 
     def add(self, path: Path | str, data: str | bytes, *, field: str | None = None) -> None:
         writer = AtomicWriter(path, binary=isinstance(data, bytes), field=field, fsync=self.fsync)
@@ -1176,6 +1199,12 @@ class AtomicGroup(_AllOrNothing):
         for writer in self.staged:
             writer.abort()
         self.staged = []
+        for folder in reversed(self.created):  # innermost first, each only if empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        self.created = []
 
     def _commit_now(self) -> None:
         staged, self.staged = self.staged, []

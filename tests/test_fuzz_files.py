@@ -1811,6 +1811,24 @@ def test_a_run_whose_report_fails_leaves_its_outputs(tmp_path, args, name) -> No
     assert ok.returncode == 0 and target.read_text() != "keep\n"
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_failed_import_leaves_no_folder(tmp_path) -> None:
+    """The folders an import creates for its files go with them when the run fails after
+    (standard output refusing the report left empty workload/ folders: found in a trial)."""
+    exe = Path(sys.executable).with_name("dualpath-plan")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "dualpath_plan"]
+    trace = tmp_path / "t.csv"
+    trace.write_text("trajectory_id,append_tokens,generated_tokens\na,100,10\n")
+    out = tmp_path / "new" / "profiles"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    args = [*cmd, "workload", "import", str(trace), "--format", "csv", "--out", str(out)]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(args, stdout=full, stderr=subprocess.PIPE, timeout=60, env=env)
+    assert proc.returncode == 2 and not (tmp_path / "new").exists()
+    assert subprocess.run(args, capture_output=True, timeout=60, env=env).returncode == 0
+    assert (out / "workload" / "t.toml").is_file()
+
+
 def test_a_closed_standard_output_is_one_line() -> None:
     # Started with standard output closed (>&-): a traceback at import (found in a check).
     exe = Path(sys.executable).with_name("dualpath-plan")

@@ -1087,7 +1087,7 @@ def test_sweep_summary_names_the_writer_of_its_file(cli, tmp_path, writer, monke
     # it, and why NumPy's where it was.
     out = tmp_path / "points.csv"
     monkeypatch.delenv("DUALPATH_PLAN_PURE_WRITER", raising=False)
-    want = "compiled" if writer == "compiled" else "numpy (the compiled writer was not built"
+    want = "compiled" if writer == "compiled" else "numpy (the compiled writer did not load"
     r = cli("sweep", "--grid", "P=2:3", "--grid", "D=2:3", "--out", str(out))
     assert r.code == 0, r.err
     assert f"every point written to {out} ({want}" in " ".join(r.out.split())

@@ -89,53 +89,27 @@ def import_workload(
     folder = out / "workload"
     # The trace read is never the one written (it was replaced by its normalized copy).
     refuse_inputs([(folder / f"{pid}.{ext}", "--out") for ext in ("csv", "toml")], files)
-    created = _make_dirs(folder)
-    try:
-        with AtomicGroup() as group:
-            trace_path = folder / f"{pid}.csv"
-            handle = group.stream(trace_path, field="--out")
-            writer = csv.writer(handle, lineterminator="\n")
-            writer.writerow((*TRACE_COLUMNS, "context_tokens"))
-            for turn in read.turns:
-                stats.add(turn)
-                writer.writerow(
-                    (
-                        turn.session,
-                        _tokens_text(turn.input_tokens - turn.hit_tokens),
-                        _tokens_text(turn.output_tokens),
-                        _tokens_text(turn.hit_tokens),
-                    )
+    with AtomicGroup() as group:
+        group.make_dirs(folder, field="--out")
+        trace_path = folder / f"{pid}.csv"
+        handle = group.stream(trace_path, field="--out")
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow((*TRACE_COLUMNS, "context_tokens"))
+        for turn in read.turns:
+            stats.add(turn)
+            writer.writerow(
+                (
+                    turn.session,
+                    _tokens_text(turn.input_tokens - turn.hit_tokens),
+                    _tokens_text(turn.output_tokens),
+                    _tokens_text(turn.hit_tokens),
                 )
-            summary = stats.summary(read, options.format)
-            profile = _profile(summary, pid, command)
-            profile_path = folder / f"{pid}.toml"
-            group.add(profile_path, profile_to_toml(profile), field="--out")
-    except BaseException:
-        for d in reversed(created):
-            try:
-                d.rmdir()
-            except OSError:
-                break
-        raise
+            )
+        summary = stats.summary(read, options.format)
+        profile = _profile(summary, pid, command)
+        profile_path = folder / f"{pid}.toml"
+        group.add(profile_path, profile_to_toml(profile), field="--out")
     return ImportResult(summary, profile, (str(profile_path), str(trace_path)))
-
-
-def _make_dirs(folder: Path) -> list[Path]:
-    """Create ``folder`` and its missing parents; the ones created, outermost first (removed
-    again if the import fails)."""
-    missing = []
-    p = folder
-    while not p.exists():
-        missing.append(p)
-        if p.parent == p:
-            break
-        p = p.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
-        raise PlanInputError(f"cannot write: {reason}", source=str(folder), field="--out") from None
-    return list(reversed(missing))
 
 
 def _profile(summary: TraceSummary, pid: str, command: str) -> WorkloadProfile:

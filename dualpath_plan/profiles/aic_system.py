@@ -237,8 +237,9 @@ def import_system(
             "hbm_gbyte": (
                 f"AIConfigurator states mem_capacity in bytes ({mem_cap:.0f} B = "
                 f"{mem_cap / 2**30:.4g} GiB); converted exactly to GB of 1e9 B. Where the "
-                f"datasheet states {mem_cap / 2**30:.4g} GB (AIC reads the H200's 141 GB as "
-                f"GiB), this is {2**30 / 1e9 - 1:.1%} more HBM than the datasheet says."
+                f"datasheet states {mem_cap / 2**30:.4g} GB (AIC's system files read a "
+                f"datasheet's GB as GiB, e.g. the H200's 141), this is {2**30 / 1e9 - 1:.1%} "
+                "more HBM than the datasheet says."
             ),
         },
     }

@@ -173,13 +173,7 @@ def write_profiles(
     with AtomicGroup() as outputs:
         for profile in profiles:
             target = out / profile.KIND / f"{profile.id}.toml"
-            try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-            except (OSError, ValueError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) else str(exc)
-                raise PlanInputError(
-                    f"cannot write: {reason}", source=str(target), field=field
-                ) from None
+            outputs.make_dirs(target.parent, field=field)
             outputs.add(target, profile_to_toml(profile, only_set=only_set), field=field)
             written.append(str(target))
     return written

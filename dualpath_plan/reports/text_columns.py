@@ -702,11 +702,16 @@ def _load_rowtext() -> ModuleType | None:
     """The compiled writer, unless not built or ``DUALPATH_PLAN_PURE_WRITER`` asks for NumPy."""
     if _pure_writer_asked():
         return None
+    global _ROWTEXT_ERROR
     try:
         from dualpath_plan.reports import _rowtext
-    except ImportError:
+    except ImportError as exc:
+        _ROWTEXT_ERROR = str(exc)
         return None
     return _rowtext
+
+
+_ROWTEXT_ERROR = ""  # why the compiled writer did not load (its ImportError)
 
 
 rowtext = _load_rowtext()
@@ -718,7 +723,9 @@ def writer_in_use() -> str:
         return "compiled"
     if _pure_writer_asked():
         return "numpy (DUALPATH_PLAN_PURE_WRITER)"
-    return "numpy (the compiled writer was not built: no C compiler at install)"
+    # Its ImportError, not a guess (it said 'no C compiler at install' beside a compiler).
+    why = f": {_ROWTEXT_ERROR}" if _ROWTEXT_ERROR else ""
+    return f"numpy (the compiled writer did not load{why})"
 
 
 def format_rows(parts: Sequence[bytes | Column], rows: int, out: bytearray) -> int:
