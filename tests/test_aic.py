@@ -416,3 +416,26 @@ def test_check_will_not_overwrite_its_input(cli, tmp_path) -> None:
     out = tmp_path / "annotated.csv"
     shown = cli("aic", "check", str(result), "--node", "dualpath-hopper", "--out", str(out))
     assert shown.code == 0 and f"wrote {out}" in shown.out
+
+
+@pytest.mark.parametrize(
+    ("key", "line", "value"),
+    [
+        ("gpu.mem_bw", "  mem_bw: ", "4800"),  # TB/s written as GB/s: 4.8e-09 TB/s
+        ("gpu.mem_capacity", "  mem_capacity: ", "141"),  # GB, not bytes
+        ("gpu.power", "  power: ", "700000"),  # mW
+    ],
+)
+def test_import_system_refuses_a_unit_slip(cli, tmp_path: Path, key, line, value) -> None:
+    """A value off by a unit prefix made a GPU with 4.8e-09 TB/s of HBM and a TPOT of 3.7e9
+    ms, silently (found in a trial): outside what any GPU has, it is refused, naming the key."""
+    text = (DATA / "h200_sxm.yaml").read_text().splitlines()
+    edited = [f"{line}{value}" if t.startswith(line) else t for t in text]
+    assert edited != text
+    path = tmp_path / "h200_sxm.yaml"
+    path.write_text("\n".join(edited) + "\n")
+    err = one_line_error(
+        cli("aic", "import-system", str(path), "--out", str(tmp_path / "o"), *FLAGS)
+    )
+    assert f"field '{key}': {value} " in err and "a unit slip?" in err
+    assert not (tmp_path / "o").exists()

@@ -121,6 +121,21 @@ def _lookup(data: Any, key: str) -> Any:
     return value
 
 
+# What a GPU or node of any generation has, generously (the B300's 8 TB/s of HBM and 288 GB,
+# 15 PFLOPS of FP4, 1.8 TB/s of NVLink; the smallest accelerators' tens of GB/s): outside,
+# a value is a unit slip, refused (AIConfigurator's units: bytes, B/s, FLOP/s, W).
+PLAUSIBLE: dict[str, tuple[float, float, str]] = {
+    "gpu.mem_bw": (1e10, 1e14, "B/s"),
+    "gpu.mem_capacity": (1e9, 1e13, "B"),
+    "gpu.bfloat16_tc_flops": (1e12, 1e17, "FLOP/s"),
+    "gpu.fp8_tc_flops": (1e12, 1e17, "FLOP/s"),
+    "gpu.fp4_tc_flops": (1e12, 1e17, "FLOP/s"),
+    "gpu.power": (10.0, 1e4, "W"),
+    "node.intra_node_bw": (1e9, 1e13, "B/s"),
+    "node.inter_node_bw": (1e8, 1e13, "B/s"),
+}
+
+
 def import_system(
     path: Path, flags: NodeFlags, profile_id: str | None = None
 ) -> tuple[GpuProfile, NodeProfile]:
@@ -154,7 +169,7 @@ def import_system(
                 line=parent_line(key),
                 field=key,
             )
-        return number(
+        got = number(
             raw,
             source=source,
             field=key,
@@ -163,6 +178,19 @@ def import_system(
             low=low,
             high=MAX_MAGNITUDE * 1e12,
         )
+        if key in PLAUSIBLE:
+            lo, hi, unit = PLAUSIBLE[key]
+            if not lo <= got <= hi:
+                # A value off by a unit prefix (mem_bw: 4800 for 4.8e12 B/s) made a GPU with
+                # an HBM of 4.8e-09 TB/s and a TPOT of 3.7e9 ms, silently (found in a trial).
+                raise PlanInputError(
+                    f"{got:.6g} {unit} is outside what a GPU or node has ({lo:.3g} to "
+                    f"{hi:.3g} {unit}); AIConfigurator states it in {unit}: a unit slip?",
+                    source=source,
+                    line=lines.get(key),
+                    field=key,
+                )
+        return got
 
     def need(key: str, **kw: Any) -> float:
         v = value(key, **kw)
