@@ -61,7 +61,12 @@ def import_system_cmd(
     ] = None,
     dram_gbyte: Annotated[
         float | None,
-        typer.Option("--dram-gbyte", help="Host DRAM per node, GB. Required.", show_default=False),
+        typer.Option(
+            "--dram-gbyte",
+            help="Host DRAM per node, GB (descriptive: the model applies no DRAM capacity "
+            "limit). Required.",
+            show_default=False,
+        ),
     ] = None,
     dram_gbyte_s: Annotated[
         float | None,

@@ -229,6 +229,9 @@ class NodeProfile(ProfileBase):
     cnic_pcie_lanes: PositiveInt = 16
     snic_count: PositiveInt
     snic_gbit_s: Positive
+    # Host DRAM capacity: descriptive, not a limit the model applies (the paper's read paths
+    # stage a request's KV, about 1.3 GB, in DRAM of hundreds of GB to TBs; its bandwidth,
+    # dram_gbyte_s, is the DRAM link's capacity). Results do not change with it.
     dram_gbyte: Positive
     dram_gbyte_s: Positive
     efficiency_source: EfficiencySource = "datasheet"
