@@ -514,3 +514,18 @@ def test_a_trace_has_its_columns_and_whole_tokens(cli, tmp_path: Path, text, exp
     path.write_text(text)
     result = cli("workload", "import", str(path), "--format", "csv")
     assert result.code == 2 and expect in result.err, result.err
+
+
+def test_kv_cache_tester_files_share_one_hash_scope(cli, tmp_path: Path) -> None:
+    """Mixed hash_id_scope across files was resolved one way silently (the hit rate moved from
+    65% to 82% with the files' order): one scope, as one block size (found in a trial)."""
+    data = json.loads((KVT / "trace_0002.json").read_text())
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    for name, scope in (("a", "local"), ("b", "global")):
+        (folder / f"{name}.json").write_text(
+            json.dumps({**data, "id": name, "hash_id_scope": scope})
+        )
+    result = cli("workload", "import", str(folder), "--format", "kv-cache-tester")
+    assert result.code == 2
+    assert "field 'hash_id_scope': 'global', but an earlier session has 'local'" in result.err

@@ -357,6 +357,7 @@ def _kv_cache_tester(paths: Sequence[Path], options: ImportOptions) -> TraceRead
 
     def turns() -> Iterator[Turn]:
         shared: set[int] = set()
+        scopes: set[str] = set()  # the files' hash_id_scope: one for all
         count = _Count()
         sessions: set[str] = set()
         subagents = 0
@@ -400,6 +401,17 @@ def _kv_cache_tester(paths: Sequence[Path], options: ImportOptions) -> TraceRead
                     source=source,
                     field="hash_id_scope",
                 )
+            if scopes and scope not in scopes:
+                # Mixed scopes were resolved one way silently (a global file's hashes then
+                # counted as hits of another's local ones, or not): one scope, as one block
+                # size (found in a trial).
+                raise PlanInputError(
+                    f"{scope!r}, but an earlier session has {next(iter(scopes))!r}; expected one "
+                    "hash scope",
+                    source=source,
+                    field="hash_id_scope",
+                )
+            scopes.add(scope)
             seen: set[int] = set() if scope == "local" else shared
             name = data.get("id", path.stem)
             main = _session_id(name, source=source, line=None, field="id")
