@@ -529,3 +529,24 @@ def test_kv_cache_tester_files_share_one_hash_scope(cli, tmp_path: Path) -> None
     result = cli("workload", "import", str(folder), "--format", "kv-cache-tester")
     assert result.code == 2
     assert "field 'hash_id_scope': 'global', but an earlier session has 'local'" in result.err
+
+
+def test_a_session_field_named_must_be_in_the_trace(cli, tmp_path: Path) -> None:
+    """--session-field naming a field the trace lacks is an error in every format (Mooncake
+    read it as one-turn sessions with a note, exit 0; BurstGPT refused it: found in a trial);
+    without the option a trace without sessions is still one-turn sessions, said so."""
+    trace = str(DATA / "mooncake_synthetic_trace.jsonl")
+    result = cli("workload", "import", trace, "--format", "mooncake", "--session-field", "nosuch")
+    assert (
+        result.code == 2
+        and "line 1: field 'nosuch': missing; --session-field names it" in result.err
+    )
+    burst = tmp_path / "burst.csv"
+    burst.write_text(
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "0,ChatGPT,100,10,110,Conversation log\n"
+    )
+    other = cli(
+        "workload", "import", str(burst), "--format", "burstgpt", "--session-field", "nosuch"
+    )
+    assert other.code == 2 and "nosuch" in other.err

@@ -251,6 +251,13 @@ def _mooncake(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
             )
             present = session_field in obj
             if has_session is None:
+                if not present and options.session_field is not None:
+                    # A field --session-field names is in the trace, as burstgpt's column is
+                    # (a missing one was a note here and an error there: found in a trial).
+                    raise PlanInputError(
+                        "missing; --session-field names it", source=source, line=line,
+                        field=session_field,
+                    )  # fmt: skip
                 has_session = present
             elif present != has_session:
                 raise PlanInputError(
