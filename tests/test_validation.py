@@ -574,3 +574,20 @@ def test_a_field_fitted_to_a_bound_has_no_error_and_no_crash(cli, tmp_path) -> N
     for args in (("size",), ("size", "--target-aps", "0.5"), ("recommend", "--budget-nodes", "8")):
         ran = cli(*args, "--profiles", str(out), "--json")
         assert ran.code == 0, (args, ran.err)
+
+
+def test_check_update_records_changes_in_its_junit_without_failing(cli, tmp_path) -> None:
+    """check --update passes (exit 0): its JUnit records each change as the case's output, not
+    a failure (failures='12' beside exit 0 gave CI two signals: found in a trial)."""
+    path = tmp_path / "b.json"
+    path.write_text(BASELINE.read_text())
+    junit = tmp_path / "j.xml"
+    args = ("check", str(path), "--junit", str(junit), "--set", "node.snic_efficiency=0.4")
+    assert cli(*args).code == 1
+    assert int(ET.fromstring(junit.read_text()).get("failures")) > 0
+    path.write_text(BASELINE.read_text())
+    assert cli(*args, "--update").code == 0
+    suite = ET.fromstring(junit.read_text())
+    assert suite.get("failures") == "0"
+    said = [case.find("system-out") for case in suite]
+    assert any(s is not None and s.text.startswith("recorded by --update") for s in said)

@@ -61,7 +61,7 @@ def check(
     # file renamed into place (a failure leaves the previous files as they were).
     with AtomicGroup() as outputs:
         if junit is not None:
-            outputs.add(junit, junit_xml(diffs), field="--junit")
+            outputs.add(junit, junit_xml(diffs, updated=update), field="--junit")
         if update:
             text = json.dumps(updated, indent=2, allow_nan=False) + "\n"
             outputs.add(baseline, text, field="--update")
