@@ -142,8 +142,11 @@ def smallest_cluster(
     target, goal = _target(target_aps, deadline_s)
     check_max_nodes(max_nodes)
 
+    # The best split of the last n tried, met or not (a deadline out of reach says its JCT).
+    last: list[tuple[int, int, ModeOutcome] | None] = [None]
+
     def meets(n: int) -> tuple[int, int, ModeOutcome] | None:
-        best = _best_split(sc, n, mode, cfg, target, goal)
+        best = last[0] = _best_split(sc, n, mode, cfg, target, goal)
         if best is None:
             return None
         ok = best[2].aps >= goal if target == "aps" else best[2].jct_s <= goal
@@ -155,8 +158,8 @@ def smallest_cluster(
         if hi >= max_nodes:
             what = f"{goal:g} agents/s" if target == "aps" else f"a JCT of {goal:g} s"
             reason = f"no cluster of up to {max_nodes:,} nodes reaches {what}"
-            if target == "deadline":
-                reason += _jct_floor_note(sc, mode, cfg, max_nodes, goal)
+            if target == "deadline" and last[0] is not None:
+                reason += _jct_floor_note(sc, mode, cfg, last[0], goal)  # hi is max_nodes
             return SizingResult(mode, 0, 0, 0, None, reason)
         lo, hi = hi, min(hi * 2, max_nodes)
         found = meets(hi)
@@ -173,15 +176,17 @@ def smallest_cluster(
 
 
 def _jct_floor_note(
-    sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, n: int, goal: float
+    sc: Scenario,
+    mode: OutcomeMode,
+    cfg: ServingConfig,
+    best: tuple[int, int, ModeOutcome],
+    goal: float,
 ) -> str:
-    """Why a deadline is out of reach: the best split of ``n`` nodes and its JCT, and where the
-    agents' own critical path (their turns one after another at light load: the JCT at an
-    unbounded throughput, docs/model.md section 6) is beyond the deadline, that more nodes do
-    not shorten it (a turn's light-load time is a node's, not the cluster's)."""
-    best = _best_split(sc, n, mode, cfg, "deadline", goal)
-    if best is None:
-        return ""
+    """Why a deadline is out of reach: the best split of the largest cluster (``best``, as
+    ``_best_split`` gave it) and its JCT, and where the agents' own critical path (their turns
+    one after another at light load: the JCT at an unbounded throughput, docs/model.md
+    section 6) is beyond the deadline, that more nodes do not shorten it (a turn's light-load
+    time is a node's, not the cluster's)."""
     p, d, out = best
     _, _, _, cycle_min = mode_offline(replace(sc, prefill_nodes=p, decode_nodes=d), mode, cfg)
     floor = float(offline_jct_s(cfg.agents, math.inf, cycle_min, sc.turn_demand.trajectory_turns))
