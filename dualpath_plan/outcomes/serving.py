@@ -615,21 +615,15 @@ def evaluate(
     # When no mode runs, the last one's reason: the modes go from basic to the oracle, the
     # least demanding (layer-wise prefill, no I/O), so its reason holds for all.
     last: InfeasibleError | None = None
-    memo = ClusterMemo()  # one cluster: its modes share its sides
-    offline: dict[OutcomeMode, tuple[Saturated, float, float, float]] = {}
-    for m in modes:
-        try:
-            offline[m] = mode_offline(sc, m, cfg, memo)
-        except InfeasibleError as exc:
+    # Every mode's outcome as evaluate_mode gives it, the APS in one search (evaluate_each).
+    for m, got in evaluate_each([sc], modes, cfg)[0].items():
+        if isinstance(got, InfeasibleError):
             if strict:
-                raise
-            last = exc
-            infeasible[m] = exc.detail
-    # Every mode's APS in one search (online_aps_each: each as it is alone), then each mode's
-    # outcome as evaluate_mode gives it.
-    each = online_aps_each([(sc, sat.assembly, sat.solution) for sat, *_ in offline.values()], cfg)
-    for (m, (sat, t_max, jct, cycle_min)), on in zip(offline.items(), each, strict=True):
-        out[m] = mode_outcome(sc, m, cfg, ModeCore(sat, t_max, jct, cycle_min, on))
+                raise got
+            last = got
+            infeasible[m] = got.detail
+        else:
+            out[m] = got
     if not out and last is not None:
         raise InfeasibleError(f"no mode can run this cluster: {last.detail}", field=last.field)
     if strict and all(o.aps_limit == "unreachable" for o in out.values()):
