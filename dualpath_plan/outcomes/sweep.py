@@ -199,10 +199,12 @@ def _parse_values(name: str, spec: str) -> FloatArray:
         # 'P=1,,3' lost an item silently (a typo for 1,2,3?).
         raise PlanInputError(f"{where}: an empty item between commas", field="--grid")
     values = [number(p) for p in items]
-    for k, v in enumerate(values):
-        if v in values[:k]:
+    seen: set[float] = set()
+    for v in values:
+        if v in seen:
             # 'P=2,2,2' evaluated one point three times (a range's points are each once).
             raise PlanInputError(f"{where}: {v:g} is given twice", field="--grid")
+        seen.add(v)
     return np.asarray(values, dtype=np.float64)
 
 
