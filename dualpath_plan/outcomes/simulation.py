@@ -862,7 +862,7 @@ class _Engine:
         held = [0.0] * n_agents  # what each agent holds of it
         kv_area = 0.0  # live_kv integrated over the window so far (byte-seconds)
         kv_since = 0.0  # when live_kv last changed or the window began
-        kv_peak = 0.0  # its largest value in the window
+        kv_peak = 0.0  # its largest value in the window (hold keeps it >= live_kv)
         in_flight = 0
         agents_alive = 0
         done_count = 0
@@ -1245,9 +1245,7 @@ class _Engine:
             kv_area += live_kv * (at - kv_since)
             length = at - last_window
             kv_mean = kv_area / length if length > 0 else live_kv
-            windows.append(
-                (at, length, window_turns, in_flight, kv_mean, busy, gb, rb, max(kv_peak, live_kv))
-            )
+            windows.append((at, length, window_turns, in_flight, kv_mean, busy, gb, rb, kv_peak))
             kv_area, kv_since, kv_peak = 0.0, at, live_kv
             last_window = at
             window_turns = 0
