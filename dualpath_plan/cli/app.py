@@ -52,6 +52,7 @@ COMMANDS: dict[str, str] = {
     "recommend": "recommend_cmd",
     "sweep": "sweep_cmd",
     "simulate": "simulate_cmd",
+    "engine": "engine_cmd",
     "ratio": "physics_cmd",
     "trend": "physics_cmd",
     "bounds": "paths_cmd",

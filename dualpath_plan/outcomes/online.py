@@ -160,8 +160,11 @@ class OnlineQueue:
             # turns to the G GPUs in turn or by load, not at random, so a GPU's arrivals are
             # far more regular than the Poisson stream (gaps' c^2 / G, an Erlang-G gap for
             # Poisson): Kingman's G/D/1 wait for a pass of one, at most the residual.
-            tau_1 = pm.t0_s + pm.u_s
-            batch_own = np.maximum(batch, 1.0)
+            # A pass of one request (1 / request_gpus per GPU: a tensor-parallel replica's
+            # GPUs share it).
+            one = 1.0 / np.asarray(pm.request_gpus)
+            tau_1 = pm.t0_s + one * pm.u_s
+            batch_own = np.maximum(batch, one)
             tau_own = pm.t0_s + batch_own * pm.u_s
             rho_1 = np.minimum(lam_g * tau_1, 1.0)
             wait_idle = np.where(
@@ -328,7 +331,7 @@ def stack_queues(queues: Sequence[OnlineQueue]) -> OnlineQueue:
     order = np.argsort(group, kind="stable")
     # The prefill engine's numbers per cluster (its batch cap is the queue's own).
     prefill: dict[str, Any] = {}
-    for name in ("t1_s", "t0_s", "copy_s", "read_latency_s"):
+    for name in ("t1_s", "t0_s", "copy_s", "read_latency_s", "request_gpus"):
         prefill[name] = np.concatenate([per(q, getattr(q.prefill, name)) for q in queues])
     return OnlineQueue(
         turns=cat(lambda q: q.turns),

@@ -5,7 +5,7 @@ classes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -102,7 +102,9 @@ def check_decode_fits(sc: Scenario) -> None:
     d = sc.turn_demand
     prompt, gen = d.mean(d.context_tokens), d.mean(d.generated_tokens)
     D, node, gpu = sc.decode_nodes, sc.decode_node, sc.decode_gpu
-    group = decode_group(sc.model, node, gpu, float(D), prompt, gen)
+    group = decode_group(
+        sc.model, node, gpu, float(D), prompt, gen, sc.options.efficiencies, sc.engine_for(node)
+    )
     if group.max_batch >= 1:
         return
     hbm = D * node.gpus_per_node * gpu.hbm_gbyte
@@ -185,6 +187,15 @@ def explain_mixed(
 
     pre = groups(prefill_groups, "prefill")
     dec = groups(decode_groups, "decode")
+    # The groups' nodes time their passes with their own engine profiles (the scenario's
+    # nodes keep theirs, --engine included).
+    extra = {
+        g.node.id: registry.engine(g.node.engine)
+        for g in pre + dec
+        if g.node.engine is not None and sc.engine_for(g.node) is None
+    }
+    if extra:
+        sc = replace(sc, engines=sc.engines + tuple(extra.items()))
     work = [
         WorkClass(
             wid,

@@ -496,7 +496,7 @@ def light_load_turn_s(sc: Scenario, pm: PrefillEngine, group: DecodeGroup) -> tu
     cycle, the per-agent critical path (that TTFT, its tokens at a batch of one, the tool
     latency)."""
     d = sc.turn_demand
-    ttft_min = pm.read_latency_s + pm.forward_s(1.0)
+    ttft_min = pm.read_latency_s + pm.single_pass_s
     cycle = ttft_min + d.mean(d.generated_tokens) * group.step_s(1.0) + sc.workload.tool_latency_s
     return ttft_min, cycle
 

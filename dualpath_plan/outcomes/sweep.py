@@ -688,7 +688,7 @@ def _evaluate_chunk(
         # TPOT(1).
         gen = sc.turn_demand.mean(sc.turn_demand.generated_tokens)
         pm = sat.prefill
-        ttft_min = pm.read_latency_s + pm.forward_s(1.0)
+        ttft_min = pm.read_latency_s + pm.single_pass_s
         cycle_min = ttft_min + gen * sat.tpot_light_s + sc.workload.tool_latency_s
         if grid is not None:
             # On (P, D, agents) axes: the cycle per D value, the agents' terms per agents

@@ -23,6 +23,7 @@ from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, numeric_bounds
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.assemble import Assembly
+from dualpath_plan.scenario.provenance import OPERATOR_REPLACED
 from dualpath_plan.scenario.spec import ServingConfig
 from dualpath_plan.solvers.closed_form import Solution
 
@@ -82,9 +83,11 @@ def perturbations(sc: Scenario) -> list[Perturbation]:
     # node and the nodes that transfer from it) move together, fully correlated.
     fits: dict[tuple[str, str], tuple[float, float]] = {}
     for node in (sc.prefill_node, sc.decode_node):
+        # Fields an engine profile's operator model replaces move nothing on its node.
+        replaced = OPERATOR_REPLACED if sc.engine_for(node) is not None else ()
         # (A field set with --set has lost its standard error: profiles/registry.py.)
         for field, err in node.calibration_stderr.items():
-            if err > 0:
+            if err > 0 and field not in replaced:
                 fits[(node.calibrated_by(field), field)] = (float(getattr(node, field)), err)
     for (origin, field), (value, err) in fits.items():
         out.append(_perturb_fit(sc, origin, field, value, err))

@@ -20,7 +20,8 @@ from dualpath_plan.physics.latency import (
     weight_bytes_per_gpu,
 )
 from dualpath_plan.physics.links import Num
-from dualpath_plan.profiles.schemas import GpuProfile, ModelProfile, NodeProfile
+from dualpath_plan.physics.operators import Layout, OperatorEngine, replica_layout
+from dualpath_plan.profiles.schemas import EngineProfile, GpuProfile, ModelProfile, NodeProfile
 from dualpath_plan.units import gbit_s_to_byte_s
 
 SchedulerPolicy = Literal["ideal", "round_robin", "queue_aware"]
@@ -175,6 +176,11 @@ class DecodeGroup:
     replicas: Num = 1.0
     gpus: Num = 1.0  # GPUs of the group
     replicated_bytes: float = 0.0  # weights every GPU holds and reads each step (EP + DP attn)
+    # The operator model (physics/operators.py) where the node has an engine profile: a step
+    # of b sequences is a replica's pass at b / (replicas x dp) sequences per attention-DP
+    # rank (at least one: a partly filled replica's ranks step together); the roofline
+    # fields above then only describe the group.
+    operators: OperatorEngine | None = None
 
     @property
     def max_batch(self) -> int:
@@ -196,10 +202,12 @@ class DecodeGroup:
     def step_array_s(self, batch: np.ndarray) -> np.ndarray:
         """max(HBM bytes / bandwidth, FLOPs / peak) + the latency floor, for an array of
         batches."""
+        r = np.asarray(self.replicas, dtype=np.float64)
+        if self.operators is not None:
+            return self.operators.decode(self.batch_per_rank(batch), self.context_tokens).time_s
         # Each replica steps its share of the batch on its share of the group; within it, every
         # GPU reads the replicated weights in full and its share of the rest (the touched
         # experts, its sequences' KV).
-        r = np.asarray(self.replicas, dtype=np.float64)
         cost = _decode_step(self.model, np.asarray(batch) / r, self.context_tokens)
         rep = np.minimum(self.replicated_bytes, cost.weight_bytes - cost.routed_weight_bytes)
         hbm_s = (rep * np.asarray(self.gpus) + (cost.hbm_bytes - rep) * r) / self.hbm_byte_s
@@ -209,8 +217,20 @@ class DecodeGroup:
             + batch * self.floor_per_sequence_s
         )
 
+    def batch_per_rank(self, batch: Num) -> np.ndarray:
+        """Sequences per attention-DP rank of a replica at a group batch (operator model)."""
+        assert self.operators is not None
+        r = np.asarray(self.replicas, dtype=np.float64)
+        dp = np.asarray(self.operators.layout.dp, dtype=np.float64)
+        return np.maximum(np.asarray(batch, dtype=np.float64) / (r * dp), 1.0)
+
     def floor_array_s(self, batch: np.ndarray) -> np.ndarray:
-        """The latency floor of a step alone (no roofline), for an array of batches."""
+        """The latency floor of a step alone (no roofline), for an array of batches: with the
+        operator model, its communication and fixed (norms, embedding) operators."""
+        if self.operators is not None:
+            cat = self.operators.decode(self.batch_per_rank(batch), self.context_tokens)
+            parts = cat.by_category()
+            return np.asarray(parts["communication"] + parts["fixed"])
         return np.asarray(self.floor_s + batch * self.floor_per_sequence_s)
 
     def entry(self, i: int) -> DecodeGroup:
@@ -225,6 +245,11 @@ class DecodeGroup:
         if all(type(getattr(self, f)) is float for f in _PER_GROUP):
             return self  # a group of one node count: its own entry (and its step table)
         picked: dict[str, Any] = {f: pick(getattr(self, f)) for f in _PER_GROUP}
+        if self.operators is not None:
+            lay = self.operators.layout
+            picked["operators"] = replace(
+                self.operators, layout=Layout(lay.tp, pick(lay.dp), pick(lay.ep))
+            )
         return replace(self, **picked)
 
     @property
@@ -327,20 +352,22 @@ def decode_group(
     context_tokens: float,
     generated_tokens: float,
     efficiencies: bool = True,
+    engine: EngineProfile | None = None,
 ) -> DecodeGroup:
     """The decode group of ``nodes`` nodes (a number or an array); ``free_hbm_bytes`` < 0
     marks groups where the weights do not fit (callers that need an error call
-    :func:`check_weights_fit` first). A group of one node count is kept (frozen, its step
+    :func:`check_weights_fit` first). With an ``engine`` profile its steps are the operator
+    model's (physics/operators.py). A group of one node count is kept (frozen, its step
     table read-only), and given again for the same objects and values."""
     if np.ndim(nodes) != 0:
         return _decode_group(
-            model, node, gpu, nodes, context_tokens, generated_tokens, efficiencies
+            model, node, gpu, nodes, context_tokens, generated_tokens, efficiencies, engine
         )
     return _DECODE_GROUPS.get(
-        (model, node, gpu),
+        (model, node, gpu, engine),
         (float(nodes), float(context_tokens), float(generated_tokens), bool(efficiencies)),
         lambda: _decode_group(
-            model, node, gpu, nodes, context_tokens, generated_tokens, efficiencies
+            model, node, gpu, nodes, context_tokens, generated_tokens, efficiencies, engine
         ),
         _DECODE_GROUPS_EACH,
     )
@@ -354,6 +381,7 @@ def _decode_group(
     context_tokens: float,
     generated_tokens: float,
     efficiencies: bool,
+    engine: EngineProfile | None = None,
 ) -> DecodeGroup:
     r = replicas(model, node, gpu, nodes)
     gpus_all = np.asarray(nodes, dtype=np.float64) * node.gpus_per_node
@@ -382,6 +410,16 @@ def _decode_group(
         replicas=r,
         gpus=float(gpus) if scalar else gpus,
         replicated_bytes=replicated_weight_bytes(model),
+        operators=(
+            OperatorEngine(
+                model,
+                gpu,
+                engine if e else None,
+                replica_layout(model, node.gpus_per_node, gpus / np.asarray(r)),
+            )
+            if engine is not None
+            else None
+        ),
         context_tokens=ctx,
         kv_bytes_per_sequence=float(
             phys.kv_bytes_for_context(model, context_tokens + generated_tokens)
@@ -403,10 +441,21 @@ class PrefillEngine:
     read_latency_s: float  # part of the KV read a request waits for before its prefill
     free_hbm_bytes: Num  # HBM per GPU left for the batch's KV
     kv_bytes_per_request: float  # what one request holds in HBM during its pass
+    # GPUs one request's pass spans (a tensor-parallel replica's TP degree): a pass of one
+    # request is 1 / request_gpus request per GPU, so its time is the replica's pass, not
+    # request_gpus times it (the operator model; 1 for the one-MFU model's GPU engine).
+    request_gpus: float = 1.0
+    # What times the pass (the efficiencies line): the operator model's engine, or "".
+    timed_by: str = ""
 
     @property
     def u_s(self) -> float:
         return self.t1_s + self.copy_s
+
+    @property
+    def single_pass_s(self) -> float:
+        """A forward pass holding one request: its replica's pass."""
+        return self.forward_s(1.0 / self.request_gpus)
 
     def forward_s(self, batch: float) -> float:
         return self.t0_s + batch * self.u_s
@@ -431,14 +480,28 @@ def prefill_engine(
     io_free: bool,
     nodes: Num,
     efficiencies: bool = True,
+    engine: EngineProfile | None = None,
+    append_tokens: float | None = None,
 ) -> PrefillEngine:
     """Batching parameters of one prefill GPU for a mean turn; ``nodes`` (prefill nodes, a
     number or an array) sets the weight shard and so the batch cap (< 1: not one request
-    fits)."""
+    fits). With an ``engine`` profile the pass is the operator model's (``operator_pass``);
+    ``append_tokens`` (the mean turn's) is then needed."""
     e = efficiencies
     tflops = gpu.dense_tflops(model.compute_dtype) or gpu.bf16_dense_tflops
     peak = tflops * 1e12 * (node.prefill_mfu if e else 1.0)
     t1 = prefill_flops / peak
+    request_gpus, timed_by = 1.0, ""
+    if engine is not None:
+        assert append_tokens is not None
+        ops = OperatorEngine(
+            model,
+            gpu,
+            engine if e else None,
+            replica_layout(model, node.gpus_per_node, _replica_gpus(model, node, gpu, nodes)),
+        )
+        t0_op, t1, request_gpus = operator_pass(ops, context_tokens, append_tokens)
+        timed_by = ops.describe()
     # HBM per GPU left for KV: weights shard over the prefill group's GPUs (EP).
     reserve = node.prefill_hbm_reserve_gbyte if e else 0.0
     # Each GPU holds its layout's share of the weights (physics/latency.py).
@@ -460,21 +523,62 @@ def prefill_engine(
         copy, read = 0.0, hit_bytes / model.num_layers / snic
     else:
         copy, read = hit_bytes / loopback, hit_bytes / snic
-    h = node.prefill_batch_half_requests
-    # A forward pass takes at least the per-layer latency floor (its EP transfers overlap
-    # compute). Figure 3's h t1 is a measured fixed time that already contains the floor, so
-    # the floor bounds it from below rather than adding to it: it binds only where t1 is
-    # small (small models, fast GPUs), where h t1 alone would promise free batch-1 passes.
-    floor = float(
-        layer_floor_s(model, node, gpu, node.gpus_per_node, 0.0, bandwidth=False, efficiencies=e)
-    )
+    if engine is not None:
+        t0 = t0_op
+    else:
+        h = node.prefill_batch_half_requests
+        # A forward pass takes at least the per-layer latency floor (its EP transfers overlap
+        # compute). Figure 3's h t1 is a measured fixed time that already contains the floor,
+        # so the floor bounds it from below rather than adding to it: it binds only where t1
+        # is small (small models, fast GPUs), where h t1 alone would promise free batch-1
+        # passes.
+        floor = float(
+            layer_floor_s(
+                model, node, gpu, node.gpus_per_node, 0.0, bandwidth=False, efficiencies=e
+            )
+        )
+        t0 = max(h * t1, floor)
     scalar = np.ndim(cap) == 0
     return PrefillEngine(
+        request_gpus=request_gpus,
+        timed_by=timed_by,
         t1_s=t1,
-        t0_s=max(h * t1, floor),
+        t0_s=t0,
         copy_s=copy,
         batch_cap=float(cap) if scalar else cap,
         read_latency_s=read,
         free_hbm_bytes=float(free) if scalar else free,
         kv_bytes_per_request=per_request,
     )
+
+
+# Requests per attention-DP rank at which the operator model's pass is taken as saturated:
+# the pass of b requests is linear between b = 1 and b = this (tau(b) = t0 + b u), and
+# extrapolated beyond it.
+SATURATED_REQUESTS_PER_RANK = 16.0
+
+
+def _replica_gpus(model: ModelProfile, node: NodeProfile, gpu: GpuProfile, nodes: Num) -> float:
+    """GPUs of one replica on a side of ``nodes`` nodes (the first, for an array: a pass is
+    timed on one layout)."""
+    n = float(np.asarray(nodes, dtype=np.float64).reshape(-1)[0])
+    r = float(np.asarray(replicas(model, node, gpu, n)))
+    return max(n, 1.0) * node.gpus_per_node / r
+
+
+def operator_pass(
+    ops: OperatorEngine, context_tokens: float, append_tokens: float
+) -> tuple[float, float, float]:
+    """(t0, t1, request_gpus) of a prefill GPU from the operator model: the replica's pass
+    T(b) of b requests per attention-DP rank (each ``append_tokens`` after the rest of its
+    ``context_tokens`` cached) as t0 + b T1 through b = 1 and SATURATED_REQUESTS_PER_RANK;
+    per GPU (the PrefillEngine's unit: requests per GPU per pass) t1 = T1 x request_gpus,
+    request_gpus = the GPUs of a rank (its TP degree), so that a pass of b requests per rank
+    is t0 + (b / request_gpus) x t1 = T(b)."""
+    b = np.array([1.0, SATURATED_REQUESTS_PER_RANK])
+    t = ops.prefill(b, context_tokens, append_tokens).time_s
+    slope = float((t[1] - t[0]) / (b[1] - b[0]))
+    slope = max(slope, 1e-12)
+    t0 = max(float(t[0]) - slope, 0.0)
+    request_gpus = float(ops.layout.tp)
+    return t0, slope * request_gpus, request_gpus

@@ -41,6 +41,7 @@ from dualpath_plan.files import (
 from dualpath_plan.profiles.schemas import (
     KINDS,
     TRANSFERRED_FROM,
+    EngineProfile,
     GpuProfile,
     ModelProfile,
     NodeProfile,
@@ -428,8 +429,15 @@ class Registry:
                 self.profiles[kind][profile_id]
 
     def check_node(self, node: NodeProfile, source: str) -> None:
-        """A node's references: its gpu, and the measured node a transfer names."""
+        """A node's references: its gpu, its engine, and the measured node a transfer names."""
         self._check_gpu_ref(node, source)
+        if node.engine is not None and node.engine not in self.profiles["engine"]:
+            raise PlanInputError(
+                f"names engine '{node.engine}', which no engine profile has; known: "
+                + ", ".join(sorted(self.profiles["engine"])),
+                source=source,
+                field="engine",
+            )
         if node.efficiency_source == "transferred":
             self._transfer_source(node, source)
 
@@ -584,5 +592,13 @@ class Registry:
     def workload(self, profile_id: str) -> WorkloadProfile:
         return self.get("workload", profile_id)  # type: ignore[return-value]
 
+    def engine(self, profile_id: str) -> EngineProfile:
+        return self.get("engine", profile_id)  # type: ignore[return-value]
+
     def gpu_of(self, node: NodeProfile) -> GpuProfile:
         return self.gpu(node.gpu)
+
+    def engine_of(self, node: NodeProfile) -> EngineProfile | None:
+        """The engine profile that times ``node``'s passes and steps operator by operator, or
+        None (the node's own one-MFU calibration)."""
+        return self.engine(node.engine) if node.engine is not None else None

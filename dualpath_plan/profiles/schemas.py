@@ -1,4 +1,4 @@
-"""Pydantic schemas of the five profile kinds: gpu, node, storage, model, workload.
+"""Pydantic schemas of the six profile kinds: gpu, node, storage, model, workload, engine.
 
 Conventions (issue 2):
 - the unit is part of every field name: ``_gbit_s`` (1e9 bit/s), ``_gbyte_s`` (1e9 B/s),
@@ -20,6 +20,8 @@ import math
 import re
 from typing import Annotated, ClassVar, Literal
 
+import numpy as np
+from numpy.typing import ArrayLike
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -71,8 +73,8 @@ def profile_id_error(given: str) -> str | None:
     )
 
 
-Kind = Literal["gpu", "node", "storage", "model", "workload"]
-KINDS: tuple[Kind, ...] = ("gpu", "node", "storage", "model", "workload")
+Kind = Literal["gpu", "node", "storage", "model", "workload", "engine"]
+KINDS: tuple[Kind, ...] = ("gpu", "node", "storage", "model", "workload", "engine")
 Dtype = Literal["bf16", "fp8", "fp4"]
 KvDtype = Literal["bf16", "fp16", "fp8", "fp8_flashmla"]
 
@@ -236,6 +238,11 @@ class NodeProfile(ProfileBase):
     dram_gbyte_s: Positive
     efficiency_source: EfficiencySource = "datasheet"
     efficiencies_from: str | None = None  # the measured node a transfer takes them from
+    # The engine profile (a serving framework's measured per-operator efficiency curves on
+    # this node's GPU) that times its prefill passes and decode steps operator by operator
+    # (physics/operators.py, docs/model.md section 6b). None: the one-MFU roofline with this
+    # node's own prefill_mfu, decode_hbm_efficiency and latency floors (the testbed's fit).
+    engine: str | None = Field(default=None, pattern=ID_PATTERN)
     # Achieved share of the SNIC line rate for storage reads.
     snic_efficiency: Efficiency = 1.0
     # Achieved share of the CNIC line rate for KV transfers (RDMA, loopback copies).
@@ -545,12 +552,82 @@ class WorkloadProfile(ProfileBase):
         return self.context_tokens / (self.context_tokens + self.append_tokens)
 
 
+# --- engine --------------------------------------------------------------------------------
+
+
+class OperatorCurve(BaseModel):
+    """One operator family's achieved efficiency on one GPU under one framework, fitted to
+    measured kernel timings (bench/fit_engine.py; docs/model.md section 6b):
+
+        t = launch_s + max(F / (P e_c s), B / (W e_m)),  s = x / (x + half_size)
+                                                            [x (x + half_tiles)^-1 tiles]
+
+    F the operator's FLOPs, P the GPU's dense peak at its dtype, B its HBM bytes, W the HBM
+    bandwidth; s the share of the GPU a shape keeps busy, rising with the operator's size x
+    (tokens of a GEMM, query tokens of prefill attention, context x batch of decode
+    attention, tokens per expert of a grouped MoE GEMM). ``fit_*`` say how well the curve
+    reproduces the kernels it was fitted to (descriptive; the model does not read them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_assignment=True)
+
+    launch_s: NonNegative
+    compute_efficiency: Efficiency
+    memory_efficiency: Efficiency
+    half_size: NonNegative = 0.0
+    # GEMMs only: output tiles (128 x 128) at which half the GPU's SMs are busy.
+    half_tiles: NonNegative = 0.0
+    fit_rows: NonNegativeInt = 0
+    fit_median_error: NonNegative = 0.0
+    fit_p90_error: NonNegative = 0.0
+
+    def saturation(self, size: ArrayLike, tiles: ArrayLike | None = None) -> np.ndarray:
+        """The share s of the compute peak a shape of ``size`` (and ``tiles``) can use."""
+        x = np.asarray(size, dtype=np.float64)
+        out = x / (x + self.half_size) if self.half_size > 0 else np.ones_like(x)
+        if tiles is not None and self.half_tiles > 0:
+            t = np.asarray(tiles, dtype=np.float64)
+            out = out * t / (t + self.half_tiles)
+        return out
+
+
+class EngineProfile(ProfileBase):
+    """A serving framework's measured efficiency curves on one GPU: what the operator model
+    (physics/operators.py) needs to time a prefill pass or a decode step operator by
+    operator. ``gemm_fp4`` and the MoE curves of a dtype a GPU has no data for are None: a
+    model that needs one is timed at the nearest dtype's curve and the report says so."""
+
+    KIND: ClassVar[str] = "engine"
+    kind: Literal["engine"] = "engine"
+    gpu: str = Field(pattern=ID_PATTERN)  # the GPU profile the curves were measured on
+    framework: str
+    framework_version: str
+    gemm_bf16: OperatorCurve
+    gemm_fp8: OperatorCurve
+    gemm_fp4: OperatorCurve | None = None
+    attention_prefill: OperatorCurve  # MHA/GQA prefill (FlashAttention)
+    attention_decode: OperatorCurve  # MHA/GQA decode over a KV cache
+    mla_prefill: OperatorCurve  # MLA prefill (non-absorbed: per-head K and V)
+    mla_decode: OperatorCurve  # MLA decode (absorbed: over the latent cache)
+    moe_bf16: OperatorCurve  # grouped expert GEMMs, BF16 weights
+    moe_fp8: OperatorCurve  # grouped expert GEMMs, block-scaled FP8 weights
+    allreduce: (
+        OperatorCurve  # NVLink all-reduce: launch_s its latency, memory_efficiency its link share
+    )
+    elementwise: OperatorCurve  # norms, activations, RoPE: memory-bound
+
+
+CURVE_FIELDS: tuple[str, ...] = tuple(
+    name for name, f in EngineProfile.model_fields.items() if "OperatorCurve" in str(f.annotation)
+)
+
+
 SCHEMAS: dict[str, type[ProfileBase]] = {
     "gpu": GpuProfile,
     "node": NodeProfile,
     "storage": StorageProfile,
     "model": ModelProfile,
     "workload": WorkloadProfile,
+    "engine": EngineProfile,
 }
 
 

@@ -224,6 +224,7 @@ def side_capacity(
     prefill: PrefillEngine | None = None
     decode: DecodeGroup | None = None
     d = turns
+    engine = sc.engine_for(node)
     if side == "pe":
         prefill = prefill_engine(
             sc.model,
@@ -236,10 +237,23 @@ def side_capacity(
             io_free=mode.io_free,
             nodes=n,
             efficiencies=e,
+            engine=engine,
+            append_tokens=d.mean(d.append_tokens),
         )
         rate = np.asarray(prefill.max_rate)  # requests/s per GPU at the batch cap
         tflops = gpu.dense_tflops(sc.model.compute_dtype) or gpu.bf16_dense_tflops
         base["compute"] = node.gpus_per_node * tflops * 1e12
+        if engine is not None:
+            # The operator model's pass at the mean turn, as a share of the dense peak: the
+            # turn's FLOPs over a GPU's time per request at the saturated batch.
+            mfu: tuple[Factor, ...] = (
+                Factor(
+                    f"achieved share of the peak at the mean turn, {prefill.timed_by}",
+                    d.mean(d.prefill_flops) / (prefill.t1_s * tflops * 1e12),
+                ),
+            )
+        else:
+            mfu = eff("prefill_mfu")
         cap_note = (
             f"batch cap {_fmt(prefill.batch_cap)} requests per GPU "
             f"({_fmt(np.asarray(prefill.free_hbm_bytes) / 1e9)} GB HBM free / "
@@ -249,14 +263,14 @@ def side_capacity(
         if mode.layerwise:
             # Batching efficiency at the cap: b / tau(b) over the plateau 1 / t1.
             factors["compute"] = (
-                *eff("prefill_mfu"),
+                *mfu,
                 Factor(f"batching at the {cap_note}", rate * prefill.t1_s),
                 imb_gpu,
             )
             base["prefill_batch"] = INF
             factors["prefill_batch"] = (Factor("not a limit: layer-wise prefill"),)
         else:
-            factors["compute"] = (*eff("prefill_mfu"), imb_gpu)
+            factors["compute"] = (*mfu, imb_gpu)
             base["prefill_batch"] = node.gpus_per_node * rate
             factors["prefill_batch"] = (
                 Factor(f"{cap_note}, no layer-wise prefill"),
@@ -269,7 +283,14 @@ def side_capacity(
         feasible = fits & (rate > 0)
     else:
         decode = decode_group(
-            sc.model, node, gpu, n, d.mean(d.context_tokens), d.mean(d.generated_tokens), e
+            sc.model,
+            node,
+            gpu,
+            n,
+            d.mean(d.context_tokens),
+            d.mean(d.generated_tokens),
+            e,
+            engine,
         )
         tokens = np.asarray(decode.tokens_per_s_array())
         feasible = fits & np.isfinite(tokens)
@@ -277,7 +298,10 @@ def side_capacity(
         batch = decode.max_batch_array()
         floor_ms = np.asarray(decode.floor_array_s(np.maximum(batch, 1.0))) * 1e3
         calibration = (
-            f", decode_hbm_efficiency {node.decode_hbm_efficiency:g}, latency floor "
+            f", {decode.operators.describe()}, communication and fixed operators "
+            f"{_fmt(floor_ms)} ms per step"
+            if decode.operators is not None
+            else f", decode_hbm_efficiency {node.decode_hbm_efficiency:g}, latency floor "
             f"{_fmt(floor_ms)} ms per step (layer_fixed_s {node.layer_fixed_s:g}, "
             f"ep_latency_s {node.ep_latency_s:g}, ep_link_efficiency "
             f"{node.ep_link_efficiency:g}, tp_allreduce_latency_s "

@@ -16,6 +16,7 @@ from dualpath_plan.physics.links import Demand, PathOptions
 from dualpath_plan.physics.workload import TurnDemand, workload_demand
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.profiles.schemas import (
+    EngineProfile,
     GpuProfile,
     ModelProfile,
     NodeProfile,
@@ -72,6 +73,17 @@ class Scenario:
     scheduling: Scheduling = field(default_factory=Scheduling)
     # Calibration fields of the nodes set on the command line (--set node.FIELD=...).
     overridden: tuple[str, ...] = ()
+    # Engine profiles by node id (each node's own ``engine``, or --engine for every node):
+    # what times a node's prefill passes and decode steps operator by operator
+    # (physics/operators.py). A node without one runs its own one-MFU calibration.
+    engines: tuple[tuple[str, EngineProfile], ...] = ()
+
+    def engine_for(self, node: NodeProfile) -> EngineProfile | None:
+        """The engine profile of ``node`` in this scenario, or None."""
+        for node_id, engine in self.engines:
+            if node_id == node.id:
+                return engine
+        return None
 
     @classmethod
     def from_ids(
@@ -84,6 +96,7 @@ class Scenario:
         prefill_node: str | None = None,
         decode_node: str | None = None,
         gpu: str | None = None,
+        engine: str | None = None,
         storage: str | None = DEFAULT_SPEC.storage,
         prefill_nodes: int = DEFAULT_SPEC.prefill_nodes,
         decode_nodes: int = DEFAULT_SPEC.decode_nodes,
@@ -98,8 +111,14 @@ class Scenario:
         pn: NodeProfile = cache.get(registry, "node", prefill_node or node)
         dn: NodeProfile = cache.get(registry, "node", decode_node or node)
         node_sets = registry.overrides.by_kind.get("node", {})
+        engines = tuple(
+            (n.id, cache.get(registry, "engine", engine or n.engine))
+            for n in ((pn,) if dn.id == pn.id else (pn, dn))
+            if engine or n.engine
+        )
         return cls(
             overridden=tuple(f for f in NodeProfile.CALIBRATION_FIELDS if f in node_sets),
+            engines=engines,
             model=m,
             workload=w,
             turn_demand=cache.demand(registry, m, w),
@@ -129,6 +148,7 @@ class Scenario:
             prefill_node=spec.prefill_node,
             decode_node=spec.decode_node,
             gpu=spec.gpu,
+            engine=spec.engine,
             storage=spec.storage_id,
             prefill_nodes=spec.prefill_nodes,
             decode_nodes=spec.decode_nodes,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dualpath_plan.profiles.schemas import NodeProfile
+from dualpath_plan.profiles.schemas import EngineProfile, NodeProfile
 
 if TYPE_CHECKING:
     from dualpath_plan.scenario.bundle import Scenario
@@ -27,6 +27,16 @@ LABELS: dict[str, tuple[str, float, str]] = {
     "ep_link_efficiency": ("EP links", 1.0, ""),
     "tp_allreduce_latency_s": ("TP all-reduce", 1e6, " us"),
 }
+# The calibration fields an engine profile's operator model replaces (physics/operators.py):
+# a node with an engine times its passes and steps from its operator curves, not these.
+OPERATOR_REPLACED: tuple[str, ...] = (
+    "prefill_mfu",
+    "decode_hbm_efficiency",
+    "layer_fixed_s",
+    "ep_latency_s",
+    "ep_link_efficiency",
+    "tp_allreduce_latency_s",
+)
 
 
 @dataclass(frozen=True)
@@ -44,16 +54,23 @@ class NodeEfficiencies:
     own: tuple[str, ...] = ()  # of a transferred node: the fields it sets itself
     set_to: tuple[float, ...] = ()  # the value of each field of ``overridden``
     gpu_note: str = ""  # the node's calibration applied to another GPU (--gpu)
+    engine: str = ""  # the engine profile timing its passes and steps, described
 
     @classmethod
     def of(
-        cls, node: NodeProfile, sides: str, overridden: tuple[str, ...], gpu: str | None = None
+        cls,
+        node: NodeProfile,
+        sides: str,
+        overridden: tuple[str, ...],
+        gpu: str | None = None,
+        engine: EngineProfile | None = None,
     ) -> NodeEfficiencies:
         defaults = NodeProfile.model_fields
+        replaced = OPERATOR_REPLACED if engine is not None else ()
         values = {
             f: float(getattr(node, f))
             for f in NodeProfile.CALIBRATION_FIELDS
-            if getattr(node, f) != defaults[f].default
+            if getattr(node, f) != defaults[f].default and f not in replaced
         }
         set_here = tuple(f for f in overridden if f in NodeProfile.CALIBRATION_FIELDS)
         own = (
@@ -76,6 +93,7 @@ class NodeEfficiencies:
                 if gpu is not None and gpu != node.gpu and values
                 else ""
             ),
+            engine=describe_engine(engine, gpu or node.gpu) if engine is not None else "",
         )
 
     def _shown(self, fields: list[str]) -> str:
@@ -91,7 +109,12 @@ class NodeEfficiencies:
         }[self.source]
         taken = [f for f in self.values if f not in self.own]
         shown = self._shown(taken)
-        text = f"{self.node} ({self.sides}) {where}" + (f": {shown}" if shown else "")
+        text = f"{self.node} ({self.sides})"
+        if self.engine:
+            text += f" {self.engine}; its links {where}"
+        else:
+            text += f" {where}"
+        text += f": {shown}" if shown else ""
         if self.own:
             text += f"; its own: {self._shown(list(self.own))}"
         if self.gpu_note:
@@ -140,7 +163,11 @@ class Efficiencies:
             in_force=sc.options.efficiencies,
             nodes=tuple(
                 NodeEfficiencies.of(
-                    node, " and ".join(names), sc.overridden, (gpus or {}).get(node.id)
+                    node,
+                    " and ".join(names),
+                    sc.overridden,
+                    (gpus or {}).get(node.id),
+                    sc.engine_for(node),
                 )
                 for node, names in sides.values()
             ),
@@ -161,3 +188,17 @@ class Efficiencies:
                 "upper bounds, JCT a lower bound"
             )
         return "efficiencies: " + "; ".join(n.describe() for n in self.nodes)
+
+
+def describe_engine(engine: EngineProfile, gpu: str) -> str:
+    """An engine profile in the efficiencies line: whose curves time the passes and steps,
+    and whether they were measured on the GPU they run on."""
+    where = (
+        f"measured on {engine.gpu}"
+        if engine.gpu == gpu
+        else f"measured on {engine.gpu}, transferred to {gpu}"
+    )
+    return (
+        f"passes and steps timed by engine '{engine.id}' ({engine.framework} "
+        f"{engine.framework_version} per-operator curves, {where})"
+    )

@@ -87,6 +87,13 @@ class ScenarioSpec(BaseModel):
     gpu: str | None = _opt(
         "--gpu", help="Override the nodes' GPU profile.", group="profiles", default=None
     )
+    engine: str | None = _opt(
+        "--engine",
+        help="Engine profile (a framework's measured per-operator curves) for every node, "
+        "instead of each node's own.",
+        group="profiles",
+        default=None,
+    )
     storage: str = _opt(
         "--storage", help="Storage profile id, or 'none'.", group="profiles", default="3fs"
     )

@@ -1,0 +1,120 @@
+"""The operator model against AIConfigurator's own estimates (issue 29's accuracy table).
+
+bench/aic_reference.csv holds AIConfigurator 0.12.0's estimates (``cli estimate``: the static
+prefill pass, and the TPOT at a batch), SGLang 0.5.14 kernels, for models x GPUs x layouts x
+batches x contexts; bench/aic_reference.py regenerates it (it needs the ``fit`` extra). This
+script times every row with the operator model (dualpath_plan/physics/operators.py) and the
+stock engine profile of its GPU, and prints the relative error, ours / theirs - 1: median
+and worst |error| per phase, and per model, GPU and layout.
+
+    python bench/bench_engine.py                 # the table
+    python bench/bench_engine.py --markdown      # the table as the README shows it
+    python bench/bench_engine.py --rows errors.csv   # every row with its error
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from dualpath_plan.physics.operators import Layout, time_pass
+from dualpath_plan.profiles.registry import Registry
+
+HERE = Path(__file__).parent
+# AIConfigurator system -> the stock engine profile fitted on it.
+ENGINES = {
+    "h100_sxm": "h100-sglang-0.5.14",
+    "h200_sxm": "h200-sglang-0.5.14",
+    "b200_sxm": "b200-sglang-0.5.14",
+    "b300_sxm": "b300-sglang-0.5.14",
+}
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def ours_s(registry: Registry, row: dict[str, str]) -> float:
+    model = registry.model_by_hf_name(row["model_hf"])
+    if model is None:
+        raise SystemExit(f"no model profile lists {row['model_hf']!r} in hf_names")
+    engine = registry.engine(ENGINES[row["system"]])
+    gpu = registry.gpu(engine.gpu)
+    tp, dp = int(row["tp"]), int(row["attention_dp"])
+    layout = Layout(tp=tp, dp=dp, ep=int(row["moe_ep"]))
+    batch, isl, prefix = float(row["batch"]), float(row["isl"]), float(row["prefix"] or 0)
+    if row["phase"] == "prefill":
+        timing = time_pass(
+            model, gpu, engine, layout, batch=batch, context=isl, new_tokens=isl - prefix
+        )
+    else:  # AIConfigurator's TPOT at isl: the step over a context of isl
+        timing = time_pass(model, gpu, engine, layout, batch=batch, context=isl, new_tokens=1.0)
+    return float(timing.time_s)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reference", type=Path, default=HERE / "aic_reference.csv")
+    parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--rows", type=Path, help="write every row with its error here")
+    args = parser.parse_args()
+    registry = Registry.load()
+    table = rows(args.reference)
+    errors: dict[str, list[float]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+    out_rows = []
+    for row in table:
+        theirs = float(row["latency_ms"]) / 1e3
+        ours = ours_s(registry, row)
+        err = ours / theirs - 1.0
+        errors[row["phase"]].append(err)
+        layout = f"tp{row['tp']} dp{row['attention_dp']} ep{row['moe_ep']}"
+        groups[(row["phase"], row["model_hf"], row["system"], layout)].append(err)
+        out_rows.append({**row, "ours_ms": f"{ours * 1e3:.6g}", "error": f"{err:.4f}"})
+    if args.rows:
+        with args.rows.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(out_rows[0]))
+            w.writeheader()
+            w.writerows(out_rows)
+
+    def stats(v: list[float]) -> tuple[int, float, float, float]:
+        a = np.abs(np.asarray(v))
+        return len(v), float(np.median(a)), float(np.percentile(a, 90)), float(a.max())
+
+    if args.markdown:
+        print("| phase | points | median abs error | 90th pct | worst |")
+        print("|---|---:|---:|---:|---:|")
+        for phase, v in sorted(errors.items()):
+            n, med, p90, worst = stats(v)
+            print(f"| {phase} | {n} | {med:.1%} | {p90:.1%} | {worst:.1%} |")
+        print()
+        print("| phase | model | GPU | layout | points | median | worst | mean signed |")
+        print("|---|---|---|---|---:|---:|---:|---:|")
+        for (phase, model, system, layout), v in sorted(groups.items()):
+            n, med, _, worst = stats(v)
+            print(
+                f"| {phase} | {model} | {system} | {layout} | {n} | {med:.1%} | {worst:.1%} "
+                f"| {np.mean(v):+.1%} |"
+            )
+        return
+    for phase, v in sorted(errors.items()):
+        n, med, p90, worst = stats(v)
+        print(
+            f"{phase:8s} {n:5d} points: median |error| {med:6.1%}, p90 {p90:6.1%}, worst {worst:6.1%}"
+        )
+    print()
+    for (phase, model, system, layout), v in sorted(groups.items()):
+        n, med, _, worst = stats(v)
+        print(
+            f"{phase:8s} {model:32s} {system:9s} {layout:14s} {n:4d}  median {med:6.1%}  "
+            f"worst {worst:6.1%}  mean {np.mean(v):+6.1%}"
+        )
+
+
+if __name__ == "__main__":
+    main()

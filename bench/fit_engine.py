@@ -1,0 +1,360 @@
+"""Fit an engine profile (hardware_profiles/engine/<gpu>-<framework>-<version>.toml): one serving
+framework's per-operator efficiency curves on one GPU, from the kernel timings AIConfigurator
+measured on that GPU (docs/model.md section 6b, docs/extending.md "A framework's calibration").
+
+Data: AIConfigurator's per-operator performance database, measured on real GPUs and shipped in
+the ``aiconfigurator-core`` wheel under
+``aiconfigurator_core/systems/data/<system>/<op>/<framework>/<version>/*.parquet``
+(https://github.com/ai-dynamo/aiconfigurator, Apache-2.0). Needs the development extra:
+
+    pip install -e '.[fit]'          # aiconfigurator==0.12.0 and pyarrow
+    python bench/fit_engine.py       # writes the four stock engine profiles
+    python bench/fit_engine.py --system h200_sxm --gpu h200-sxm --out /tmp/engine
+
+Each curve is the operator model's (dualpath_plan/physics/operators.py)
+
+    t = launch_s + max(F / (P e_c s(x)), B / (W e_m)),   s(x) = x / (x + half_size)
+
+fitted by robust least squares on log time (soft-L1, scale 0.1: a kernel table's outliers,
+config switches of a Triton kernel, move it little) over the rows of the shapes a transformer
+uses (GEMMs with both weight dimensions at least 256, 128-wide attention heads, balanced MoE
+routing). F, B and x are computed exactly as the operator model computes them, so a curve
+means the same thing where it is fitted and where it is used. The fit's median and 90th
+percentile relative error over its rows are written beside each curve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import least_squares
+
+FRAMEWORK, VERSION = "sglang", "0.5.14"
+# AIConfigurator system -> our GPU profile id (hardware_profiles/gpu).
+STOCK = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200", "b300_sxm": "b300"}
+TILE = 128.0
+
+
+@dataclass
+class Curve:
+    launch_s: float
+    compute_efficiency: float
+    memory_efficiency: float
+    half_size: float
+    half_tiles: float
+    rows: int
+    median_error: float
+    p90_error: float
+    source: str
+
+
+def _data_dir() -> Path:
+    import aiconfigurator_core  # the development extra
+
+    return Path(aiconfigurator_core.__file__).parent / "systems" / "data"
+
+
+def _read(system: str, op: str, name: str) -> object:
+    import pandas as pd
+
+    path = _data_dir() / system / op / FRAMEWORK / VERSION / name
+    return pd.read_parquet(
+        path
+    ), f"aiconfigurator-core 0.12.0 systems/data/{system}/{op}/{FRAMEWORK}/{VERSION}/{name}"
+
+
+def _main_kernel(table: object) -> str:
+    """The attention kernel a framework runs by default on a GPU: the one measured most
+    (FlashAttention 3 on Hopper, TensorRT-LLM's MHA kernels on Blackwell)."""
+    counts = table.kernel_source.value_counts()  # type: ignore[attr-defined]
+    return str(counts.index[0])
+
+
+def _fit(
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    size: np.ndarray,
+    seconds: np.ndarray,
+    peak: float,
+    hbm: float,
+    source: str,
+    tiles: np.ndarray | None = None,
+) -> Curve:
+    """Least squares on log time of launch + max(F / (P e_c s), B / (W e_m))."""
+    with_tiles = tiles is not None
+
+    def model(p: np.ndarray) -> np.ndarray:
+        launch, ec, em, half = np.exp(p[:4])
+        s = size / (size + half)
+        if with_tiles:
+            assert tiles is not None
+            s = s * tiles / (tiles + np.exp(p[4]))
+        return launch + np.maximum(flops / (peak * ec * s), nbytes / (hbm * em))
+
+    p0 = [math.log(5e-6), math.log(0.5), math.log(0.7), math.log(max(np.median(size), 1.0))]
+    if with_tiles:
+        p0.append(math.log(50.0))
+    # Efficiencies at most 1 (a curve never beats the datasheet: INV-25's speed of light).
+    upper = [math.log(1e-2), 0.0, 0.0, math.log(1e9)] + ([math.log(1e6)] if with_tiles else [])
+    lower = [math.log(1e-8), math.log(1e-4), math.log(1e-4), math.log(1e-6)] + (
+        [math.log(1e-3)] if with_tiles else []
+    )
+    p0 = [min(max(v, lo + 1e-9), hi - 1e-9) for v, lo, hi in zip(p0, lower, upper, strict=True)]
+    sol = least_squares(
+        lambda p: np.log(model(p)) - np.log(seconds),
+        p0,
+        bounds=(lower, upper),
+        loss="soft_l1",
+        f_scale=0.1,
+    )
+    err = np.abs(np.exp(sol.fun) - 1.0)
+    x = np.exp(sol.x)
+    return Curve(
+        launch_s=float(x[0]),
+        compute_efficiency=float(x[1]),
+        memory_efficiency=float(x[2]),
+        half_size=float(x[3]),
+        half_tiles=float(x[4]) if with_tiles else 0.0,
+        rows=len(seconds),
+        median_error=float(np.median(err)),
+        p90_error=float(np.percentile(err, 90)),
+        source=source,
+    )
+
+
+def fit_system(system: str, peaks: dict[str, float], hbm: float, link: float) -> dict[str, Curve]:
+    """Every curve of one GPU. ``peaks`` dense FLOP/s by dtype, ``hbm`` B/s, ``link`` the
+    NVLink rate per direction in B/s."""
+    out: dict[str, Curve] = {}
+    col: Callable[[object, str], np.ndarray] = lambda d, c: d[c].to_numpy(np.float64)  # type: ignore[index]  # noqa: E731
+    gemm, src = _read(system, "gemm", "gemm_perf.parquet")
+    for ours, theirs, wbytes in (
+        ("gemm_bf16", "bfloat16", 2.0),
+        ("gemm_fp8", "fp8_block", 1.0),
+        ("gemm_fp4", "nvfp4", 0.5),
+    ):
+        g = gemm[(gemm.gemm_dtype == theirs) & (gemm.n >= 256) & (gemm.k >= 256)]  # type: ignore[index,attr-defined,operator]
+        if len(g) == 0:
+            continue
+        m, n, k = col(g, "m"), col(g, "n"), col(g, "k")
+        act = 2.0 if wbytes == 2.0 else 1.0
+        flops = 2.0 * m * n * k
+        nbytes = n * k * wbytes + m * k * act + m * n * 2.0
+        tiles = np.ceil(m / TILE) * np.ceil(n / TILE)
+        peak = peaks[{"gemm_bf16": "bf16", "gemm_fp8": "fp8", "gemm_fp4": "fp4"}[ours]]
+        out[ours] = _fit(
+            flops, nbytes, m, col(g, "latency") / 1e3, peak, hbm, f"{src} ({theirs})", tiles
+        )
+    ctx, src = _read(system, "attention", "context_attention_perf.parquet")
+    kernel = _main_kernel(ctx)
+    a = ctx[  # type: ignore[index]
+        (ctx.window_size == 0)  # type: ignore[attr-defined]
+        & (ctx.kernel_source == kernel)  # type: ignore[attr-defined]
+        & (ctx.attn_dtype == "bfloat16")  # type: ignore[attr-defined]
+        & (ctx.head_dim == 128)  # type: ignore[attr-defined]
+    ]
+    b, s, h, kv, hd = (
+        col(a, c) for c in ("batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim")
+    )
+    kv_el = np.where(a.kv_cache_dtype.to_numpy() == "fp8", 1.0, 2.0)  # type: ignore[attr-defined]
+    pairs = s * (s + 1.0) / 2.0
+    flops = 4.0 * h * hd * b * pairs
+    nbytes = b * s * 2.0 * kv * hd * kv_el + b * s * h * hd * 2.0 * 2.0
+    out["attention_prefill"] = _fit(
+        flops,
+        nbytes,
+        s,
+        col(a, "latency") / 1e3,
+        peaks["bf16"],
+        hbm,
+        f"{src} ({kernel}, head_dim 128)",
+    )
+    gen, src = _read(system, "attention", "generation_attention_perf.parquet")
+    # BF16 caches (the GQA models' serving default); an FP8 cache halves B at the same curve.
+    kernel = _main_kernel(gen)
+    a = gen[  # type: ignore[index]
+        (gen.window_size == 0)  # type: ignore[attr-defined]
+        & (gen.kernel_source == kernel)  # type: ignore[attr-defined]
+        & (gen.head_dim == 128)  # type: ignore[attr-defined]
+        & (gen.kv_cache_dtype == "bfloat16")  # type: ignore[attr-defined]
+    ]
+    b, c, h, kv, hd = (
+        col(a, x) for x in ("batch_size", "step", "num_heads", "num_key_value_heads", "head_dim")
+    )
+    kv_el = np.where(a.kv_cache_dtype.to_numpy() == "fp8", 1.0, 2.0)  # type: ignore[attr-defined]
+    out["attention_decode"] = _fit(
+        4.0 * h * hd * b * c,
+        b * c * 2.0 * kv * hd * kv_el,
+        c,
+        col(a, "latency") / 1e3,
+        peaks["bf16"],
+        hbm,
+        f"{src} ({kernel}, head_dim 128, BF16 cache; step = context)",
+    )
+    # MLA at DeepSeek-V3's dims: latent 512, RoPE 64, nope 128, v 128 (the tables' shapes).
+    r, rope, nope, v = 512.0, 64.0, 128.0, 128.0
+    cm, src = _read(system, "mla", "context_mla_perf.parquet")
+    b, s, h = (col(cm, x) for x in ("batch_size", "isl", "num_heads"))
+    pairs = s * (s + 1.0) / 2.0
+    out["mla_prefill"] = _fit(
+        b * pairs * h * (2.0 * (nope + rope) + 2.0 * v),
+        b * s * h * (nope + rope + v) * 2.0,
+        s,
+        col(cm, "latency") / 1e3,
+        peaks["bf16"],
+        hbm,
+        f"{src} (num_heads per GPU)",
+    )
+    # FP8 latent caches (DeepSeek's serving layout: FlashMLA's FP8 with scales).
+    gm, src = _read(system, "mla", "generation_mla_perf.parquet")
+    gm = gm[gm.kv_cache_dtype == "fp8"]  # type: ignore[index,attr-defined]
+    b, c, h = (col(gm, x) for x in ("batch_size", "step", "num_heads"))
+    out["mla_decode"] = _fit(
+        b * c * h * (2.0 * (r + rope) + 2.0 * r),
+        b * c * (r + rope),
+        b * c,
+        col(gm, "latency") / 1e3,
+        peaks["bf16"],
+        hbm,
+        f"{src} (FP8 cache, num_heads per GPU; step = context)",
+    )
+    moe, src = _read(system, "moe", "moe_perf.parquet")
+    for ours, theirs, wbytes, dtype in (
+        ("moe_bf16", "bfloat16", 2.0, "bf16"),
+        ("moe_fp8", "fp8_block", 1.0, "fp8"),
+    ):
+        m = moe[  # type: ignore[index]
+            (moe.moe_dtype == theirs)  # type: ignore[attr-defined]
+            & (moe.kernel_source == "sglang_fused_moe_triton")  # type: ignore[attr-defined]
+            & (moe.distribution == "balanced")  # type: ignore[attr-defined]
+            & (moe.hidden_size >= 2048)  # type: ignore[attr-defined]
+        ]
+        t, hh, inter, k, e, mtp, mep = (
+            col(m, x)
+            for x in (
+                "num_tokens",
+                "hidden_size",
+                "inter_size",
+                "topk",
+                "num_experts",
+                "moe_tp_size",
+                "moe_ep_size",
+            )
+        )
+        local_inter = inter / mtp
+        touched = e / mep * (1.0 - (1.0 - k / e) ** t)
+        out[ours] = _fit(
+            2.0 * t * k / mep * 3.0 * hh * local_inter,
+            touched * 3.0 * hh * local_inter * wbytes,
+            t * k / e,
+            col(m, "latency") / 1e3,
+            peaks[dtype],
+            hbm,
+            f"{src} ({theirs}, fused_moe_triton, balanced routing, hidden >= 2048)",
+        )
+    ar, src = _read(system, "comm", "custom_allreduce_perf.parquet")
+    a = ar[ar.backend == "sglang_graph"]  # type: ignore[index,attr-defined]
+    n, size = col(a, "num_gpus"), col(a, "message_size")
+    moved = 2.0 * (n - 1.0) / n * size * 2.0  # message_size in BF16 elements
+    out["allreduce"] = _fit(
+        np.zeros_like(moved),
+        moved,
+        np.ones_like(moved),
+        col(a, "latency") / 1e3,
+        peaks["bf16"],
+        link,
+        f"{src} (CustomAllReduce, CUDA graph; message_size in BF16 elements)",
+    )
+    return out
+
+
+def _toml(curve: Curve) -> str:
+    keys = (
+        ("launch_s", curve.launch_s),
+        ("compute_efficiency", min(curve.compute_efficiency, 1.0)),
+        ("memory_efficiency", min(curve.memory_efficiency, 1.0)),
+        ("half_size", curve.half_size),
+        ("half_tiles", curve.half_tiles),
+        ("fit_rows", curve.rows),
+        ("fit_median_error", curve.median_error),
+        ("fit_p90_error", curve.p90_error),
+    )
+    parts = [
+        f"{k} = {v}" if isinstance(v, int) else f"{k} = {float(f'{v:.4g}')!r}" for k, v in keys
+    ]
+    return "{ " + ", ".join(parts) + " }"
+
+
+def write_profile(system: str, gpu_id: str, out: Path) -> Path:
+    import tomllib
+
+    gpu = tomllib.loads(
+        (Path(__file__).parent.parent / "hardware_profiles" / "gpu" / f"{gpu_id}.toml").read_text()
+    )
+    peaks = {
+        "bf16": gpu["bf16_dense_tflops"] * 1e12,
+        "fp8": gpu.get("fp8_dense_tflops", gpu["bf16_dense_tflops"]) * 1e12,
+        "fp4": gpu.get("fp4_dense_tflops", gpu.get("fp8_dense_tflops", gpu["bf16_dense_tflops"]))
+        * 1e12,
+    }
+    curves = fit_system(
+        system, peaks, gpu["hbm_tbyte_s"] * 1e12, gpu["nvlink_bidir_gbyte_s"] / 2.0 * 1e9
+    )
+    gemm_bf16 = curves["gemm_bf16"]
+    engine_id = f"{gpu_id.split('-')[0]}-{FRAMEWORK}-{VERSION}"
+    lines = [
+        'kind = "engine"',
+        f'name = "SGLang {VERSION} on {gpu_id} (AIConfigurator 0.12.0 kernel data)"',
+        f'gpu = "{gpu_id}"',
+        f'framework = "{FRAMEWORK}"',
+        f'framework_version = "{VERSION}"',
+    ]
+    for name, curve in curves.items():
+        lines.append(f"{name} = {_toml(curve)}")
+    # No elementwise table: AIConfigurator's ElementWise op assumes 0.8 of HBM bandwidth
+    # (sdk/models/*.py); its launch latency is taken as the BF16 GEMM's.
+    lines.append(
+        "elementwise = { launch_s = "
+        f"{float(f'{gemm_bf16.launch_s:.4g}')!r}, compute_efficiency = 1.0, memory_efficiency = 0.8 }}"
+    )
+    lines += ["", "[sources]"]
+    for name, curve in curves.items():
+        lines.append(f'{name} = ["{curve.source}; fitted by bench/fit_engine.py"]')
+    lines.append(
+        'elementwise = ["aiconfigurator 0.12.0 sdk/models/llama.py and deepseek.py (ElementWise ops at 0.8 of HBM bandwidth)"]'
+    )
+    lines += [
+        "",
+        "[unconfirmed]",
+        'elementwise = "Not measured: AIConfigurator has no elementwise kernel table; its own 0.8 of HBM bandwidth is taken, with the BF16 GEMM curve\'s launch latency."',
+    ]
+    if "gemm_fp4" not in curves:
+        lines.append(
+            'gemm_fp4 = "No FP4 GEMM data on this GPU: FP4 GEMMs are timed at the FP8 curve."'
+        )
+    target = out / "engine" / f"{engine_id}.toml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--system", help="one AIConfigurator system (default: the stock three)")
+    parser.add_argument("--gpu", help="its GPU profile id")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parent.parent / "hardware_profiles"
+    )
+    args = parser.parse_args()
+    pairs = {args.system: args.gpu} if args.system else STOCK
+    for system, gpu_id in pairs.items():
+        print(write_profile(system, gpu_id, args.out))
+
+
+if __name__ == "__main__":
+    main()

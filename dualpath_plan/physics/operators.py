@@ -1,0 +1,539 @@
+"""The operator model: a prefill pass or a decode step of one model replica as the sum, over
+the model's layers, of its operators' times (docs/model.md section 6b).
+
+Each operator is timed on one GPU of the replica at the shape the parallel layout gives it
+(``Layout``: tensor parallel ``tp``, attention data parallel ``dp``, expert parallel ``ep``)
+as a roofline with a measured, shape-dependent efficiency (``OperatorCurve``):
+
+    t = launch + max(F / (P e_c s(x)), B / (W e_m))
+
+F the operator's FLOPs, B its HBM bytes, P the GPU's dense peak at the operator's dtype, W
+its HBM bandwidth, and s(x) the share of the GPU the shape keeps busy. The curves come from
+an engine profile (a framework's kernels measured on a GPU, bench/fit_engine.py); without one
+(``curves=None``) every operator runs at its datasheet roofline with no launch cost, the
+speed of light. The structure follows AIConfigurator's and GenZ's operator graphs
+(reference/peer-tools.md): per layer the attention projections, the attention core, the
+dense FFN or the MoE block (router, shared experts, routed experts), the norms and
+activations, and the layout's communication (two TP all-reduces per layer; an EP dispatch
+and combine per MoE layer with attention data parallelism); per pass the embedding, and the
+LM head over the last token of each request.
+
+Everything broadcasts over arrays of batch, context and new tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from dualpath_plan.errors import PlanInputError
+from dualpath_plan.physics import model as phys
+from dualpath_plan.profiles.schemas import (
+    EngineProfile,
+    GpuProfile,
+    ModelProfile,
+    NodeProfile,
+    OperatorCurve,
+)
+
+# Operator categories of a breakdown, in report order.
+CATEGORIES: tuple[str, ...] = ("gemm", "attention", "moe", "communication", "fixed")
+# What bounds an operator: its compute at the curve's efficiency, its HBM bytes, or the
+# launch latency (the fixed part is more than half its time).
+BOUNDS: tuple[str, ...] = ("flops", "hbm", "latency")
+# BF16 activations (norm inputs, all-reduce and combine payloads).
+ACTIVATION_BYTES = 2.0
+# GEMM output tiles are 128 x 128 (CUTLASS / DeepGEMM Hopper and Blackwell defaults).
+TILE = 128.0
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A replica's parallel layout: ``tp`` GPUs share each attention and dense layer
+    (tensor parallel), ``dp`` such groups run attention on their own requests (attention
+    data parallel), and the MoE layers' experts are split over ``ep`` GPUs (expert
+    parallel), each holding 1/moe_tp of every local expert's width. A replica has tp x dp
+    GPUs; ep divides them. ``dp`` and ``ep`` may be arrays (a side's GPUs over a sweep of
+    node counts: a MoE replica spans the side)."""
+
+    tp: int = 1
+    dp: float | np.ndarray = 1
+    ep: float | np.ndarray = 1
+
+    @property
+    def gpus(self) -> float | np.ndarray:
+        return self.tp * self.dp
+
+    @property
+    def moe_tp(self) -> float | np.ndarray:
+        return self.gpus / self.ep
+
+    def describe(self) -> str:
+        parts = [f"TP{self.tp}"]
+        dp, ep = float(np.max(self.dp)), float(np.max(self.ep))
+        if dp > 1:
+            parts.append(f"DP{dp:g} attention")
+        if ep > 1:
+            parts.append(f"EP{ep:g}")
+        if self.moe_tp_scalar > 1 and ep > 1:
+            parts.append(f"MoE TP{self.moe_tp_scalar:g}")
+        return " ".join(parts)
+
+    @property
+    def moe_tp_scalar(self) -> float:
+        return float(np.max(self.moe_tp))
+
+
+def default_layout(model: ModelProfile, gpus: int) -> Layout:
+    """The layout a replica on ``gpus`` GPUs runs by default, as physics/latency.py places
+    the weights: a MoE model data-parallel attention with every expert sharded over the GPUs
+    (DeepSeek's serving layout, the paper's testbed); a dense model tensor parallel."""
+    if model.num_moe_layers > 0:
+        return Layout(tp=1, dp=gpus, ep=gpus)
+    return Layout(tp=gpus, dp=1, ep=1)
+
+
+def check_layout(model: ModelProfile, layout: Layout, gpus_per_node: int | None = None) -> None:
+    """Refuse a layout the model cannot run: a TP degree that does not divide the heads, an EP
+    degree that does not divide the replica's GPUs or the experts (a layout of whole
+    numbers, as the engine command takes it)."""
+    dp, ep = int(layout.dp), int(layout.ep)  # type: ignore[arg-type]
+    for name, v in (("--tp", layout.tp), ("--dp", dp), ("--ep", ep)):
+        if v < 1:
+            raise PlanInputError(f"{name} {v}: a parallel degree is at least 1", field=name)
+    if model.num_attention_heads % layout.tp:
+        raise PlanInputError(
+            f"--tp {layout.tp} does not divide {model.id}'s {model.num_attention_heads} "
+            "attention heads",
+            field="--tp",
+        )
+    gpus = layout.tp * dp
+    if gpus % ep:
+        raise PlanInputError(
+            f"--ep {ep} does not divide the replica's {gpus} GPUs (tp x dp)", field="--ep"
+        )
+    if ep > 1 and model.num_moe_layers == 0:
+        raise PlanInputError(f"--ep {ep}: {model.id} has no experts", field="--ep")
+    if model.num_routed_experts and model.num_routed_experts % ep:
+        raise PlanInputError(
+            f"--ep {ep} does not divide {model.id}'s {model.num_routed_experts} experts",
+            field="--ep",
+        )
+    if gpus_per_node is not None and layout.tp > gpus_per_node:
+        raise PlanInputError(
+            f"--tp {layout.tp} spans more than a node's {gpus_per_node} GPUs (NVLink)",
+            field="--tp",
+        )
+
+
+@dataclass(frozen=True)
+class OperatorTime:
+    """One operator of a pass or step: its category, time per replica pass (all layers),
+    and the bound it hits (an array each where the inputs are)."""
+
+    name: str
+    category: str
+    time_s: np.ndarray
+    bound: np.ndarray  # index into BOUNDS
+
+
+@dataclass(frozen=True)
+class EngineTiming:
+    """A prefill pass or decode step of one replica, operator by operator."""
+
+    operators: tuple[OperatorTime, ...]
+    layout: Layout
+    calibrated: bool  # False: speed of light (no engine profile or --speed-of-light)
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def time_s(self) -> np.ndarray:
+        return np.sum([o.time_s for o in self.operators], axis=0)
+
+    def by_category(self) -> dict[str, np.ndarray]:
+        out = {c: np.zeros_like(self.time_s) for c in CATEGORIES}
+        for o in self.operators:
+            out[o.category] = out[o.category] + o.time_s
+        return out
+
+
+_SPEED_OF_LIGHT = OperatorCurve(launch_s=0.0, compute_efficiency=1.0, memory_efficiency=1.0)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every operator reads: the model, the GPU's peaks, the curves, the layout."""
+
+    model: ModelProfile
+    gpu: GpuProfile
+    curves: EngineProfile | None
+    layout: Layout
+    link_byte_s: float  # NVLink per direction (PCIe without it), B/s
+
+    def curve(self, name: str) -> OperatorCurve:
+        if self.curves is None:
+            return _SPEED_OF_LIGHT
+        c = getattr(self.curves, name)
+        if c is None:  # e.g. gemm_fp4 on a GPU measured without it: the FP8 curve
+            return self.curves.gemm_fp8
+        return c  # type: ignore[no-any-return]
+
+    def peak(self, dtype: str) -> float:
+        tflops = self.gpu.dense_tflops(dtype) or self.gpu.bf16_dense_tflops  # type: ignore[arg-type]
+        return tflops * 1e12
+
+    @property
+    def hbm(self) -> float:
+        return self.gpu.hbm_tbyte_s * 1e12
+
+
+def _op(
+    ctx: _Context,
+    name: str,
+    category: str,
+    curve_name: str,
+    count: float,
+    flops: ArrayLike,
+    nbytes: ArrayLike,
+    size: ArrayLike,
+    dtype: str = "bf16",
+    tiles: ArrayLike | None = None,
+    launches: float = 1.0,
+) -> OperatorTime:
+    """``count`` instances (layers) of an operator of ``flops`` and ``nbytes`` at saturation
+    variable ``size``: the roofline with the curve's efficiencies, plus its launch latency
+    (``launches`` kernels each)."""
+    c = ctx.curve(curve_name)
+    f = np.asarray(flops, dtype=np.float64)
+    b = np.asarray(nbytes, dtype=np.float64)
+    s = c.saturation(size, tiles) if ctx.curves is not None else 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        compute = np.where(f > 0, f / (ctx.peak(dtype) * c.compute_efficiency * s), 0.0)
+    memory = b / (ctx.hbm * c.memory_efficiency)
+    fixed = c.launch_s * launches
+    roof = np.maximum(compute, memory)
+    total = count * (fixed + roof)
+    bound = np.where(fixed > roof, 2, np.where(compute >= memory, 0, 1))
+    shape = np.broadcast(total, bound).shape
+    return OperatorTime(
+        name, category, np.broadcast_to(total, shape).copy(), np.broadcast_to(bound, shape)
+    )
+
+
+def _gemm(
+    ctx: _Context, name: str, count: float, m: ArrayLike, n: float, k: float, dtype: str
+) -> OperatorTime:
+    """A GEMM of m tokens x (k -> n): weights at ``dtype`` (bf16 activations in and out)."""
+    mm = np.asarray(m, dtype=np.float64)
+    wbytes = phys.WEIGHT_BYTES[dtype]
+    act = 1.0 if dtype != "bf16" else ACTIVATION_BYTES
+    flops = 2.0 * mm * n * k
+    nbytes = n * k * wbytes + mm * k * act + mm * n * ACTIVATION_BYTES
+    tiles = np.ceil(mm / TILE) * math.ceil(n / TILE)
+    curve = {"bf16": "gemm_bf16", "fp8": "gemm_fp8", "fp4": "gemm_fp4"}[dtype]
+    return _op(ctx, name, "gemm", curve, count, flops, nbytes, mm, dtype, tiles)
+
+
+def _allreduce(
+    ctx: _Context, name: str, count: float, nbytes: ArrayLike, gpus: int
+) -> OperatorTime:
+    """A ring all-reduce of ``nbytes`` over ``gpus`` GPUs: 2 (n - 1) / n of the bytes cross
+    each GPU's link (NCCL's cost model); a latency per call."""
+    c = ctx.curve("allreduce")
+    moved = 2.0 * (gpus - 1) / gpus * np.asarray(nbytes, dtype=np.float64)
+    t = moved / (ctx.link_byte_s * c.memory_efficiency)
+    total = count * (c.launch_s + t)
+    bound = np.where(c.launch_s > t, 2, 1)
+    return OperatorTime(name, "communication", np.asarray(total), np.asarray(bound))
+
+
+def _elementwise(ctx: _Context, name: str, count: float, nbytes: ArrayLike) -> OperatorTime:
+    return _op(ctx, name, "fixed", "elementwise", count, 0.0, nbytes, 1.0)
+
+
+def _kv_element_bytes(model: ModelProfile) -> float:
+    return 1.0 if model.kv_cache_dtype in ("fp8", "fp8_flashmla") else 2.0
+
+
+def time_pass(
+    model: ModelProfile,
+    gpu: GpuProfile,
+    curves: EngineProfile | None,
+    layout: Layout,
+    *,
+    batch: ArrayLike,
+    context: ArrayLike,
+    new_tokens: ArrayLike,
+) -> EngineTiming:
+    """One forward pass of a replica: ``batch`` requests per attention-DP rank, each adding
+    ``new_tokens`` tokens after ``context - new_tokens`` cached ones (prefill: the append;
+    decode: 1). ``context`` counts every token a request's new ones attend to, its new
+    ones included."""
+    m = model
+    L = layout
+    b = np.asarray(batch, dtype=np.float64)
+    c = np.asarray(context, dtype=np.float64)
+    n = np.asarray(new_tokens, dtype=np.float64)
+    cached = np.maximum(c - n, 0.0)
+    intra = gpu.nvlink_bidir_gbyte_s / 2.0 if gpu.nvlink_bidir_gbyte_s else gpu.pcie_usable_gbyte_s
+    ctx = _Context(m, gpu, curves, L, intra * 1e9)
+    decode = bool(np.all(n <= 1.0))
+    tokens = b * n  # tokens of one attention-DP rank (all GPUs of its TP group see them)
+    h = float(m.hidden_size)
+    layers = float(m.num_layers)
+    dense_layers = float(m.num_dense_layers)
+    moe_layers = float(m.num_moe_layers)
+    wdt = m.weight_dtype
+    heads = m.num_attention_heads / L.tp
+    ops: list[OperatorTime] = []
+    notes: list[str] = []
+    if curves is not None and wdt == "fp4" and curves.gemm_fp4 is None:
+        notes.append(f"no FP4 GEMM curve on {curves.gpu}: FP4 GEMMs timed at the FP8 curve")
+
+    # Norms before attention and FFN, and the residual adds: read and write the hidden state.
+    ops.append(_elementwise(ctx, "norms", 2.0 * layers, tokens * h * ACTIVATION_BYTES * 2.0))
+    # Attention: projections and the core.
+    kv_el = _kv_element_bytes(m)
+    if m.attention == "gqa":
+        assert m.head_dim is not None and m.num_kv_heads is not None
+        hd = float(m.head_dim)
+        kv_heads = max(m.num_kv_heads / L.tp, 1.0)
+        ops.append(_gemm(ctx, "qkv_proj", layers, tokens, (heads + 2 * kv_heads) * hd, h, wdt))
+        ops.append(_gemm(ctx, "o_proj", layers, tokens, h, heads * hd, wdt))
+        full = float(phys.full_attention_layers(m))
+        swa = float(m.sliding_window_layers)
+        pairs_full = phys.causal_pairs(cached, n)
+        pairs_swa = (
+            phys.capped_pairs(cached, n, float(m.sliding_window_tokens))
+            if swa and m.sliding_window_tokens
+            else pairs_full
+        )
+        span_swa = np.minimum(c, float(m.sliding_window_tokens or 0) or c)
+        for count, pairs, span, label in (
+            (full, pairs_full, c, "attention"),
+            (swa, pairs_swa, span_swa, "attention_window"),
+        ):
+            if count == 0:
+                continue
+            flops = 4.0 * heads * hd * b * pairs
+            kv_bytes = b * span * 2.0 * kv_heads * hd * kv_el
+            if decode:
+                ops.append(
+                    _op(ctx, label, "attention", "attention_decode", count, flops, kv_bytes, span)
+                )
+            else:
+                q_bytes = tokens * heads * hd * ACTIVATION_BYTES * 2.0
+                ops.append(
+                    _op(
+                        ctx,
+                        label,
+                        "attention",
+                        "attention_prefill",
+                        count,
+                        flops,
+                        kv_bytes + q_bytes,
+                        n,
+                    )
+                )
+    else:
+        assert m.kv_lora_rank and m.qk_rope_head_dim and m.qk_nope_head_dim and m.v_head_dim
+        r, rope, nope, v = (
+            float(m.kv_lora_rank),
+            float(m.qk_rope_head_dim),
+            float(m.qk_nope_head_dim),
+            float(m.v_head_dim),
+        )
+        q_lora = float(m.q_lora_rank)
+        # The down projections of queries and the latent (fused, as SGLang and vLLM run them).
+        ops.append(_gemm(ctx, "q_kv_a_proj", layers, tokens, (q_lora or 0.0) + r + rope, h, wdt))
+        q_in = q_lora or h
+        ops.append(_gemm(ctx, "q_b_proj", layers, tokens, heads * (nope + rope), q_in, wdt))
+        ops.append(_elementwise(ctx, "q_kv_norm", layers, tokens * (q_lora + r) * 4.0))
+        if decode:
+            # Absorbed: queries into the latent space, attention over the latent cache, the
+            # output back out of it (two batched GEMMs over the heads).
+            ops.append(_gemm(ctx, "mla_absorb_q", layers, tokens, heads * r, nope, "bf16"))
+            ops.append(_gemm(ctx, "mla_absorb_o", layers, tokens, heads * v, r, "bf16"))
+            span = np.minimum(c, float(m.dsa_topk_tokens)) if m.has_dsa else c
+            flops = b * span * heads * (2.0 * (r + rope) + 2.0 * r)
+            per_token = phys.kv_bytes_per_token_layer(m)
+            ops.append(
+                _op(
+                    ctx,
+                    "attention",
+                    "attention",
+                    "mla_decode",
+                    layers,
+                    flops,
+                    b * span * per_token,
+                    b * span,
+                )
+            )
+        else:
+            # Non-absorbed prefill: the cached latents are expanded to per-head keys and
+            # values (kv_b over the whole context), then attention at head dims nope + rope
+            # and v.
+            ops.append(_gemm(ctx, "kv_b_proj", layers, b * c, heads * (nope + v), r, wdt))
+            pairs = (
+                phys.capped_pairs(cached, n, float(m.dsa_topk_tokens))
+                if m.has_dsa
+                else phys.causal_pairs(cached, n)
+            )
+            flops = b * pairs * heads * (2.0 * (nope + rope) + 2.0 * v)
+            nbytes = b * c * heads * (nope + rope + v) * ACTIVATION_BYTES
+            ops.append(_op(ctx, "attention", "attention", "mla_prefill", layers, flops, nbytes, n))
+        ops.append(_gemm(ctx, "o_proj", layers, tokens, h, heads * v, wdt))
+    if m.has_dsa:
+        assert m.dsa_index_heads is not None and m.dsa_index_head_dim is not None
+        pairs_all = phys.causal_pairs(cached, n)
+        flops = b * pairs_all * phys.indexer_flops_per_key_layer(m)
+        nbytes = b * c * phys.indexer_bytes_per_token_layer(m)
+        curve = "mla_decode" if decode else "mla_prefill"
+        size = b * c if decode else n
+        ops.append(_op(ctx, "dsa_indexer", "attention", curve, layers, flops, nbytes, size))
+    if L.tp > 1:
+        ops.append(
+            _allreduce(ctx, "tp_allreduce", 2.0 * layers, tokens * h * ACTIVATION_BYTES, L.tp)
+        )
+    # Dense FFN layers (SwiGLU), tensor parallel.
+    if dense_layers:
+        inter = float(m.intermediate_size or 0) / L.tp
+        ops.append(_gemm(ctx, "ffn_gate_up", dense_layers, tokens, 2.0 * inter, h, wdt))
+        ops.append(_elementwise(ctx, "ffn_act", dense_layers, tokens * inter * 3.0 * 2.0))
+        ops.append(_gemm(ctx, "ffn_down", dense_layers, tokens, h, inter, wdt))
+    if moe_layers:
+        e_total = float(m.num_routed_experts)
+        k = float(m.num_experts_per_token)
+        ops.append(_gemm(ctx, "router", moe_layers, tokens, e_total, h, "bf16"))
+        if m.num_shared_experts:
+            shared = float(m.moe_intermediate_size or 0) * m.num_shared_experts / L.tp
+            edt = m.expert_weight_dtype or wdt
+            ops.append(_gemm(ctx, "shared_gate_up", moe_layers, tokens, 2.0 * shared, h, edt))
+            ops.append(_gemm(ctx, "shared_down", moe_layers, tokens, h, shared, edt))
+        # Routed experts: the EP group's tokens (every attention-DP rank's) reach the experts;
+        # each GPU holds ep-th of them at moe_tp-th of their width.
+        dp, ep = np.asarray(L.dp, dtype=np.float64), np.asarray(L.ep, dtype=np.float64)
+        moe_tp = np.asarray(L.moe_tp, dtype=np.float64)
+        group_tokens = tokens * dp
+        local_experts = e_total / ep
+        inter = float(m.moe_intermediate_size or 0) / moe_tp
+        edt = m.expert_weight_dtype or wdt
+        touched = local_experts * (1.0 - (1.0 - k / e_total) ** group_tokens)
+        flops = 2.0 * group_tokens * k / ep * 3.0 * h * inter
+        nbytes = touched * 3.0 * h * inter * phys.WEIGHT_BYTES[edt]
+        per_expert = group_tokens * k / e_total
+        curve = "moe_bf16" if edt == "bf16" else "moe_fp8"
+        ops.append(
+            _op(ctx, "routed_experts", "moe", curve, moe_layers, flops, nbytes, per_expert, edt)
+        )
+        if L.tp == 1 and np.any(dp > 1):
+            # Attention data parallel: each rank's tokens go to their top-k experts' GPUs and
+            # come back (dispatch and combine; the share held elsewhere crosses NVLink), two
+            # transfers of k x hidden per token, each priced as a two-GPU all-reduce of its
+            # bytes; with moe_tp > 1 the experts' partial sums are reduced as well.
+            payload = tokens * k * h * ACTIVATION_BYTES * (ep - 1.0) / ep
+            comm = _allreduce(ctx, "ep_dispatch_combine", 2.0 * moe_layers, payload, 2)
+            ops.append(
+                OperatorTime(
+                    comm.name,
+                    comm.category,
+                    np.where(dp > 1, comm.time_s, 0.0),
+                    comm.bound,
+                )
+            )
+    # Embedding lookup and the LM head over each request's last token.
+    ops.append(_elementwise(ctx, "embedding", 1.0, tokens * h * ACTIVATION_BYTES * 2.0))
+    vocab = float(m.vocab_size) / L.tp
+    ops.append(_gemm(ctx, "lm_head", 1.0, b, vocab, h, "bf16"))
+    return EngineTiming(tuple(ops), L, curves is not None, tuple(notes))
+
+
+def node_layout(model: ModelProfile, node: NodeProfile) -> Layout:
+    """The default layout of a replica on one node."""
+    return default_layout(model, node.gpus_per_node)
+
+
+def replica_layout(model: ModelProfile, gpus_per_node: int, replica_gpus: ArrayLike) -> Layout:
+    """The layout of a side's replicas of ``replica_gpus`` GPUs each (physics/latency.py,
+    replicas): a MoE model data-parallel attention with its experts over every GPU of the
+    replica, a dense model tensor parallel within a node (over the replica when one spans
+    nodes: its weights do not fit in one)."""
+    g = np.asarray(replica_gpus, dtype=np.float64)
+    if model.num_moe_layers > 0:
+        return Layout(tp=1, dp=g if g.ndim else float(g), ep=g if g.ndim else float(g))
+    tp = int(np.max(g)) if np.all(g == np.max(g)) else gpus_per_node
+    return Layout(tp=max(tp, 1), dp=1.0, ep=1.0)
+
+
+@dataclass(frozen=True, eq=False)
+class OperatorEngine:
+    """A side's passes by the operator model: the model, the GPU, the engine profile's curves
+    (None: speed of light) and the replicas' layout. Batches are requests per attention-DP
+    rank. Compared and hashed by identity (its profiles are not hashable), as the memos
+    that keep a group key it."""
+
+    model: ModelProfile
+    gpu: GpuProfile
+    curves: EngineProfile | None
+    layout: Layout
+
+    def decode(self, batch_per_rank: ArrayLike, context: float) -> EngineTiming:
+        return time_pass(
+            self.model,
+            self.gpu,
+            self.curves,
+            self.layout,
+            batch=batch_per_rank,
+            context=context,
+            new_tokens=1.0,
+        )
+
+    def prefill(self, batch_per_rank: ArrayLike, context: float, new_tokens: float) -> EngineTiming:
+        return time_pass(
+            self.model,
+            self.gpu,
+            self.curves,
+            self.layout,
+            batch=batch_per_rank,
+            context=context,
+            new_tokens=new_tokens,
+        )
+
+    def describe(self) -> str:
+        """What times the passes, for the efficiencies line."""
+        if self.curves is None:
+            return f"operator model at the datasheet rates ({self.layout.describe()})"
+        transfer = (
+            f", measured on {self.curves.gpu}, run on {self.gpu.id}"
+            if self.curves.gpu != self.gpu.id
+            else ""
+        )
+        return (
+            f"operator model, engine '{self.curves.id}' ({self.curves.framework} "
+            f"{self.curves.framework_version}{transfer}; {self.layout.describe()})"
+        )
+
+
+def weight_bytes_per_gpu(model: ModelProfile, layout: Layout) -> float:
+    """Weight bytes one GPU of a replica holds: the routed experts over all the replica's
+    GPUs (ep x moe_tp of them), everything else over the TP group (attention-DP ranks each
+    hold their own copy)."""
+    routed = phys.routed_expert_bytes(model)
+    rest = phys.weight_bytes(model) - routed
+    return float(rest / layout.tp + routed / float(np.max(layout.gpus)))
+
+
+def kv_bytes_per_gpu(
+    model: ModelProfile, layout: Layout, batch: ArrayLike, context: ArrayLike
+) -> np.ndarray:
+    """KV bytes one GPU holds for ``batch`` requests per attention-DP rank at ``context``
+    tokens: GQA caches split over the TP group by KV head (at least one head each), MLA's
+    latent kept whole on every GPU of the group."""
+    per_request = phys.kv_bytes_for_context(model, context)
+    if model.attention == "gqa":
+        assert model.num_kv_heads is not None
+        per_request = per_request / min(layout.tp, model.num_kv_heads)
+    return np.asarray(batch, dtype=np.float64) * per_request
