@@ -105,7 +105,8 @@ def main() -> None:
     for phase, v in sorted(errors.items()):
         n, med, p90, worst = stats(v)
         print(
-            f"{phase:8s} {n:5d} points: median |error| {med:6.1%}, p90 {p90:6.1%}, worst {worst:6.1%}"
+            f"{phase:8s} {n:5d} points: median |error| {med:6.1%}, "
+            f"p90 {p90:6.1%}, worst {worst:6.1%}"
         )
     print()
     for (phase, model, system, layout), v in sorted(groups.items()):

@@ -1,3 +1,4 @@
+# ruff: noqa: E501
 """Fit an engine profile (hardware_profiles/engine/<gpu>-<framework>-<version>.toml): one serving
 framework's per-operator efficiency curves on one GPU, from the kernel timings AIConfigurator
 measured on that GPU (docs/model.md section 6b, docs/extending.md "A framework's calibration").

@@ -357,7 +357,7 @@ def time_pass(
             # output back out of it (two batched GEMMs over the heads).
             ops.append(_gemm(ctx, "mla_absorb_q", layers, tokens, heads * r, nope, "bf16"))
             ops.append(_gemm(ctx, "mla_absorb_o", layers, tokens, heads * v, r, "bf16"))
-            span = np.minimum(c, float(m.dsa_topk_tokens)) if m.has_dsa else c
+            span = np.minimum(c, float(m.dsa_topk_tokens or 0)) if m.has_dsa else c
             flops = b * span * heads * (2.0 * (r + rope) + 2.0 * r)
             per_token = phys.kv_bytes_per_token_layer(m)
             ops.append(
@@ -378,7 +378,7 @@ def time_pass(
             # and v.
             ops.append(_gemm(ctx, "kv_b_proj", layers, b * c, heads * (nope + v), r, wdt))
             pairs = (
-                phys.capped_pairs(cached, n, float(m.dsa_topk_tokens))
+                phys.capped_pairs(cached, n, float(m.dsa_topk_tokens or 0))
                 if m.has_dsa
                 else phys.causal_pairs(cached, n)
             )
@@ -419,11 +419,11 @@ def time_pass(
         moe_tp = np.asarray(L.moe_tp, dtype=np.float64)
         group_tokens = tokens * dp
         local_experts = e_total / ep
-        inter = float(m.moe_intermediate_size or 0) / moe_tp
+        expert_inter = float(m.moe_intermediate_size or 0) / moe_tp
         edt = m.expert_weight_dtype or wdt
         touched = local_experts * (1.0 - (1.0 - k / e_total) ** group_tokens)
-        flops = 2.0 * group_tokens * k / ep * 3.0 * h * inter
-        nbytes = touched * 3.0 * h * inter * phys.WEIGHT_BYTES[edt]
+        flops = 2.0 * group_tokens * k / ep * 3.0 * h * expert_inter
+        nbytes = touched * 3.0 * h * expert_inter * phys.WEIGHT_BYTES[edt]
         per_expert = group_tokens * k / e_total
         curve = "moe_bf16" if edt == "bf16" else "moe_fp8"
         ops.append(

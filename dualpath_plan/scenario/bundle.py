@@ -112,7 +112,7 @@ class Scenario:
         dn: NodeProfile = cache.get(registry, "node", decode_node or node)
         node_sets = registry.overrides.by_kind.get("node", {})
         engines = tuple(
-            (n.id, cache.get(registry, "engine", engine or n.engine))
+            (n.id, cache.get(registry, "engine", str(engine or n.engine)))
             for n in ((pn,) if dn.id == pn.id else (pn, dn))
             if engine or n.engine
         )
