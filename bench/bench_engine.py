@@ -46,7 +46,7 @@ def ours_s(registry: Registry, row: dict[str, str]) -> float:
     engine = registry.engine(ENGINES[row["system"]])
     gpu = registry.gpu(engine.gpu)
     tp, dp = int(row["tp"]), int(row["attention_dp"])
-    layout = Layout(tp=tp, dp=dp, ep=int(row["moe_ep"]))
+    layout = Layout(tp=tp, dp=dp, ep=int(row["moe_ep"] or 1))  # dense: no experts
     batch, isl, prefix = float(row["batch"]), float(row["isl"]), float(row["prefix"] or 0)
     if row["phase"] == "prefill":
         timing = time_pass(
@@ -64,7 +64,8 @@ def main() -> None:
     parser.add_argument("--rows", type=Path, help="write every row with its error here")
     args = parser.parse_args()
     registry = Registry.load()
-    table = rows(args.reference)
+    # Rows AIConfigurator marks out of memory have no latency.
+    table = [r for r in rows(args.reference) if r["latency_ms"]]
     errors: dict[str, list[float]] = defaultdict(list)
     groups: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     out_rows = []
@@ -73,7 +74,7 @@ def main() -> None:
         ours = ours_s(registry, row)
         err = ours / theirs - 1.0
         errors[row["phase"]].append(err)
-        layout = f"tp{row['tp']} dp{row['attention_dp']} ep{row['moe_ep']}"
+        layout = f"tp{row['tp']} dp{row['attention_dp']} ep{row['moe_ep'] or 1}"
         groups[(row["phase"], row["model_hf"], row["system"], layout)].append(err)
         out_rows.append({**row, "ours_ms": f"{ours * 1e3:.6g}", "error": f"{err:.4f}"})
     if args.rows:
