@@ -254,10 +254,6 @@ def _elementwise(ctx: _Context, name: str, count: float, nbytes: ArrayLike) -> O
     return _op(ctx, name, "fixed", "elementwise", count, 0.0, nbytes, 1.0)
 
 
-def _kv_element_bytes(model: ModelProfile) -> float:
-    return 1.0 if model.kv_cache_dtype in ("fp8", "fp8_flashmla") else 2.0
-
-
 def time_pass(
     model: ModelProfile,
     gpu: GpuProfile,
@@ -296,11 +292,11 @@ def time_pass(
     # Norms before attention and FFN, and the residual adds: read and write the hidden state.
     ops.append(_elementwise(ctx, "norms", 2.0 * layers, tokens * h * ACTIVATION_BYTES * 2.0))
     # Attention: projections and the core.
-    kv_el = _kv_element_bytes(m)
     if m.attention == "gqa":
         assert m.head_dim is not None and m.num_kv_heads is not None
         hd = float(m.head_dim)
         kv_heads = max(m.num_kv_heads / L.tp, 1.0)
+        kv_el = phys.KV_ELEMENT_BYTES[m.kv_cache_dtype]
         ops.append(_gemm(ctx, "qkv_proj", layers, tokens, (heads + 2 * kv_heads) * hd, h, wdt))
         ops.append(_gemm(ctx, "o_proj", layers, tokens, h, heads * hd, wdt))
         full = float(phys.full_attention_layers(m))
@@ -481,15 +477,8 @@ class OperatorEngine:
     layout: Layout
 
     def decode(self, batch_per_rank: ArrayLike, context: float) -> EngineTiming:
-        return time_pass(
-            self.model,
-            self.gpu,
-            self.curves,
-            self.layout,
-            batch=batch_per_rank,
-            context=context,
-            new_tokens=1.0,
-        )
+        """A decode step: a pass of one new token per request."""
+        return self.prefill(batch_per_rank, context, 1.0)
 
     def prefill(self, batch_per_rank: ArrayLike, context: float, new_tokens: float) -> EngineTiming:
         return time_pass(
