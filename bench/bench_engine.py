@@ -57,6 +57,35 @@ def ours_s(registry: Registry, row: dict[str, str]) -> float:
     return float(timing.time_s)
 
 
+def load_reference(path: Path) -> list[dict[str, str]]:
+    """The reference rows with a latency (rows AIConfigurator marks out of memory have none)."""
+    return [r for r in rows(path) if r["latency_ms"]]
+
+
+def errors_of(
+    table: list[dict[str, str]], registry: Registry
+) -> tuple[dict[str, list[float]], list[dict[str, str]]]:
+    """ours / theirs - 1 per row, grouped by phase, and every row with its error."""
+    errors: dict[str, list[float]] = defaultdict(list)
+    out_rows = []
+    for row in table:
+        theirs = float(row["latency_ms"]) / 1e3
+        ours = ours_s(registry, row)
+        err = ours / theirs - 1.0
+        errors[row["phase"]].append(err)
+        out_rows.append({**row, "ours_ms": f"{ours * 1e3:.6g}", "error": f"{err:.4f}"})
+    return errors, out_rows
+
+
+def summarize(table: list[dict[str, str]], registry: Registry) -> dict[str, tuple[float, float]]:
+    """(median, worst) |error| per phase."""
+    errors, _ = errors_of(table, registry)
+    return {
+        phase: (float(np.median(np.abs(v))), float(np.max(np.abs(v))))
+        for phase, v in errors.items()
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reference", type=Path, default=HERE / "aic_reference.csv")
@@ -64,19 +93,11 @@ def main() -> None:
     parser.add_argument("--rows", type=Path, help="write every row with its error here")
     args = parser.parse_args()
     registry = Registry.load()
-    # Rows AIConfigurator marks out of memory have no latency.
-    table = [r for r in rows(args.reference) if r["latency_ms"]]
-    errors: dict[str, list[float]] = defaultdict(list)
+    errors, out_rows = errors_of(load_reference(args.reference), registry)
     groups: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
-    out_rows = []
-    for row in table:
-        theirs = float(row["latency_ms"]) / 1e3
-        ours = ours_s(registry, row)
-        err = ours / theirs - 1.0
-        errors[row["phase"]].append(err)
+    for row in out_rows:
         layout = f"tp{row['tp']} dp{row['attention_dp']} ep{row['moe_ep'] or 1}"
-        groups[(row["phase"], row["model_hf"], row["system"], layout)].append(err)
-        out_rows.append({**row, "ours_ms": f"{ours * 1e3:.6g}", "error": f"{err:.4f}"})
+        groups[(row["phase"], row["model_hf"], row["system"], layout)].append(float(row["error"]))
     if args.rows:
         with args.rows.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(out_rows[0]))

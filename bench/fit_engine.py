@@ -35,6 +35,8 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
+from dualpath_plan.physics.operators import hottest_rank_load, moe_tiles
+
 FRAMEWORK, VERSION = "sglang", "0.5.14"
 # AIConfigurator system -> our GPU profile id (hardware_profiles/gpu).
 STOCK = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200", "b300_sxm": "b300"}
@@ -166,10 +168,12 @@ def fit_system(system: str, peaks: dict[str, float], hbm: float, link: float) ->
     pairs = s * (s + 1.0) / 2.0
     flops = 4.0 * h * hd * b * pairs
     nbytes = b * s * 2.0 * kv * hd * kv_el + b * s * h * hd * 2.0 * 2.0
+    # Saturation by keys per query token (pairs / new tokens): the length of the kernel's
+    # inner loop, what a cached prefix lengthens while its query tile count stays small.
     out["attention_prefill"] = _fit(
         flops,
         nbytes,
-        s,
+        pairs / s,
         col(a, "latency") / 1e3,
         peaks["bf16"],
         hbm,
@@ -205,7 +209,7 @@ def fit_system(system: str, peaks: dict[str, float], hbm: float, link: float) ->
     out["mla_prefill"] = _fit(
         b * pairs * h * (2.0 * (nope + rope) + 2.0 * v),
         b * s * h * (nope + rope + v) * 2.0,
-        s,
+        pairs / s,
         col(cm, "latency") / 1e3,
         peaks["bf16"],
         hbm,
@@ -225,15 +229,28 @@ def fit_system(system: str, peaks: dict[str, float], hbm: float, link: float) ->
         f"{src} (FP8 cache, num_heads per GPU; step = context)",
     )
     moe, src = _read(system, "moe", "moe_perf.parquet")
+    # Each dtype on the kernel the framework runs on this GPU (the one measured most: Triton's
+    # fused MoE on Hopper, FlashInfer's TensorRT-LLM MoE on Blackwell), under skewed routing:
+    # the power-law token distributions the tables hold (alpha 1.01 and 1.2), the load a real
+    # router gives; balanced routing is the ideal no serving run sees. MXFP4 experts are
+    # weight-only (w4a16: BF16 activations and tensor cores), as SGLang serves gpt-oss.
     for ours, theirs, wbytes, dtype in (
         ("moe_bf16", "bfloat16", 2.0, "bf16"),
         ("moe_fp8", "fp8_block", 1.0, "fp8"),
+        ("moe_fp4", "w4a16_mxfp4", 0.5, "bf16"),
     ):
-        m = moe[  # type: ignore[index]
-            (moe.moe_dtype == theirs)  # type: ignore[attr-defined]
-            & (moe.kernel_source == "sglang_fused_moe_triton")  # type: ignore[attr-defined]
-            & (moe.distribution == "balanced")  # type: ignore[attr-defined]
-            & (moe.hidden_size >= 2048)  # type: ignore[attr-defined]
+        of_dtype = moe[moe.moe_dtype == theirs]  # type: ignore[index,attr-defined]
+        if len(of_dtype) == 0:
+            continue
+        kernel = _main_kernel(of_dtype)
+        m = of_dtype[
+            (of_dtype.kernel_source == kernel)
+            & (of_dtype.distribution.str.startswith("power_law"))
+            & (of_dtype.hidden_size >= 2048)
+            # The shapes serving layouts run: no expert sliced below 128 columns, at least
+            # four experts a rank (a rank of one or two is a kernel's pathology, not a layout).
+            & (of_dtype.inter_size / of_dtype.moe_tp_size >= 128)
+            & (of_dtype.num_experts / of_dtype.moe_ep_size >= 4)
         ]
         t, hh, inter, k, e, mtp, mep = (
             col(m, x)
@@ -248,15 +265,25 @@ def fit_system(system: str, peaks: dict[str, float], hbm: float, link: float) ->
             )
         )
         local_inter = inter / mtp
-        touched = e / mep * (1.0 - (1.0 - k / e) ** t)
+        local_experts = e / mep
+        alpha = m.distribution.str.removeprefix("power_law_").astype(float).to_numpy()  # type: ignore[attr-defined]
+        hot = np.array(
+            [
+                hottest_rank_load(ti, ki, ei, epi, ai)
+                for ti, ki, ei, epi, ai in zip(t, k, e, mep, alpha, strict=True)
+            ]
+        )
+        per_expert = t * k / e * hot
+        touched = local_experts * (1.0 - (1.0 - k / e) ** t)
         out[ours] = _fit(
-            2.0 * t * k / mep * 3.0 * hh * local_inter,
+            2.0 * t * k / mep * hot * 3.0 * hh * local_inter,
             touched * 3.0 * hh * local_inter * wbytes,
-            t * k / e,
+            per_expert,
             col(m, "latency") / 1e3,
             peaks[dtype],
             hbm,
-            f"{src} ({theirs}, fused_moe_triton, balanced routing, hidden >= 2048)",
+            f"{src} ({theirs}, {kernel}, power-law routing, hidden >= 2048, local width >= 128, local experts >= 4)",
+            moe_tiles(local_experts, per_expert, local_inter),
         )
     ar, src = _read(system, "comm", "custom_allreduce_perf.parquet")
     a = ar[ar.backend == "sglang_graph"]  # type: ignore[index,attr-defined]
@@ -334,6 +361,10 @@ def write_profile(system: str, gpu_id: str, out: Path) -> Path:
         "[unconfirmed]",
         'elementwise = "Not measured: AIConfigurator has no elementwise kernel table; its own 0.8 of HBM bandwidth is taken, with the BF16 GEMM curve\'s launch latency."',
     ]
+    if "moe_fp4" not in curves:
+        lines.append(
+            'moe_fp4 = "No MXFP4 MoE data on this GPU: FP4 experts are timed at the FP8 curve."'
+        )
     if "gemm_fp4" not in curves:
         lines.append(
             'gemm_fp4 = "No FP4 GEMM data on this GPU: FP4 GEMMs are timed at the FP8 curve."'

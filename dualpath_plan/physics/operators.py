@@ -87,6 +87,62 @@ class Layout:
         return float(np.max(self.moe_tp))
 
 
+# The grouped-GEMM curve of each expert weight dtype.
+MOE_CURVES = {"bf16": "moe_bf16", "fp8": "moe_fp8", "fp4": "moe_fp4"}
+
+
+def moe_compute_dtype(expert_dtype: str, compute_dtype: str) -> str:
+    """The tensor-core rate of an expert GEMM: the wider of its weights' and the model's
+    compute dtype (MXFP4 experts of a BF16 model are weight-only, w4a16, as SGLang serves
+    gpt-oss; FP8 experts of an FP8 model run at FP8)."""
+    order = ("fp4", "fp8", "bf16")
+    return max(expert_dtype, compute_dtype, key=order.index)
+
+
+def moe_tiles(
+    local_experts: ArrayLike, tokens_per_expert: ArrayLike, expert_inter: ArrayLike
+) -> np.ndarray:
+    """Output tiles (128 x 128) of one rank's gate-up GEMM over its local experts: what keeps
+    the GPU's SMs busy (a rank of one narrow expert leaves most idle)."""
+    return (
+        np.asarray(local_experts, dtype=np.float64)
+        * np.ceil(np.asarray(tokens_per_expert, dtype=np.float64) / TILE)
+        * np.ceil(2.0 * np.asarray(expert_inter, dtype=np.float64) / TILE)
+    )
+
+
+def hottest_rank_load(
+    tokens: ArrayLike, top_k: float, experts: float, ep: ArrayLike, alpha: float | None
+) -> np.ndarray:
+    """The most loaded expert-parallel rank's routed tokens over the mean rank's (>= 1).
+
+    Per-expert loads are drawn from a power law of exponent ``alpha`` on [1, 0.8 T] (T the
+    layer's tokens; [0.01, 2] when T k <= E), the routing AIConfigurator's MoE tables were
+    measured under (its collector, power_law_logits_v3). The hottest expert takes the
+    expected maximum of E draws, the p = E / (E + 1) quantile, at most every token (E / k
+    times the mean, at least the mean); its rank's other E / ep - 1 experts take the mean:
+    load = 1 + (x_max / mean - 1) / (E / ep). None: balanced routing, 1."""
+    t = np.asarray(tokens, dtype=np.float64)
+    if alpha is None:
+        return np.ones_like(t)
+    a = 1.0 + 1e-9 if alpha == 1.0 else alpha
+    big = t * top_k > experts
+    lo = np.where(big, 1.0, 0.01)
+    hi = np.where(big, np.maximum(0.8 * t, 1.0 + 1e-6), 2.0)
+    p = experts / (experts + 1.0)
+    g_lo, g_hi = lo ** (1.0 - a), hi ** (1.0 - a)
+    x_max = ((g_hi - g_lo) * p + g_lo) ** (1.0 / (1.0 - a))
+    if abs(a - 2.0) < 1e-9:
+        mean = np.log(hi / lo) / ((g_lo - g_hi) / (a - 1.0))
+    else:
+        mean = ((hi ** (2.0 - a) - lo ** (2.0 - a)) / (2.0 - a)) / ((g_hi - g_lo) / (1.0 - a))
+    # The hottest expert carries at least the mean (the quantile can fall below it for a few
+    # experts under a heavy tail) and at most every token.
+    ratio = np.clip(x_max / mean, 1.0, max(experts / top_k, 1.0))
+    local = experts / np.asarray(ep, dtype=np.float64)
+    return 1.0 + (ratio - 1.0) / local
+
+
 def default_layout(model: ModelProfile, gpus: int) -> Layout:
     """The layout a replica on ``gpus`` GPUs runs by default, as physics/latency.py places
     the weights: a MoE model data-parallel attention with every expert sharded over the GPUs
@@ -178,7 +234,7 @@ class _Context:
             return _SPEED_OF_LIGHT
         c = getattr(self.curves, name)
         if c is None:  # e.g. gemm_fp4 on a GPU measured without it: the FP8 curve
-            return self.curves.gemm_fp8
+            return self.curves.moe_fp8 if name.startswith("moe") else self.curves.gemm_fp8
         return c  # type: ignore[no-any-return]
 
     def peak(self, dtype: str) -> float:
@@ -288,6 +344,8 @@ def time_pass(
     notes: list[str] = []
     if curves is not None and wdt == "fp4" and curves.gemm_fp4 is None:
         notes.append(f"no FP4 GEMM curve on {curves.gpu}: FP4 GEMMs timed at the FP8 curve")
+    if curves is not None and m.expert_weight_dtype == "fp4" and curves.moe_fp4 is None:
+        notes.append(f"no FP4 MoE curve on {curves.gpu}: FP4 experts timed at the FP8 curve")
 
     # Norms before attention and FFN, and the residual adds: read and write the hidden state.
     ops.append(_elementwise(ctx, "norms", 2.0 * layers, tokens * h * ACTIVATION_BYTES * 2.0))
@@ -331,7 +389,7 @@ def time_pass(
                         count,
                         flops,
                         kv_bytes + q_bytes,
-                        n,
+                        pairs / n,
                     )
                 )
     else:
@@ -380,7 +438,9 @@ def time_pass(
             )
             flops = b * pairs * heads * (2.0 * (nope + rope) + 2.0 * v)
             nbytes = b * c * heads * (nope + rope + v) * ACTIVATION_BYTES
-            ops.append(_op(ctx, "attention", "attention", "mla_prefill", layers, flops, nbytes, n))
+            ops.append(
+                _op(ctx, "attention", "attention", "mla_prefill", layers, flops, nbytes, pairs / n)
+            )
         ops.append(_gemm(ctx, "o_proj", layers, tokens, h, heads * v, wdt))
     if m.has_dsa:
         assert m.dsa_index_heads is not None and m.dsa_index_head_dim is not None
@@ -388,7 +448,7 @@ def time_pass(
         flops = b * pairs_all * phys.indexer_flops_per_key_layer(m)
         nbytes = b * c * phys.indexer_bytes_per_token_layer(m)
         curve = "mla_decode" if decode else "mla_prefill"
-        size = b * c if decode else n
+        size = b * c if decode else pairs_all / n
         ops.append(_op(ctx, "dsa_indexer", "attention", curve, layers, flops, nbytes, size))
     if L.tp > 1:
         ops.append(
@@ -418,12 +478,27 @@ def time_pass(
         expert_inter = float(m.moe_intermediate_size or 0) / moe_tp
         edt = m.expert_weight_dtype or wdt
         touched = local_experts * (1.0 - (1.0 - k / e_total) ** group_tokens)
-        flops = 2.0 * group_tokens * k / ep * 3.0 * h * expert_inter
+        # The most loaded rank sets the layer's pace (balanced at the speed of light).
+        skew = m.expert_load_alpha if curves is not None else None
+        hot = hottest_rank_load(group_tokens, k, e_total, ep, skew)
+        per_expert = group_tokens * k / e_total * hot
+        flops = 2.0 * group_tokens * k / ep * hot * 3.0 * h * expert_inter
         nbytes = touched * 3.0 * h * expert_inter * phys.WEIGHT_BYTES[edt]
-        per_expert = group_tokens * k / e_total
-        curve = "moe_bf16" if edt == "bf16" else "moe_fp8"
+        tiles = moe_tiles(local_experts, per_expert, expert_inter)
+        curve = MOE_CURVES[edt]
         ops.append(
-            _op(ctx, "routed_experts", "moe", curve, moe_layers, flops, nbytes, per_expert, edt)
+            _op(
+                ctx,
+                "routed_experts",
+                "moe",
+                curve,
+                moe_layers,
+                flops,
+                nbytes,
+                per_expert,
+                moe_compute_dtype(edt, m.compute_dtype),
+                tiles,
+            )
         )
         if L.tp == 1 and np.any(dp > 1):
             # Attention data parallel: each rank's tokens go to their top-k experts' GPUs and

@@ -396,6 +396,10 @@ class ModelProfile(ProfileBase):
     num_routed_experts: NonNegativeInt = 0
     num_shared_experts: NonNegativeInt = 0
     num_experts_per_token: NonNegativeInt = 0
+    # Routing skew: per-expert token loads follow a power law of this exponent (larger: more
+    # even); the most loaded expert-parallel rank sets a MoE layer's pace
+    # (physics/operators.py, hottest_rank_load). None: balanced routing.
+    expert_load_alpha: float | None = Field(default=None, gt=0.0, le=10.0)
     # Dtypes
     kv_cache_dtype: KvDtype
     weight_dtype: Dtype
@@ -564,7 +568,7 @@ class OperatorCurve(BaseModel):
 
     F the operator's FLOPs, P the GPU's dense peak at its dtype, B its HBM bytes, W the HBM
     bandwidth; s the share of the GPU a shape keeps busy, rising with the operator's size x
-    (tokens of a GEMM, query tokens of prefill attention, context x batch of decode
+    (tokens of a GEMM, keys per query token of prefill attention, context x batch of decode
     attention, tokens per expert of a grouped MoE GEMM). ``fit_*`` say how well the curve
     reproduces the kernels it was fitted to (descriptive; the model does not read them)."""
 
@@ -610,6 +614,7 @@ class EngineProfile(ProfileBase):
     mla_decode: OperatorCurve  # MLA decode (absorbed: over the latent cache)
     moe_bf16: OperatorCurve  # grouped expert GEMMs, BF16 weights
     moe_fp8: OperatorCurve  # grouped expert GEMMs, block-scaled FP8 weights
+    moe_fp4: OperatorCurve | None = None  # grouped expert GEMMs, MXFP4 weights (w4a16)
     allreduce: (
         OperatorCurve  # NVLink all-reduce: launch_s its latency, memory_efficiency its link share
     )

@@ -1,0 +1,209 @@
+"""The operator model (issue 29): a prefill pass or decode step per operator, per layer, per
+shape, with an engine profile's measured efficiency curves; the `engine` command; accuracy
+against AIConfigurator 0.12.0's own estimates (bench/aic_reference.csv)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dualpath_plan.physics.operators import (
+    Layout,
+    check_layout,
+    hottest_rank_load,
+    moe_compute_dtype,
+    time_pass,
+)
+from dualpath_plan.profiles.registry import Registry
+
+REGISTRY = Registry.load(use_env=False)
+BENCH = Path(__file__).parent.parent / "bench"
+ENGINES = sorted(
+    p.stem for p in (Path(__file__).parent.parent / "hardware_profiles" / "engine").glob("*.toml")
+)
+MODELS = ["deepseek-v3", "llama-3.1-70b", "qwen3-32b", "qwen3-235b-a22b", "gpt-oss-120b", "kimi-k2"]
+
+
+def _layouts(model_id: str) -> list[Layout]:
+    model = REGISTRY.model(model_id)
+    if model.num_moe_layers:
+        return [Layout(tp=1, dp=8, ep=8), Layout(tp=4, dp=1, ep=4), Layout(tp=8, dp=1, ep=1)]
+    return [Layout(tp=1, dp=1, ep=1), Layout(tp=4, dp=1, ep=1), Layout(tp=8, dp=1, ep=1)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    model_id=st.sampled_from(MODELS),
+    engine_id=st.sampled_from(ENGINES),
+    which=st.integers(0, 2),
+    batch=st.integers(1, 64),
+    context=st.integers(256, 65536),
+    hit=st.floats(0.0, 0.99),
+    decode=st.booleans(),
+)
+def test_speed_of_light_is_a_lower_bound_of_every_operator(
+    model_id: str,
+    engine_id: str,
+    which: int,
+    batch: int,
+    context: int,
+    hit: float,
+    decode: bool,
+) -> None:
+    """INV-68: with no curves (datasheet rates, no launch latency, balanced routing) every
+    operator's time is at most its calibrated time (INV-25 for the operator model)."""
+    model = REGISTRY.model(model_id)
+    engine = REGISTRY.engine(engine_id)
+    gpu = REGISTRY.gpu(engine.gpu)
+    layout = _layouts(model_id)[which]
+    check_layout(model, layout)
+    new = 1.0 if decode else max(1.0, round(context * (1.0 - hit)))
+    sol = time_pass(model, gpu, None, layout, batch=batch, context=context, new_tokens=new)
+    cal = time_pass(model, gpu, engine, layout, batch=batch, context=context, new_tokens=new)
+    assert [o.name for o in sol.operators] == [o.name for o in cal.operators]
+    for a, b in zip(sol.operators, cal.operators, strict=True):
+        assert float(a.time_s) <= float(b.time_s) * (1 + 1e-12), a.name
+    assert 0 < float(sol.time_s) <= float(cal.time_s)
+
+
+@pytest.mark.parametrize("model_id", MODELS)
+def test_more_work_never_takes_less_time(model_id: str) -> None:
+    """A decode step is no faster at a larger batch or a longer context; a prefill pass no
+    faster with more new tokens over the same context."""
+    model = REGISTRY.model(model_id)
+    engine = REGISTRY.engine("h200-sglang-0.5.14")
+    gpu = REGISTRY.gpu(engine.gpu)
+    layout = _layouts(model_id)[0]
+    batches = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
+    steps = [
+        float(time_pass(model, gpu, engine, layout, batch=b, context=8192, new_tokens=1).time_s)
+        for b in batches
+    ]
+    assert steps == sorted(steps)
+    contexts = [1024.0, 4096.0, 16384.0, 65536.0]
+    steps = [
+        float(time_pass(model, gpu, engine, layout, batch=8, context=c, new_tokens=1).time_s)
+        for c in contexts
+    ]
+    assert steps == sorted(steps)
+    passes = [
+        float(time_pass(model, gpu, engine, layout, batch=1, context=32768, new_tokens=n).time_s)
+        for n in (128.0, 1024.0, 8192.0, 32768.0)
+    ]
+    assert passes == sorted(passes)
+
+
+@given(
+    tokens=st.floats(1.0, 1e6),
+    experts=st.sampled_from([8, 64, 128, 256, 384]),
+    top_k=st.integers(1, 8),
+    ep_exp=st.integers(0, 5),
+    alpha=st.floats(0.5, 3.0),
+)
+def test_the_hottest_rank_carries_at_least_the_mean(
+    tokens: float, experts: int, top_k: int, ep_exp: int, alpha: float
+) -> None:
+    """Skewed routing: the most loaded rank carries at least the mean and at most every token
+    of its experts; fewer, larger ranks (lower EP) even the load out; balanced routing is 1."""
+    ep = min(2**ep_exp, experts)
+    hot = float(hottest_rank_load(tokens, top_k, experts, ep, alpha))
+    assert np.isfinite(hot)
+    assert 1.0 <= hot <= experts / top_k + 1e-9
+    if ep > 1:
+        assert float(hottest_rank_load(tokens, top_k, experts, ep // 2, alpha)) <= hot + 1e-12
+    assert float(hottest_rank_load(tokens, top_k, experts, ep, None)) == 1.0
+
+
+def test_weight_only_fp4_experts_run_at_the_models_compute_rate() -> None:
+    assert moe_compute_dtype("fp4", "bf16") == "bf16"  # w4a16 (gpt-oss on SGLang)
+    assert moe_compute_dtype("fp8", "fp8") == "fp8"
+    assert moe_compute_dtype("fp8", "bf16") == "bf16"
+
+
+def test_a_replicas_prefill_is_its_pass_not_one_gpus_share() -> None:
+    """Issue 29: Llama-3.1-70B TP8 on H100, one 4,096-token prompt: the TTFT of a TP8
+    replica is its pass (AIConfigurator 0.12.0: 188.7 ms; bench/aic_reference.csv), not
+    eight GPUs' work on one (the old model: 15.9 s)."""
+    model = REGISTRY.model("llama-3.1-70b")
+    engine = REGISTRY.engine("h100-sglang-0.5.14")
+    gpu = REGISTRY.gpu(engine.gpu)
+    t = time_pass(
+        model, gpu, engine, Layout(tp=8, dp=1, ep=1), batch=1, context=4096, new_tokens=4096
+    )
+    assert float(t.time_s) == pytest.approx(0.1887, rel=0.30)
+
+
+def _bench_engine():
+    spec = importlib.util.spec_from_file_location("bench_engine", BENCH / "bench_engine.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_engine"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_accuracy_against_aiconfigurator_holds() -> None:
+    """The accuracy table (README): over every row of bench/aic_reference.csv, the median
+    |error| at most 10% per phase, and no phase's worst beyond what the README records
+    (a guard against a refit or a physics change that loses ground)."""
+    bench = _bench_engine()
+    summary = bench.summarize(bench.load_reference(BENCH / "aic_reference.csv"), REGISTRY)
+    for phase, (median, worst) in summary.items():
+        assert median <= 0.10, (phase, median)
+        assert worst <= {"prefill": 0.75, "decode": 0.60}[phase], (phase, worst)
+
+
+def test_engine_json_is_the_sum_of_its_operators(cli) -> None:
+    r = cli(
+        "engine",
+        "--model", "llama-3.1-70b",
+        "--node", "dgx-h100",
+        "--phase", "decode",
+        "--batch", "16",
+        "--context", "8K",
+        "--json",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert data["engine"] == "h100-sglang-0.5.14"
+    total = sum(o["time_s"] for o in data["operators"])
+    assert data["time_s"] == pytest.approx(total, rel=1e-9)
+    sol = json.loads(
+        cli(
+            "engine", "--model", "llama-3.1-70b", "--node", "dgx-h100", "--phase", "decode",
+            "--batch", "16", "--context", "8K", "--speed-of-light", "--json",
+        ).out
+    )  # fmt: skip
+    assert sol["time_s"] < data["time_s"]
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (("--tp", "3"), "--tp"),
+        (("--ep", "5"), "--ep"),
+        (("--batch", "0"), "--batch"),
+        (("--context", "-5"), "--context"),
+        (("--context", "nan"), "--context"),
+        (("--phase", "both"), "--phase"),
+        (("--engine", "no-such-engine"), "engine"),
+        (("--batch", "100000"), "--batch"),
+    ],
+)
+def test_engine_bad_input_is_one_line_and_exit_2(cli, args: tuple[str, ...], field: str) -> None:
+    base = {"--phase": "decode", "--context": "8K", "--model": "llama-3.1-70b"}
+    for k, v in zip(args[::2], args[1::2], strict=True):
+        base[k] = v
+    flat = [x for kv in base.items() for x in kv]
+    r = cli("engine", "--node", "dgx-h100", *flat)
+    assert r.code == 2, (r.code, r.out, r.err)
+    assert "Traceback" not in r.err
+    assert field in r.err
+    assert len(r.err.strip().splitlines()) == 1, r.err
