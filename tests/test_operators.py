@@ -165,6 +165,7 @@ def test_engine_json_is_the_sum_of_its_operators(cli) -> None:
         "engine",
         "--model", "llama-3.1-70b",
         "--node", "dgx-h100",
+        "--engine", "h100-sglang-0.5.14",
         "--phase", "decode",
         "--batch", "16",
         "--context", "8K",
@@ -177,7 +178,8 @@ def test_engine_json_is_the_sum_of_its_operators(cli) -> None:
     assert data["time_s"] == pytest.approx(total, rel=1e-9)
     sol = json.loads(
         cli(
-            "engine", "--model", "llama-3.1-70b", "--node", "dgx-h100", "--phase", "decode",
+            "engine", "--model", "llama-3.1-70b", "--node", "dgx-h100",
+            "--engine", "h100-sglang-0.5.14", "--phase", "decode",
             "--batch", "16", "--context", "8K", "--speed-of-light", "--json",
         ).out
     )  # fmt: skip

@@ -406,14 +406,24 @@ def time_pass(
         q_in = q_lora or h
         ops.append(_gemm(ctx, "q_b_proj", layers, tokens, heads * (nope + rope), q_in, wdt))
         ops.append(_elementwise(ctx, "q_kv_norm", layers, tokens * (q_lora + r) * 4.0))
-        if decode:
+        if decode or m.has_dsa:
             # Absorbed: queries into the latent space, attention over the latent cache, the
-            # output back out of it (two batched GEMMs over the heads).
+            # output back out of it (two batched GEMMs over the heads). Decode always; prefill
+            # too under DeepSeek's sparse attention, which runs MLA in its MQA (absorbed) mode
+            # over the top-k keys (DeepSeek-V3.2's report, section 2.1): no expansion of the
+            # cached prefix.
             ops.append(_gemm(ctx, "mla_absorb_q", layers, tokens, heads * r, nope, "bf16"))
             ops.append(_gemm(ctx, "mla_absorb_o", layers, tokens, heads * v, r, "bf16"))
-            span = np.minimum(c, float(m.dsa_topk_tokens or 0)) if m.has_dsa else c
-            flops = b * span * heads * (2.0 * (r + rope) + 2.0 * r)
+            pairs = (
+                phys.capped_pairs(cached, n, float(m.dsa_topk_tokens or 0))
+                if m.has_dsa
+                else phys.causal_pairs(cached, n)
+            )
+            flops = b * pairs * heads * (2.0 * (r + rope) + 2.0 * r)
             per_token = phys.kv_bytes_per_token_layer(m)
+            # A step reads its top-k latents (all of them without DSA); a pass's queries
+            # together read the whole cache.
+            span = np.minimum(c, float(m.dsa_topk_tokens or 0)) if m.has_dsa and decode else c
             ops.append(
                 _op(
                     ctx,
@@ -423,7 +433,7 @@ def time_pass(
                     layers,
                     flops,
                     b * span * per_token,
-                    b * span,
+                    b * pairs / n,
                 )
             )
         else:
