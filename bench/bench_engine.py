@@ -10,6 +10,12 @@ and worst |error| per phase, and per model, GPU and layout.
     python bench/bench_engine.py                 # the table
     python bench/bench_engine.py --markdown      # the table as the README shows it
     python bench/bench_engine.py --rows errors.csv   # every row with its error
+    python bench/bench_engine.py --no-shape-table    # MoE at the smooth curves alone
+
+The first table is every row; the second the grid issue 29 measures against (DeepSeek-V3,
+Llama-3.1-70B, Qwen3-235B-A22B and gpt-oss-120b, Qwen3-32B on H100, H200 and B200).
+``--no-shape-table`` drops the MoE curves' per-shape factors: what a model whose expert
+shapes were never measured gets.
 """
 
 from __future__ import annotations
@@ -32,6 +38,37 @@ ENGINES = {
     "b200_sxm": "b200-sglang-0.5.14",
     "b300_sxm": "b300-sglang-0.5.14",
 }
+
+
+# Issue 29's grid: four models (an MoE such as Qwen3-235B-A22B or gpt-oss-120b, both here)
+# on three GPUs.
+ISSUE_GRID_MODELS = frozenset(
+    {
+        "deepseek-ai/DeepSeek-V3",
+        "meta-llama/Meta-Llama-3.1-70B",
+        "Qwen/Qwen3-235B-A22B",
+        "openai/gpt-oss-120b",
+        "Qwen/Qwen3-32B",
+    }
+)
+ISSUE_GRID_SYSTEMS = frozenset({"h100_sxm", "h200_sxm", "b200_sxm"})
+
+
+def in_issue_grid(row: dict[str, str]) -> bool:
+    return row["model_hf"] in ISSUE_GRID_MODELS and row["system"] in ISSUE_GRID_SYSTEMS
+
+
+def without_shape_table(registry: Registry) -> Registry:
+    """The registry with every engine's MoE curves stripped of their per-shape factors."""
+    for engine_id in ENGINES.values():
+        engine = registry.engine(engine_id)
+        curves = {
+            name: getattr(engine, name).model_copy(update={"shapes": ()})
+            for name in ("moe_bf16", "moe_fp8", "moe_fp4")
+            if getattr(engine, name) is not None
+        }
+        registry.profiles["engine"][engine_id] = engine.model_copy(update=curves)
+    return registry
 
 
 def rows(path: Path) -> list[dict[str, str]]:
@@ -77,9 +114,11 @@ def errors_of(
     return errors, out_rows
 
 
-def summarize(table: list[dict[str, str]], registry: Registry) -> dict[str, tuple[float, float]]:
-    """(median, worst) |error| per phase."""
-    errors, _ = errors_of(table, registry)
+def summarize(
+    table: list[dict[str, str]], registry: Registry, grid_only: bool = False
+) -> dict[str, tuple[float, float]]:
+    """(median, worst) |error| per phase (over issue 29's grid alone with ``grid_only``)."""
+    errors, _ = errors_of([r for r in table if in_issue_grid(r) or not grid_only], registry)
     return {
         phase: (float(np.median(np.abs(v))), float(np.max(np.abs(v))))
         for phase, v in errors.items()
@@ -91,9 +130,16 @@ def main() -> None:
     parser.add_argument("--reference", type=Path, default=HERE / "aic_reference.csv")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--rows", type=Path, help="write every row with its error here")
+    parser.add_argument("--no-shape-table", action="store_true")
     args = parser.parse_args()
     registry = Registry.load()
+    if args.no_shape_table:
+        registry = without_shape_table(registry)
     errors, out_rows = errors_of(load_reference(args.reference), registry)
+    grid: dict[str, list[float]] = defaultdict(list)
+    for row in out_rows:
+        if in_issue_grid(row):
+            grid[row["phase"]].append(float(row["error"]))
     groups: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     for row in out_rows:
         layout = f"tp{row['tp']} dp{row['attention_dp']} ep{row['moe_ep'] or 1}"
@@ -109,11 +155,12 @@ def main() -> None:
         return len(v), float(np.median(a)), float(np.percentile(a, 90)), float(a.max())
 
     if args.markdown:
-        print("| phase | points | median abs error | 90th pct | worst |")
-        print("|---|---:|---:|---:|---:|")
-        for phase, v in sorted(errors.items()):
-            n, med, p90, worst = stats(v)
-            print(f"| {phase} | {n} | {med:.1%} | {p90:.1%} | {worst:.1%} |")
+        print("| rows | phase | points | median abs error | 90th pct | worst |")
+        print("|---|---|---:|---:|---:|---:|")
+        for label, table in (("all", errors), ("issue 29's grid", grid)):
+            for phase, v in sorted(table.items()):
+                n, med, p90, worst = stats(v)
+                print(f"| {label} | {phase} | {n} | {med:.1%} | {p90:.1%} | {worst:.1%} |")
         print()
         print("| phase | model | GPU | layout | points | median | worst | mean signed |")
         print("|---|---|---|---|---:|---:|---:|---:|")
@@ -124,12 +171,13 @@ def main() -> None:
                 f"| {np.mean(v):+.1%} |"
             )
         return
-    for phase, v in sorted(errors.items()):
-        n, med, p90, worst = stats(v)
-        print(
-            f"{phase:8s} {n:5d} points: median |error| {med:6.1%}, "
-            f"p90 {p90:6.1%}, worst {worst:6.1%}"
-        )
+    for label, table in (("all", errors), ("grid", grid)):
+        for phase, v in sorted(table.items()):
+            n, med, p90, worst = stats(v)
+            print(
+                f"{label:4s} {phase:8s} {n:5d} points: median |error| {med:6.1%}, "
+                f"p90 {p90:6.1%}, worst {worst:6.1%}"
+            )
     print()
     for (phase, model, system, layout), v in sorted(groups.items()):
         n, med, _, worst = stats(v)

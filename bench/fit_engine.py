@@ -35,7 +35,12 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from dualpath_plan.physics.operators import hottest_rank_load, moe_tiles
+from dualpath_plan.physics.operators import (
+    hottest_rank_load,
+    moe_slot_bytes,
+    moe_tiles,
+    touched_experts,
+)
 
 FRAMEWORK, VERSION = "sglang", "0.5.14"
 # AIConfigurator system -> our GPU profile id (hardware_profiles/gpu).
@@ -50,10 +55,15 @@ class Curve:
     memory_efficiency: float
     half_size: float
     half_tiles: float
+    slot_traffic: float
     rows: int
     median_error: float
     p90_error: float
     source: str
+    # MoE curves: (hidden, local width, local experts, experts, top-k, f_c, f_m, launch_s).
+    shapes: tuple[tuple[float, ...], ...] = ()
+    shapes_median_error: float = 0.0
+    shapes_p90_error: float = 0.0
 
 
 def _data_dir() -> Path:
@@ -87,9 +97,12 @@ def _fit(
     hbm: float,
     source: str,
     tiles: np.ndarray | None = None,
+    slot_bytes: np.ndarray | None = None,
+    memory_efficiency: float | None = None,
 ) -> Curve:
-    """Least squares on log time of launch + max(F / (P e_c s), B / (W e_m))."""
+    """Least squares on log time of launch + max(F / (P e_c s), B / (W e_m)) [+ g S / W]."""
     with_tiles = tiles is not None
+    with_slots = slot_bytes is not None
 
     def model(p: np.ndarray) -> np.ndarray:
         launch, ec, em, half = np.exp(p[:4])
@@ -97,24 +110,45 @@ def _fit(
         if with_tiles:
             assert tiles is not None
             s = s * tiles / (tiles + np.exp(p[4]))
-        return launch + np.maximum(flops / (peak * ec * s), nbytes / (hbm * em))
+        t = launch + np.maximum(flops / (peak * ec * s), nbytes / (hbm * em))
+        if with_slots:
+            assert slot_bytes is not None
+            t = t + np.exp(p[-1]) * slot_bytes / hbm
+        return t
 
     p0 = [math.log(5e-6), math.log(0.5), math.log(0.7), math.log(max(np.median(size), 1.0))]
+    # Efficiencies at most 1 (a curve never beats the datasheet: INV-25's speed of light).
+    upper = [math.log(1e-2), 0.0, 0.0, math.log(1e9)]
+    lower = [math.log(1e-8), math.log(1e-4), math.log(1e-4), math.log(1e-6)]
+    if memory_efficiency is not None:  # held, not fitted (a term the rows cannot identify)
+        p0[2] = math.log(memory_efficiency)
+        lower[2], upper[2] = p0[2] - 1e-9, p0[2] + 1e-9
     if with_tiles:
         p0.append(math.log(50.0))
-    # Efficiencies at most 1 (a curve never beats the datasheet: INV-25's speed of light).
-    upper = [math.log(1e-2), 0.0, 0.0, math.log(1e9)] + ([math.log(1e6)] if with_tiles else [])
-    lower = [math.log(1e-8), math.log(1e-4), math.log(1e-4), math.log(1e-6)] + (
-        [math.log(1e-3)] if with_tiles else []
-    )
-    p0 = [min(max(v, lo + 1e-9), hi - 1e-9) for v, lo, hi in zip(p0, lower, upper, strict=True)]
-    sol = least_squares(
-        lambda p: np.log(model(p)) - np.log(seconds),
-        p0,
-        bounds=(lower, upper),
-        loss="soft_l1",
-        f_scale=0.1,
-    )
+        upper.append(math.log(1e6))
+        lower.append(math.log(1e-3))
+    if with_slots:
+        p0.append(math.log(0.5))
+        upper.append(math.log(5.0))
+        lower.append(math.log(1e-6))
+    # A few starts of the saturation size (the fit has local minima along it); the best kept.
+    sol = None
+    for scale in (1.0, 0.1, 10.0):
+        start = list(p0)
+        start[3] += math.log(scale)
+        start = [
+            min(max(v, lo + 1e-9), hi - 1e-9) for v, lo, hi in zip(start, lower, upper, strict=True)
+        ]
+        trial = least_squares(
+            lambda p: np.log(model(p)) - np.log(seconds),
+            start,
+            bounds=(lower, upper),
+            loss="soft_l1",
+            f_scale=0.1,
+        )
+        if sol is None or trial.cost < sol.cost:
+            sol = trial
+    assert sol is not None
     err = np.abs(np.exp(sol.fun) - 1.0)
     x = np.exp(sol.x)
     return Curve(
@@ -123,11 +157,69 @@ def _fit(
         memory_efficiency=float(x[2]),
         half_size=float(x[3]),
         half_tiles=float(x[4]) if with_tiles else 0.0,
+        slot_traffic=float(x[-1]) if with_slots else 0.0,
         rows=len(seconds),
         median_error=float(np.median(err)),
         p90_error=float(np.percentile(err, 90)),
         source=source,
     )
+
+
+def _fit_shapes(
+    curve: Curve,
+    keys: np.ndarray,
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    size: np.ndarray,
+    tiles: np.ndarray,
+    slot_bytes: np.ndarray,
+    seconds: np.ndarray,
+    peak: float,
+    hbm: float,
+    min_rows: int = 8,
+) -> Curve:
+    """The curve's (compute, memory) efficiency factors and launch time per measured shape
+    (``keys``: one row of hidden, local width, local experts, experts, top-k per timing), the
+    curve's saturation and slot traffic held: the efficiency of a Triton kernel's tuned tile
+    configuration, and the fixed cost of its routing kernels, are properties of its shape. A
+    factor never lifts an efficiency above 1."""
+    s = size / (size + curve.half_size) * tiles / (tiles + curve.half_tiles)
+    compute = flops / (peak * curve.compute_efficiency * s)
+    memory = nbytes / (hbm * curve.memory_efficiency)
+    slots = curve.slot_traffic * slot_bytes / hbm
+    # The caps as the profile stores the efficiencies (4 significant digits), a hair below.
+    cap_c = math.floor(1e3 * 0.999 / float(f"{min(curve.compute_efficiency, 1.0):.4g}")) / 1e3
+    cap_m = math.floor(1e3 * 0.999 / float(f"{min(curve.memory_efficiency, 1.0):.4g}")) / 1e3
+    lower = [math.log(0.05), math.log(0.05), math.log(1e-7)]
+    upper = [math.log(max(cap_c, 1.0)), math.log(max(cap_m, 1.0)), math.log(1e-3)]
+    start = [0.0, 0.0, math.log(curve.launch_s)]
+    shapes: list[tuple[float, ...]] = []
+    # rows of shapes left at the curve
+    err = np.abs((curve.launch_s + slots + np.maximum(compute, memory)) / seconds - 1.0)
+    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    for j, key in enumerate(unique):
+        i = np.flatnonzero(inverse == j)
+        if len(i) < min_rows:
+            continue
+
+        def resid(p: np.ndarray, i: np.ndarray = i) -> np.ndarray:
+            t = (
+                math.exp(p[2])
+                + slots[i]
+                + np.maximum(compute[i] / math.exp(p[0]), memory[i] / math.exp(p[1]))
+            )
+            return np.log(t) - np.log(seconds[i])
+
+        sol = least_squares(resid, start, bounds=(lower, upper), loss="soft_l1", f_scale=0.1)
+        fc, fm, launch = (float(f"{math.exp(v):.3g}") for v in sol.x)
+        # Rounding never crosses the peak.
+        fc, fm = min(fc, cap_c), min(fm, cap_m)
+        err[i] = np.abs(np.exp(resid(np.log([fc, fm, launch]))) - 1.0)
+        shapes.append((*(float(v) for v in key), fc, fm, launch))
+    curve.shapes = tuple(shapes)
+    curve.shapes_median_error = float(np.median(err))
+    curve.shapes_p90_error = float(np.percentile(err, 90))
+    return curve
 
 
 def fit_system(system: str, peaks: dict[str, float], hbm: float, link: float) -> dict[str, Curve]:
@@ -168,15 +260,11 @@ def fit_system(system: str, peaks: dict[str, float], hbm: float, link: float) ->
     pairs = s * (s + 1.0) / 2.0
     flops = 4.0 * h * hd * b * pairs
     nbytes = b * s * 2.0 * kv * hd * kv_el + b * s * h * hd * 2.0 * 2.0
-    # Saturation by keys per query token (pairs / new tokens): the length of the kernel's
-    # inner loop, what a cached prefix lengthens while its query tile count stays small.
-    out["attention_prefill"] = _fit(
+    prefill_rows = (
         flops,
         nbytes,
         pairs / s,
         col(a, "latency") / 1e3,
-        peaks["bf16"],
-        hbm,
         f"{src} ({kernel}, head_dim 128)",
     )
     gen, src = _read(system, "attention", "generation_attention_perf.parquet")
@@ -201,6 +289,23 @@ def fit_system(system: str, peaks: dict[str, float], hbm: float, link: float) ->
         hbm,
         f"{src} ({kernel}, head_dim 128, BF16 cache; step = context)",
     )
+    # Saturation by keys per query token (pairs / new tokens): the length of the kernel's
+    # inner loop, what a cached prefix lengthens while its query tile count stays small.
+    # The prompt-only tables are compute-bound wherever their bytes matter, so they cannot
+    # tell the memory efficiency: a prefill over a long cached prefix reads its KV as decode
+    # does, at the decode kernel's.
+    em_read = out["attention_decode"].memory_efficiency
+    f_, b_, x_, t_, label = prefill_rows
+    out["attention_prefill"] = _fit(
+        f_,
+        b_,
+        x_,
+        t_,
+        peaks["bf16"],
+        hbm,
+        label + "; memory efficiency the decode kernel's",
+        memory_efficiency=em_read,
+    )
     # MLA at DeepSeek-V3's dims: latent 512, RoPE 64, nope 128, v 128 (the tables' shapes).
     r, rope, nope, v = 512.0, 64.0, 128.0, 128.0
     cm, src = _read(system, "mla", "context_mla_perf.parquet")
@@ -213,7 +318,8 @@ def fit_system(system: str, peaks: dict[str, float], hbm: float, link: float) ->
         col(cm, "latency") / 1e3,
         peaks["bf16"],
         hbm,
-        f"{src} (num_heads per GPU)",
+        f"{src} (num_heads per GPU; memory efficiency the GQA decode kernel's)",
+        memory_efficiency=em_read,
     )
     # FP8 latent caches (DeepSeek's serving layout: FlashMLA's FP8 with scales).
     gm, src = _read(system, "mla", "generation_mla_perf.parquet")
@@ -274,16 +380,31 @@ def fit_system(system: str, peaks: dict[str, float], hbm: float, link: float) ->
             ]
         )
         per_expert = t * k / e * hot
-        touched = local_experts * (1.0 - (1.0 - k / e) ** t)
-        out[ours] = _fit(
-            2.0 * t * k / mep * hot * 3.0 * hh * local_inter,
-            touched * 3.0 * hh * local_inter * wbytes,
+        touched = np.array(
+            [
+                touched_experts(ti, ki, ei, epi, ai)
+                for ti, ki, ei, epi, ai in zip(t, k, e, mep, alpha, strict=True)
+            ]
+        )
+        flops = 2.0 * t * k / mep * hot * 3.0 * hh * local_inter
+        nbytes = touched * 3.0 * hh * local_inter * wbytes
+        tiles = moe_tiles(local_experts, per_expert, local_inter)
+        slots = moe_slot_bytes(t, k, hh, local_inter)
+        seconds = col(m, "latency") / 1e3
+        curve = _fit(
+            flops,
+            nbytes,
             per_expert,
-            col(m, "latency") / 1e3,
+            seconds,
             peaks[dtype],
             hbm,
-            f"{src} ({theirs}, {kernel}, power-law routing, hidden >= 2048, local width >= 128, local experts >= 4)",
-            moe_tiles(local_experts, per_expert, local_inter),
+            f"{src} ({theirs}, {kernel}, power-law routing, hidden >= 2048, local width >= 128, local experts >= 4; per-shape factors fitted with the curve held)",
+            tiles,
+            slots,
+        )
+        keys = np.column_stack([hh, local_inter, local_experts, e, k])
+        out[ours] = _fit_shapes(
+            curve, keys, flops, nbytes, per_expert, tiles, slots, seconds, peaks[dtype], hbm
         )
     ar, src = _read(system, "comm", "custom_allreduce_perf.parquet")
     a = ar[ar.backend == "sglang_graph"]  # type: ignore[index,attr-defined]
@@ -308,6 +429,7 @@ def _toml(curve: Curve) -> str:
         ("memory_efficiency", min(curve.memory_efficiency, 1.0)),
         ("half_size", curve.half_size),
         ("half_tiles", curve.half_tiles),
+        ("slot_traffic", curve.slot_traffic),
         ("fit_rows", curve.rows),
         ("fit_median_error", curve.median_error),
         ("fit_p90_error", curve.p90_error),
@@ -343,13 +465,28 @@ def write_profile(system: str, gpu_id: str, out: Path) -> Path:
         f'framework_version = "{VERSION}"',
     ]
     for name, curve in curves.items():
-        lines.append(f"{name} = {_toml(curve)}")
+        if not curve.shapes:
+            lines.append(f"{name} = {_toml(curve)}")
     # No elementwise table: AIConfigurator's ElementWise op assumes 0.8 of HBM bandwidth
     # (sdk/models/*.py); its launch latency is taken as the BF16 GEMM's.
     lines.append(
         "elementwise = { launch_s = "
         f"{float(f'{gemm_bf16.launch_s:.4g}')!r}, compute_efficiency = 1.0, memory_efficiency = 0.8 }}"
     )
+    for name, curve in curves.items():
+        if curve.shapes:
+            # A table of its own: the per-shape factors, one row a line.
+            lines += ["", f"[{name}]"]
+            lines += [line.strip(" {},") for line in _toml(curve).split(", ")]
+            lines.append(
+                f"# {len(curve.shapes)} shapes: hidden, local width, local experts, experts, "
+                "top-k, compute factor, memory factor, launch_s; fit with them: median "
+                f"{curve.shapes_median_error:.3f}, p90 {curve.shapes_p90_error:.3f}"
+            )
+            quotes = '"' * 3
+            lines.append(f"shapes = {quotes}")
+            lines += [" ".join(f"{v:g}" for v in row) for row in curve.shapes]
+            lines.append(quotes)
     lines += ["", "[sources]"]
     for name, curve in curves.items():
         lines.append(f'{name} = ["{curve.source}; fitted by bench/fit_engine.py"]')

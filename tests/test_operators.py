@@ -20,6 +20,7 @@ from dualpath_plan.physics.operators import (
     hottest_rank_load,
     moe_compute_dtype,
     time_pass,
+    touched_experts,
 )
 from dualpath_plan.profiles.registry import Registry
 
@@ -121,6 +122,76 @@ def test_the_hottest_rank_carries_at_least_the_mean(
     assert float(hottest_rank_load(tokens, top_k, experts, ep, None)) == 1.0
 
 
+def _collector_hottest_rank(
+    rng: np.random.Generator, tokens: int, experts: int, top_k: int, ep: int, alpha: float
+) -> np.ndarray:
+    """One draw of AIConfigurator's MoE collector routing (power_law_logits_v3, described in
+    physics/operators.py:_PowerLaw), written from its description: per-expert weights from a
+    bounded power law, loads rounded to T k in all, the shortfall topped up one slot an
+    expert in descending load (ties at random); the most loaded rank's experts' loads."""
+    lo, hi = (1.0, 0.8 * tokens) if tokens * top_k > experts else (0.01, 2.0)
+    u = rng.random(experts)
+    x = ((hi ** (1 - alpha) - lo ** (1 - alpha)) * u + lo ** (1 - alpha)) ** (1 / (1 - alpha))
+    n = np.round(x / x.sum() * tokens * top_k).astype(int)
+    short = tokens * top_k - int(n.sum())
+    order = np.lexsort((rng.random(experts), -n))
+    for i in range(abs(short)):
+        if short > 0:
+            n[order[i % experts]] += 1
+        else:
+            j = order[-(i % experts) - 1]
+            n[j if n[j] > 0 else int(np.argmax(n))] -= 1
+    ranks = n.reshape(ep, experts // ep)
+    return ranks[int(np.argmax(ranks.sum(axis=1)))]
+
+
+@pytest.mark.parametrize(
+    ("tokens", "experts", "top_k", "ep", "alpha"),
+    [
+        (1, 128, 8, 1, 1.2),  # Qwen3 at batch 1: the top-up touches k experts
+        (16, 128, 8, 1, 1.2),
+        (32, 128, 8, 2, 1.2),
+        (16, 128, 8, 8, 1.2),
+        (32, 128, 4, 4, 1.2),  # gpt-oss at batch 32
+        (64, 128, 4, 4, 1.2),
+        (64, 256, 8, 8, 1.01),  # DeepSeek-V3, 8 ranks of 8 tokens
+        (512, 256, 8, 8, 1.01),
+        (128, 384, 8, 8, 1.01),  # Kimi-K2
+        (4096, 256, 8, 8, 1.01),
+    ],
+)
+def test_touched_experts_follow_the_collectors_routing(
+    tokens: int, experts: int, top_k: int, ep: int, alpha: float
+) -> None:
+    """INV-68: the experts a step reads on the hottest rank under skewed routing, the closed
+    form against 400 draws of the routing the kernel tables were measured under: within 15%
+    where every rank gets a slot on average (T k >= E) or one rank holds every expert. (With
+    fewer slots than experts over several ranks the hottest rank is a balls-in-bins maximum
+    the closed form underestimates; docs/model.md section 6b.)"""
+    rng = np.random.default_rng(29)
+    draws = [_collector_hottest_rank(rng, tokens, experts, top_k, ep, alpha) for _ in range(400)]
+    measured = float(np.mean([(d > 0).sum() for d in draws]))
+    ours = float(touched_experts(tokens, top_k, experts, ep, alpha))
+    assert ours == pytest.approx(measured, rel=0.15)
+
+
+@given(
+    tokens=st.floats(1.0, 1e6),
+    experts=st.sampled_from([8, 64, 128, 256, 384]),
+    top_k=st.integers(1, 8),
+    ep_exp=st.integers(0, 5),
+    alpha=st.one_of(st.none(), st.floats(0.5, 3.0)),
+)
+def test_touched_experts_are_within_the_ranks_experts_and_slots(
+    tokens: float, experts: int, top_k: int, ep_exp: int, alpha: float | None
+) -> None:
+    ep = min(2**ep_exp, experts)
+    touched = float(touched_experts(tokens, top_k, experts, ep, alpha))
+    slots = float(hottest_rank_load(tokens, top_k, experts, ep, alpha)) * tokens * top_k / ep
+    assert np.isfinite(touched)
+    assert 0.0 < touched <= min(experts / ep, slots) + 1e-9
+
+
 def test_weight_only_fp4_experts_run_at_the_models_compute_rate() -> None:
     assert moe_compute_dtype("fp4", "bf16") == "bf16"  # w4a16 (gpt-oss on SGLang)
     assert moe_compute_dtype("fp8", "fp8") == "fp8"
@@ -150,14 +221,46 @@ def _bench_engine():
 
 
 def test_accuracy_against_aiconfigurator_holds() -> None:
-    """The accuracy table (README): over every row of bench/aic_reference.csv, the median
-    |error| at most 10% per phase, and no phase's worst beyond what the README records
-    (a guard against a refit or a physics change that loses ground)."""
+    """The accuracy table (README), issue 29's bar: on its grid (DeepSeek-V3, Llama-3.1-70B,
+    Qwen3-235B-A22B, gpt-oss-120b, Qwen3-32B x H100, H200, B200 x batch 1-64 x context 4K-32K)
+    median |error| at most 10% and worst at most 30% per phase. Over every row of
+    bench/aic_reference.csv the median holds too, and the worst stays where the README
+    records it: Kimi-K2's prefill, where AIConfigurator times MLA at DeepSeek's 128 heads
+    (its sdk/models/deepseek.py, "128-head kernel-table convention") and we at Kimi's 64."""
     bench = _bench_engine()
-    summary = bench.summarize(bench.load_reference(BENCH / "aic_reference.csv"), REGISTRY)
-    for phase, (median, worst) in summary.items():
+    table = bench.load_reference(BENCH / "aic_reference.csv")
+    for phase, (median, worst) in bench.summarize(table, REGISTRY, grid_only=True).items():
         assert median <= 0.10, (phase, median)
-        assert worst <= {"prefill": 0.75, "decode": 0.60}[phase], (phase, worst)
+        assert worst <= 0.30, (phase, worst)
+    for phase, (median, worst) in bench.summarize(table, REGISTRY).items():
+        assert median <= 0.10, (phase, median)
+        assert worst <= {"prefill": 0.36, "decode": 0.30}[phase], (phase, worst)
+
+
+def test_shape_factors_never_lift_an_efficiency_above_one() -> None:
+    """A per-shape factor stays within the speed of light (INV-25), and a bad row is refused
+    with its field named."""
+    from dualpath_plan.profiles.schemas import OperatorCurve
+
+    for engine_id in ENGINES:
+        engine = REGISTRY.engine(engine_id)
+        for name in ("moe_bf16", "moe_fp8", "moe_fp4"):
+            curve = getattr(engine, name)
+            if curve is None:
+                continue
+            assert curve.shapes, (engine_id, name)
+            for row in curve.shapes:
+                assert row[5] * curve.compute_efficiency <= 1.0 + 1e-9
+                assert row[6] * curve.memory_efficiency <= 1.0 + 1e-9
+    base = {"launch_s": 1e-5, "compute_efficiency": 0.5, "memory_efficiency": 0.5}
+    with pytest.raises(ValueError, match="compute factor"):
+        OperatorCurve(**base, shapes=((4096, 384, 128, 128, 8, 2.5, 1.0, 1e-5),))
+    with pytest.raises(ValueError, match="expected 8"):
+        OperatorCurve(**base, shapes=((4096, 384, 128, 128, 8, 1.0),))
+    curve = OperatorCurve(**base, shapes=((4096, 384, 128, 128, 8, 1.5, 0.8, 2e-5),))
+    fc, fm, launch = curve.shape_factors(4096, np.array([384.0, 768.0]), 128, 128, 8)
+    assert fc.tolist() == [1.5, 1.0] and fm.tolist() == [0.8, 1.0]
+    assert launch.tolist() == [2e-5, 1e-5]
 
 
 def test_engine_json_is_the_sum_of_its_operators(cli) -> None:

@@ -111,36 +111,118 @@ def moe_tiles(
     )
 
 
+def moe_slot_bytes(
+    tokens: ArrayLike, top_k: float, hidden: float, expert_inter: ArrayLike
+) -> np.ndarray:
+    """The routed slots' activation rows of one MoE layer: every token x top-k slot reads and
+    writes its hidden row (dispatch in, combine out) and its expert-width rows (gate-up out,
+    activation in and out, down in), BF16: (2 hidden + 6 width) x 2 bytes a slot."""
+    t = np.asarray(tokens, dtype=np.float64)
+    return t * top_k * (2.0 * hidden + 6.0 * np.asarray(expert_inter, dtype=np.float64)) * 2.0
+
+
+@dataclass(frozen=True)
+class _PowerLaw:
+    """Per-expert routing weights x ~ x^-alpha on [lo, hi]: [1, 0.8 T] for T tokens of top-k
+    over E experts, [0.01, 2] when T k <= E (AIConfigurator's collector, power_law_logits_v3,
+    the routing its MoE tables were measured under). Each expert's load is round(c x), c = T k
+    / (E mean): the slots per unit of weight."""
+
+    a: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+    @classmethod
+    def of(cls, tokens: np.ndarray, top_k: float, experts: float, alpha: float) -> _PowerLaw:
+        a = 1.0 + 1e-9 if alpha == 1.0 else alpha
+        big = tokens * top_k > experts
+        lo = np.where(big, 1.0, 0.01)
+        hi = np.where(big, np.maximum(0.8 * tokens, 1.0 + 1e-6), 2.0)
+        return cls(np.full_like(lo, a), lo, hi)
+
+    def _g(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(x ** (1.0 - self.a), dtype=np.float64)
+
+    def quantile(self, q: float) -> np.ndarray:
+        g_lo, g_hi = self._g(self.lo), self._g(self.hi)
+        return np.asarray(((g_hi - g_lo) * q + g_lo) ** (1.0 / (1.0 - self.a)))
+
+    def survival(self, x: np.ndarray) -> np.ndarray:
+        """P(weight >= x)."""
+        xc = np.clip(x, self.lo, self.hi)
+        return np.asarray((self._g(xc) - self._g(self.hi)) / (self._g(self.lo) - self._g(self.hi)))
+
+    def mean(self) -> np.ndarray:
+        a, lo, hi = self.a, self.lo, self.hi
+        z = (self._g(hi) - self._g(lo)) / (1.0 - a)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            m = np.where(
+                np.abs(a - 2.0) < 1e-9,
+                np.log(hi / lo) / z,
+                (hi ** (2.0 - a) - lo ** (2.0 - a)) / (2.0 - a) / z,
+            )
+        return np.asarray(m)
+
+
 def hottest_rank_load(
     tokens: ArrayLike, top_k: float, experts: float, ep: ArrayLike, alpha: float | None
 ) -> np.ndarray:
     """The most loaded expert-parallel rank's routed tokens over the mean rank's (>= 1).
 
-    Per-expert loads are drawn from a power law of exponent ``alpha`` on [1, 0.8 T] (T the
-    layer's tokens; [0.01, 2] when T k <= E), the routing AIConfigurator's MoE tables were
-    measured under (its collector, power_law_logits_v3). The hottest expert takes the
+    Per-expert loads follow ``_PowerLaw`` (exponent ``alpha``). The hottest expert takes the
     expected maximum of E draws, the p = E / (E + 1) quantile, at most every token (E / k
-    times the mean, at least the mean); its rank's other E / ep - 1 experts take the mean:
-    load = 1 + (x_max / mean - 1) / (E / ep). None: balanced routing, 1."""
+    times the mean, at least the mean); its rank's other E / ep - 1 experts take the mean of
+    the rest: load = (r + (E / ep - 1) (E - r) / (E - 1)) / (E / ep), r = x_max / mean (1
+    for one rank of every expert, r for ranks of one). None: balanced routing, 1."""
     t = np.asarray(tokens, dtype=np.float64)
     if alpha is None:
         return np.ones_like(t)
-    a = 1.0 + 1e-9 if alpha == 1.0 else alpha
-    big = t * top_k > experts
-    lo = np.where(big, 1.0, 0.01)
-    hi = np.where(big, np.maximum(0.8 * t, 1.0 + 1e-6), 2.0)
-    p = experts / (experts + 1.0)
-    g_lo, g_hi = lo ** (1.0 - a), hi ** (1.0 - a)
-    x_max = ((g_hi - g_lo) * p + g_lo) ** (1.0 / (1.0 - a))
-    if abs(a - 2.0) < 1e-9:
-        mean = np.log(hi / lo) / ((g_lo - g_hi) / (a - 1.0))
-    else:
-        mean = ((hi ** (2.0 - a) - lo ** (2.0 - a)) / (2.0 - a)) / ((g_hi - g_lo) / (1.0 - a))
+    law = _PowerLaw.of(t, top_k, experts, alpha)
+    x_max = law.quantile(experts / (experts + 1.0))
     # The hottest expert carries at least the mean (the quantile can fall below it for a few
     # experts under a heavy tail) and at most every token.
-    ratio = np.clip(x_max / mean, 1.0, max(experts / top_k, 1.0))
+    ratio = np.clip(x_max / law.mean(), 1.0, max(experts / top_k, 1.0))
     local = experts / np.asarray(ep, dtype=np.float64)
-    return 1.0 + (ratio - 1.0) / local
+    others = (experts - ratio) / max(experts - 1.0, 1.0)  # the other experts' mean load
+    return np.asarray((ratio + (local - 1.0) * others) / local)
+
+
+# Rounded loads are summed exactly up to this many tokens an expert (beyond it the top-up of
+# the rounding, below, is negligible).
+_ROUND_TERMS = 64
+
+
+def touched_experts(
+    tokens: ArrayLike, top_k: float, experts: float, ep: ArrayLike, alpha: float | None
+) -> np.ndarray:
+    """Experts with at least one routed token on the most loaded expert-parallel rank: the
+    experts whose weights a step reads.
+
+    Balanced (``alpha`` None): every slot picks an expert uniformly, E / ep (1 - (1 - k /
+    E)^T). Skewed (``_PowerLaw``): an expert is touched when round(c x) >= 1, P(x >= 1 / (2
+    c)); the collector then tops the rounded sum up to T k one slot an expert, so at least
+    T k - E E[round(c x)] experts are; the hottest rank, which carries ``hottest_rank_load``
+    times the mean, touches about sqrt of that ratio more than the mean rank (an
+    approximation held to a Monte Carlo of the collector in tests/test_operators.py); never
+    more than its experts or its slots."""
+    t = np.asarray(tokens, dtype=np.float64)
+    e_p = np.asarray(ep, dtype=np.float64)
+    local = experts / e_p
+    if alpha is None:
+        return np.asarray(local * (1.0 - (1.0 - top_k / experts) ** t))
+    law = _PowerLaw.of(t, top_k, experts, alpha)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.where(t > 0, t * top_k / (experts * law.mean()), 0.0)
+        nonzero = experts * np.where(t > 0, law.survival(0.5 / c), 0.0)
+        rounded = sum(
+            experts * np.where(t > 0, law.survival((j - 0.5) / c), 0.0)
+            for j in range(1, _ROUND_TERMS + 1)
+        )
+    short = np.where(c * law.hi <= _ROUND_TERMS, t * top_k - rounded, 0.0)
+    nonzero = np.maximum(nonzero, np.clip(short, 0.0, experts))
+    hot = hottest_rank_load(t, top_k, experts, e_p, alpha)
+    rank_slots = hot * t * top_k / e_p
+    return np.asarray(np.minimum(np.minimum(nonzero / e_p * np.sqrt(hot), local), rank_slots))
 
 
 def default_layout(model: ModelProfile, gpus: int) -> Layout:
@@ -258,18 +340,28 @@ def _op(
     dtype: str = "bf16",
     tiles: ArrayLike | None = None,
     launches: float = 1.0,
+    slot_bytes: ArrayLike | None = None,
+    factors: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> OperatorTime:
     """``count`` instances (layers) of an operator of ``flops`` and ``nbytes`` at saturation
     variable ``size``: the roofline with the curve's efficiencies, plus its launch latency
-    (``launches`` kernels each)."""
+    (``launches`` kernels each) and, for a grouped MoE GEMM, its routed-slot traffic
+    (``slot_bytes`` times the curve's ``slot_traffic`` at the HBM rate; 0 at the speed of
+    light); ``factors`` the curve's measured (compute, memory) efficiency factors at this
+    shape and its launch_s there (OperatorCurve.shape_factors)."""
     c = ctx.curve(curve_name)
     f = np.asarray(flops, dtype=np.float64)
     b = np.asarray(nbytes, dtype=np.float64)
     s = c.saturation(size, tiles) if ctx.curves is not None else 1.0
+    fc, fm, launch = (
+        factors if factors is not None and ctx.curves is not None else (1.0, 1.0, c.launch_s)
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
-        compute = np.where(f > 0, f / (ctx.peak(dtype) * c.compute_efficiency * s), 0.0)
-    memory = b / (ctx.hbm * c.memory_efficiency)
-    fixed = c.launch_s * launches
+        compute = np.where(f > 0, f / (ctx.peak(dtype) * c.compute_efficiency * fc * s), 0.0)
+    memory = b / (ctx.hbm * c.memory_efficiency * fm)
+    fixed = np.asarray(launch * launches, dtype=np.float64)
+    if slot_bytes is not None and c.slot_traffic > 0:
+        fixed = fixed + c.slot_traffic * np.asarray(slot_bytes, dtype=np.float64) / ctx.hbm
     roof = np.maximum(compute, memory)
     total = count * (fixed + roof)
     bound = np.where(fixed > roof, 2, np.where(compute >= memory, 0, 1))
@@ -487,15 +579,16 @@ def time_pass(
         local_experts = e_total / ep
         expert_inter = float(m.moe_intermediate_size or 0) / moe_tp
         edt = m.expert_weight_dtype or wdt
-        touched = local_experts * (1.0 - (1.0 - k / e_total) ** group_tokens)
         # The most loaded rank sets the layer's pace (balanced at the speed of light).
         skew = m.expert_load_alpha if curves is not None else None
         hot = hottest_rank_load(group_tokens, k, e_total, ep, skew)
+        touched = touched_experts(group_tokens, k, e_total, ep, skew)
         per_expert = group_tokens * k / e_total * hot
         flops = 2.0 * group_tokens * k / ep * hot * 3.0 * h * expert_inter
         nbytes = touched * 3.0 * h * expert_inter * phys.WEIGHT_BYTES[edt]
         tiles = moe_tiles(local_experts, per_expert, expert_inter)
         curve = MOE_CURVES[edt]
+        factors = ctx.curve(curve).shape_factors(h, expert_inter, local_experts, e_total, k)
         ops.append(
             _op(
                 ctx,
@@ -508,6 +601,8 @@ def time_pass(
                 per_expert,
                 moe_compute_dtype(edt, m.compute_dtype),
                 tiles,
+                slot_bytes=moe_slot_bytes(group_tokens, k, h, expert_inter),
+                factors=factors,
             )
         )
         if L.tp == 1 and np.any(dp > 1):

@@ -559,12 +559,16 @@ class WorkloadProfile(ProfileBase):
 # --- engine --------------------------------------------------------------------------------
 
 
+# OperatorCurve.shapes: hidden, width, local experts, experts, k, f_c, f_m, launch_s.
+SHAPE_COLUMNS = 8
+
+
 class OperatorCurve(BaseModel):
     """One operator family's achieved efficiency on one GPU under one framework, fitted to
     measured kernel timings (bench/fit_engine.py; docs/model.md section 6b):
 
-        t = launch_s + max(F / (P e_c s), B / (W e_m)),  s = x / (x + half_size)
-                                                            [x (x + half_tiles)^-1 tiles]
+        t = launch_s + max(F / (P e_c s), B / (W e_m)) [+ slot_traffic S / W],
+        s = x / (x + half_size) [x tiles / (tiles + half_tiles)]
 
     F the operator's FLOPs, P the GPU's dense peak at its dtype, B its HBM bytes, W the HBM
     bandwidth; s the share of the GPU a shape keeps busy, rising with the operator's size x
@@ -580,9 +584,88 @@ class OperatorCurve(BaseModel):
     half_size: NonNegative = 0.0
     # GEMMs only: output tiles (128 x 128) at which half the GPU's SMs are busy.
     half_tiles: NonNegative = 0.0
+    # Grouped MoE GEMMs only: how many times the layer's routed-slot rows (every token x top-k
+    # slot: its hidden and expert-width activations in and out) the framework's MoE kernels
+    # move through HBM at full bandwidth, serially beside the GEMMs: about 1-3 where the
+    # intermediate caches are materialized for every slot, local or not (Triton's fused MoE),
+    # less where they are fused (TensorRT-LLM's).
+    slot_traffic: NonNegative = 0.0
+    # Grouped MoE GEMMs only: the kernel's measured efficiency at the shapes it was measured
+    # on, as factors on compute_efficiency and memory_efficiency. Triton's fused MoE runs a
+    # tile configuration tuned per (experts, width, GPU) where the framework ships one and a
+    # default elsewhere, so its efficiency jumps between shapes by up to 4x in either
+    # direction, which no smooth curve follows, and its fixed cost (routing, alignment and
+    # sorting kernels) grows with the experts and the hidden size. Rows (hidden, local width,
+    # local experts, experts, top-k, compute factor, memory factor, launch_s), fitted per
+    # shape with the curve's other terms held (bench/fit_engine.py); a shape not listed runs
+    # at the curve (factors 1, the curve's launch_s).
+    shapes: tuple[tuple[float, ...], ...] = ()
     fit_rows: NonNegativeInt = 0
     fit_median_error: NonNegative = 0.0
     fit_p90_error: NonNegative = 0.0
+
+    @field_validator("shapes", mode="before")
+    @classmethod
+    def _shapes_from_text(cls, value: object) -> object:
+        # A profile writes the table as text, one shape a line (a TOML array of arrays of
+        # this size takes 20 times as long to parse, a cold start's cost).
+        if not isinstance(value, str):
+            return value
+        rows = []
+        for n, line in enumerate(value.strip().splitlines()):
+            try:
+                rows.append(tuple(float(v) for v in line.split()))
+            except ValueError:
+                raise ValueError(f"shapes line {n + 1}: {line.strip()!r} is not numbers") from None
+        return tuple(rows)
+
+    @field_validator("shapes")
+    @classmethod
+    def _shapes_valid(cls, rows: tuple[tuple[float, ...], ...]) -> tuple[tuple[float, ...], ...]:
+        for i, row in enumerate(rows):
+            if len(row) != SHAPE_COLUMNS:
+                raise ValueError(
+                    f"shapes[{i}] has {len(row)} numbers; expected {SHAPE_COLUMNS}: hidden, "
+                    "local width, local experts, experts, top-k, compute factor, memory "
+                    "factor, launch_s"
+                )
+            if not all(math.isfinite(v) and v > 0 for v in row):
+                raise ValueError(f"shapes[{i}]: every number must be finite and > 0")
+        return rows
+
+    @model_validator(mode="after")
+    def _shapes_within_peak(self) -> OperatorCurve:
+        # A factor never lifts an efficiency above 1 (INV-25: the speed of light bounds).
+        for i, row in enumerate(self.shapes):
+            if row[5] * self.compute_efficiency > 1.0 + 1e-9:
+                raise ValueError(f"shapes[{i}]: compute factor x compute_efficiency exceeds 1")
+            if row[6] * self.memory_efficiency > 1.0 + 1e-9:
+                raise ValueError(f"shapes[{i}]: memory factor x memory_efficiency exceeds 1")
+        return self
+
+    def shape_factors(
+        self,
+        hidden: float,
+        width: ArrayLike,
+        local_experts: ArrayLike,
+        experts: float,
+        top_k: float,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(compute factor, memory factor, launch_s) of the shapes listed in ``shapes``; (1,
+        1, the curve's launch_s) where a shape was not measured."""
+        w = np.asarray(width, dtype=np.float64)
+        le = np.asarray(local_experts, dtype=np.float64)
+        w, le = np.broadcast_arrays(w, le)
+        fc, fm = np.ones(w.shape), np.ones(w.shape)
+        launch = np.full(w.shape, self.launch_s)
+        for row in self.shapes:
+            if row[0] != hidden or row[3] != experts or row[4] != top_k:
+                continue
+            hit = np.isclose(w, row[1], rtol=1e-6) & np.isclose(le, row[2], rtol=1e-6)
+            fc = np.where(hit, row[5], fc)
+            fm = np.where(hit, row[6], fm)
+            launch = np.where(hit, row[7], launch)
+        return fc, fm, launch
 
     def saturation(self, size: ArrayLike, tiles: ArrayLike | None = None) -> np.ndarray:
         """The share s of the compute peak a shape of ``size`` (and ``tiles``) can use."""
