@@ -312,3 +312,38 @@ def test_engine_bad_input_is_one_line_and_exit_2(cli, args: tuple[str, ...], fie
     assert "Traceback" not in r.err
     assert field in r.err
     assert len(r.err.strip().splitlines()) == 1, r.err
+
+
+@pytest.mark.parametrize(
+    ("node", "model"), [("dgx-h200", "deepseek-v3.2"), ("dgx-h100", "llama-3.1-70b")]
+)
+def test_sizes_tpot_is_the_engine_commands_step(cli, node: str, model: str) -> None:
+    """Issue 29: every command uses the one engine model. size's TPOT at its decode batch is
+    `engine --phase decode` at that batch per attention-DP rank (the outcomes function the
+    command calls, which takes size's fractional mean batch), and the command at a whole
+    batch is the decode group's step at that batch."""
+    from dualpath_plan.outcomes.engine import EngineQuery, engine_at
+    from dualpath_plan.outcomes.serving import cluster_assembly
+    from dualpath_plan.scenario.bundle import Scenario
+
+    size = cli("size", "--node", node, "--model", model, "--json").json()["modes"]["dualpath"]
+    sc = Scenario.from_ids(REGISTRY, node=node, model=model)
+    group = cluster_assembly(sc, "dualpath").de.decode
+    assert group is not None and group.operators is not None
+    layout = group.operators.layout
+    per_rank = float(group.batch_per_rank(max(size["decode_batch"], 1.0)))
+    flags = {"tp": int(layout.tp), "dp": int(np.max(layout.dp)), "ep": int(np.max(layout.ep))}
+    query = EngineQuery("decode", per_rank, group.context_tokens, new_tokens=0.0, **flags)
+    step = engine_at(REGISTRY, model, node, None, None, query)
+    assert step.time_s == pytest.approx(size["tpot_s"], rel=1e-9)
+    whole = max(round(per_rank), 1)
+    # The command attends --context + --new-tokens / 2: the group's mean context.
+    assert float(group.context_tokens).is_integer()
+    prompt = str(int(group.context_tokens) - 1)
+    out = cli(
+        "engine", "--model", model, "--node", node, "--phase", "decode",
+        "--batch", str(whole), "--context", prompt, "--new-tokens", "2",
+        "--tp", str(flags["tp"]), "--dp", str(flags["dp"]), "--ep", str(flags["ep"]), "--json",
+    ).json()  # fmt: skip
+    replica_batch = whole * flags["dp"] * float(np.max(group.replicas))
+    assert out["time_s"] == pytest.approx(float(group.step_s(replica_batch)), rel=1e-9)

@@ -455,14 +455,20 @@ def test_a_value_set_on_the_command_line_is_not_the_fits(cli) -> None:
 
 def test_one_fit_moves_every_node_it_calibrates_together(registry) -> None:
     """Prefill and decode nodes that both take the testbed's fit are one fitted value each,
-    not two independent ones."""
+    not two independent ones; a field their engine profiles replace (prefill_mfu) is not
+    moved at all."""
     from dualpath_plan.outcomes.uncertainty import perturbations
 
     sc = Scenario.from_ids(registry, prefill_node="dgx-h100", decode_node="dgx-h200")
     moves = perturbations(sc)
     fields = [f"{p.kind}.{p.field}" for p in moves]
     assert len(fields) == len(set(fields))
-    mfu = next(p for p in moves if p.field == "prefill_mfu")
+    assert "prefill_mfu" not in {p.field for p in moves}
+    snic = next(p for p in moves if p.field == "snic_efficiency")
+    assert snic.above.prefill_node.snic_efficiency == snic.above.decode_node.snic_efficiency
+    assert snic.above.prefill_node.snic_efficiency > 0.512
+    mixed = Scenario.from_ids(registry, prefill_node="dgx-a100", decode_node="dualpath-hopper")
+    mfu = next(p for p in perturbations(mixed) if p.field == "prefill_mfu")
     assert mfu.above.prefill_node.prefill_mfu == mfu.above.decode_node.prefill_mfu > 0.124
 
 

@@ -331,7 +331,7 @@ def test_the_default_simulation_is_within_5_percent_of_size() -> None:
     ("workload", "sets", "mode", "binding"),
     [
         ("short", (), "basic", ("pe_prefill_batch",)),
-        ("short", ("node.snic_gbit_s=100",), "dualpath", ("pe_snic_read", "de_snic_read")),
+        ("short", ("node.snic_gbit_s=25",), "dualpath", ("pe_snic_read", "de_snic_read")),
         ("long", (), "dualpath", ("de_decode",)),
     ],
 )

@@ -32,7 +32,7 @@ class EngineQuery:
     the default) and whether at the datasheet rates."""
 
     phase: str
-    batch: int
+    batch: float  # the CLI takes whole numbers; a mean batch (size's) may be fractional
     context_tokens: float
     new_tokens: float | None = None
     tp: int | None = None

@@ -549,9 +549,30 @@ def time_pass(
         pairs_all = phys.causal_pairs(cached, n)
         flops = b * pairs_all * phys.indexer_flops_per_key_layer(m)
         nbytes = b * c * phys.indexer_bytes_per_token_layer(m)
-        curve = "mla_decode" if decode else "mla_prefill"
-        size = b * c if decode else pairs_all / n
-        ops.append(_op(ctx, "dsa_indexer", "attention", curve, layers, flops, nbytes, size))
+        if decode:  # a read of every request's index keys, as MLA decode reads its latents
+            ops.append(
+                _op(ctx, "dsa_indexer", "attention", "mla_decode", layers, flops, nbytes, b * c)
+            )
+        else:
+            # The indexer's logits are an FP8 GEMM, the new tokens' queries (n x index heads
+            # rows) against the cached index keys (DeepSeek-V3.2-Exp report, section 2.1: "a
+            # small number of heads and can be implemented in FP8"): the FP8 GEMM curve.
+            rows = b * n * float(m.dsa_index_heads)
+            tiles = np.ceil(n * float(m.dsa_index_heads) / TILE) * np.ceil(c / TILE) * b
+            ops.append(
+                _op(
+                    ctx,
+                    "dsa_indexer",
+                    "attention",
+                    "gemm_fp8",
+                    layers,
+                    flops,
+                    nbytes,
+                    rows,
+                    "fp8",
+                    tiles,
+                )
+            )
     if L.tp > 1:
         ops.append(
             _allreduce(ctx, "tp_allreduce", 2.0 * layers, tokens * h * ACTIVATION_BYTES, L.tp)
