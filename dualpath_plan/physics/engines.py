@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -20,9 +20,13 @@ from dualpath_plan.physics.latency import (
     weight_bytes_per_gpu,
 )
 from dualpath_plan.physics.links import Num
-from dualpath_plan.physics.operators import Layout, OperatorEngine, replica_layout
 from dualpath_plan.profiles.schemas import EngineProfile, GpuProfile, ModelProfile, NodeProfile
 from dualpath_plan.units import gbit_s_to_byte_s
+
+# Module note: the operator model is imported where an engine profile is used, so a node
+# without one (the testbed's) never loads it: 10 ms of a cold start (bench/bench_cold.py).
+if TYPE_CHECKING:
+    from dualpath_plan.physics.operators import OperatorEngine
 
 SchedulerPolicy = Literal["ideal", "round_robin", "queue_aware"]
 
@@ -248,7 +252,7 @@ class DecodeGroup:
         if self.operators is not None:
             lay = self.operators.layout
             picked["operators"] = replace(
-                self.operators, layout=Layout(lay.tp, pick(lay.dp), pick(lay.ep))
+                self.operators, layout=replace(lay, dp=pick(lay.dp), ep=pick(lay.ep))
             )
         return replace(self, **picked)
 
@@ -400,6 +404,19 @@ def _decode_group(
     # The floor is linear in the batch: its value at 0 and its slope.
     floor0 = layer_floor_s(model, node, gpu, gpus, 0.0, efficiencies=e)
     slope = np.asarray(layer_floor_s(model, node, gpu, gpus, 1.0, efficiencies=e)) - floor0
+    operators = None
+    if engine is not None:
+        from dualpath_plan.physics.operators import (
+            OperatorEngine,
+            replica_layout,
+        )  # see the module note
+
+        operators = OperatorEngine(
+            model,
+            gpu,
+            engine if e else None,
+            replica_layout(model, node.gpus_per_node, gpus / np.asarray(r)),
+        )
     return DecodeGroup(
         model=model,
         hbm_byte_s=float(bw) if scalar else bw,
@@ -410,16 +427,7 @@ def _decode_group(
         replicas=r,
         gpus=float(gpus) if scalar else gpus,
         replicated_bytes=replicated_weight_bytes(model),
-        operators=(
-            OperatorEngine(
-                model,
-                gpu,
-                engine if e else None,
-                replica_layout(model, node.gpus_per_node, gpus / np.asarray(r)),
-            )
-            if engine is not None
-            else None
-        ),
+        operators=operators,
         context_tokens=ctx,
         kv_bytes_per_sequence=float(
             phys.kv_bytes_for_context(model, context_tokens + generated_tokens)
@@ -494,6 +502,11 @@ def prefill_engine(
     request_gpus, timed_by = 1.0, ""
     if engine is not None:
         assert append_tokens is not None
+        from dualpath_plan.physics.operators import (
+            OperatorEngine,
+            replica_layout,
+        )  # see the module note
+
         ops = OperatorEngine(
             model,
             gpu,

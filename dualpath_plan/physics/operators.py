@@ -214,10 +214,8 @@ def touched_experts(
     with np.errstate(divide="ignore", invalid="ignore"):
         c = np.where(t > 0, t * top_k / (experts * law.mean()), 0.0)
         nonzero = experts * np.where(t > 0, law.survival(0.5 / c), 0.0)
-        rounded = sum(
-            experts * np.where(t > 0, law.survival((j - 0.5) / c), 0.0)
-            for j in range(1, _ROUND_TERMS + 1)
-        )
+        j = np.arange(1, _ROUND_TERMS + 1, dtype=np.float64).reshape((-1,) + (1,) * t.ndim)
+        rounded = experts * np.where(t > 0, law.survival((j - 0.5) / c), 0.0).sum(axis=0)
     short = np.where(c * law.hi <= _ROUND_TERMS, t * top_k - rounded, 0.0)
     nonzero = np.maximum(nonzero, np.clip(short, 0.0, experts))
     hot = hottest_rank_load(t, top_k, experts, e_p, alpha)

@@ -16,6 +16,7 @@ architecture) are computed by code, never typed in.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Annotated, ClassVar, Literal
@@ -563,6 +564,18 @@ class WorkloadProfile(ProfileBase):
 SHAPE_COLUMNS = 8
 
 
+@functools.lru_cache(maxsize=64)
+def _shapes_of(
+    shapes: tuple[tuple[float, ...], ...], hidden: float, experts: float, top_k: float
+) -> np.ndarray:
+    """The rows of one model's expert shape (its hidden size, experts and top-k), as a
+    read-only array: a model reads a handful of a table's hundreds of rows."""
+    rows = [r for r in shapes if r[0] == hidden and r[3] == experts and r[4] == top_k]
+    out = np.array(rows, dtype=np.float64).reshape(-1, SHAPE_COLUMNS)
+    out.setflags(write=False)
+    return out
+
+
 class OperatorCurve(BaseModel):
     """One operator family's achieved efficiency on one GPU under one framework, fitted to
     measured kernel timings (bench/fit_engine.py; docs/model.md section 6b):
@@ -656,16 +669,18 @@ class OperatorCurve(BaseModel):
         w = np.asarray(width, dtype=np.float64)
         le = np.asarray(local_experts, dtype=np.float64)
         w, le = np.broadcast_arrays(w, le)
-        fc, fm = np.ones(w.shape), np.ones(w.shape)
-        launch = np.full(w.shape, self.launch_s)
-        for row in self.shapes:
-            if row[0] != hidden or row[3] != experts or row[4] != top_k:
-                continue
-            hit = np.isclose(w, row[1], rtol=1e-6) & np.isclose(le, row[2], rtol=1e-6)
-            fc = np.where(hit, row[5], fc)
-            fm = np.where(hit, row[6], fm)
-            launch = np.where(hit, row[7], launch)
-        return fc, fm, launch
+        rows = _shapes_of(self.shapes, float(hidden), float(experts), float(top_k))
+        if len(rows) == 0:
+            return np.ones(w.shape), np.ones(w.shape), np.full(w.shape, self.launch_s)
+        hit = (np.abs(w[..., None] - rows[:, 1]) <= 1e-6 * rows[:, 1]) & (
+            np.abs(le[..., None] - rows[:, 2]) <= 1e-6 * rows[:, 2]
+        )
+        found, which = hit.any(axis=-1), hit.argmax(axis=-1)
+        return (
+            np.where(found, rows[which, 5], 1.0),
+            np.where(found, rows[which, 6], 1.0),
+            np.where(found, rows[which, 7], self.launch_s),
+        )
 
     def saturation(self, size: ArrayLike, tiles: ArrayLike | None = None) -> np.ndarray:
         """The share s of the compute peak a shape of ``size`` (and ``tiles``) can use."""
