@@ -601,7 +601,11 @@ def time_pass(
         # The most loaded rank sets the layer's pace (balanced at the speed of light).
         skew = m.expert_load_alpha if curves is not None else None
         hot = hottest_rank_load(group_tokens, k, e_total, ep, skew)
-        touched = touched_experts(group_tokens, k, e_total, ep, skew)
+        touched = touched_experts(group_tokens, k, e_total, ep, m.expert_load_alpha)
+        if curves is None:
+            # Skewed routing reads fewer experts than balanced routing at a small batch: the
+            # speed of light reads the fewer of the two (a lower bound of either, INV-68).
+            touched = np.minimum(touched, touched_experts(group_tokens, k, e_total, ep, None))
         per_expert = group_tokens * k / e_total * hot
         flops = 2.0 * group_tokens * k / ep * hot * 3.0 * h * expert_inter
         nbytes = touched * 3.0 * h * expert_inter * phys.WEIGHT_BYTES[edt]
