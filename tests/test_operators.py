@@ -326,6 +326,9 @@ def test_engine_json_is_the_sum_of_its_operators(cli) -> None:
         (("--phase", "both"), "--phase"),
         (("--engine", "no-such-engine"), "engine"),
         (("--batch", "100000"), "--batch"),
+        (("--tp", "16"), "--tp"),  # a tensor-parallel ring beyond the node's NVLink
+        (("--context", "128K", "--tp", "1", "--batch", "1"), "--context"),  # not one fits
+        (("--set", "engine.gpu=no-such-gpu"), "gpu"),
     ],
 )
 def test_engine_bad_input_is_one_line_and_exit_2(cli, args: tuple[str, ...], field: str) -> None:
@@ -373,3 +376,34 @@ def test_sizes_tpot_is_the_engine_commands_step(cli, node: str, model: str) -> N
     ).json()  # fmt: skip
     replica_batch = whole * flags["dp"] * float(np.max(group.replicas))
     assert out["time_s"] == pytest.approx(float(group.step_s(replica_batch)), rel=1e-9)
+
+
+def test_expert_parallelism_across_nodes_pays_the_network() -> None:
+    """A replica over two nodes sends the share of its dispatch and combine held on the other
+    node through the compute NICs (ScaleOut), not NVLink: DeepSeek-V3 EP16 on two DGX H200
+    moves half of its routed tokens at 50 GB/s x ep_link_efficiency per GPU; within one node
+    the same rank's transfers are NVLink's alone. The speed of light stays below."""
+    from dualpath_plan.physics.latency import network_byte_s_per_gpu
+    from dualpath_plan.physics.operators import ScaleOut
+
+    model = REGISTRY.model("deepseek-v3")
+    node = REGISTRY.node("dgx-h200")
+    engine = REGISTRY.engine("h200-sglang-0.5.14")
+    gpu = REGISTRY.gpu(node.gpu)
+    net = ScaleOut(node.gpus_per_node, network_byte_s_per_gpu(node))
+    args = {"batch": 4, "context": 8192, "new_tokens": 1024}
+
+    def dispatch(layout: Layout, scale_out: ScaleOut | None, curves=engine) -> float:
+        t = time_pass(model, gpu, curves, layout, scale_out=scale_out, **args)
+        return float(next(o.time_s for o in t.operators if o.name == "ep_dispatch_combine"))
+
+    two_nodes = dispatch(Layout(tp=1, dp=16, ep=16), net)
+    one_node = dispatch(Layout(tp=1, dp=8, ep=8), net)
+    assert dispatch(Layout(tp=1, dp=8, ep=8), None) == pytest.approx(one_node, rel=1e-12)
+    tokens = args["batch"] * args["new_tokens"]
+    payload = 2 * model.num_moe_layers * tokens * model.num_experts_per_token * model.hidden_size
+    remote = payload * 2.0 * (8 / 16) / net.network_byte_s  # BF16, half on the other node
+    assert two_nodes == pytest.approx(remote, rel=1e-9)
+    assert two_nodes > 3 * one_node
+    sol = ScaleOut(node.gpus_per_node, network_byte_s_per_gpu(node, efficiencies=False))
+    assert dispatch(Layout(tp=1, dp=16, ep=16), sol, None) <= two_nodes

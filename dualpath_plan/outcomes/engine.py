@@ -11,10 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.physics.latency import network_byte_s_per_gpu
 from dualpath_plan.physics.operators import (
     EngineTiming,
     Layout,
     OperatorEngine,
+    ScaleOut,
     check_layout,
     default_layout,
     kv_bytes_per_gpu,
@@ -93,7 +95,7 @@ def engine_at(
         dp=q.dp if q.dp is not None else (base.dp if q.tp is None else 1),
         ep=q.ep if q.ep is not None else (base.ep if q.tp is None and q.dp is None else 1),
     )
-    check_layout(model, layout)
+    check_layout(model, layout, node.gpus_per_node)
     c = q.context_tokens
     if q.phase == "prefill":
         new = c if q.new_tokens is None else q.new_tokens
@@ -111,7 +113,13 @@ def engine_at(
         longest = c + new
     if model.context_window_tokens is not None and longest > model.context_window_tokens:
         raise PlanInputError(
-            f"{longest:,.0f} tokens exceed {model.id}'s context_window_tokens "
+            (
+                f"{longest:,.0f} tokens exceed"
+                if q.phase == "prefill"
+                else f"{c:,.0f} prompt tokens and {longest - c:,.0f} generated "
+                f"({longest:,.0f}) exceed"
+            )
+            + f" {model.id}'s context_window_tokens "
             f"{model.context_window_tokens:,} (--set model.context_window_tokens=N to lift it)",
             field="--context",
         )
@@ -127,6 +135,14 @@ def engine_at(
         )
     if weights + kv > hbm:
         fit = math.floor((hbm - weights) / (kv / q.batch))
+        if fit < 1:
+            raise PlanInputError(
+                f"not one request of {longest:,.0f} tokens fits: its KV takes "
+                f"{kv / q.batch / 1e9:,.1f} GB per GPU beside {weights / 1e9:,.1f} GB of "
+                f"weights on a {gpu.hbm_gbyte:g} GB {gpu.id}; shorten --context or spread "
+                "the KV over more GPUs (--tp)",
+                field="--context",
+            )
         raise PlanInputError(
             f"batch {q.batch} at {longest:,.0f} tokens needs {kv / 1e9:,.1f} GB of KV per GPU "
             f"beside {weights / 1e9:,.1f} GB of weights, more than the {gpu.hbm_gbyte:g} GB of "
@@ -134,7 +150,13 @@ def engine_at(
             field="--batch",
         )
     curves = None if q.speed_of_light else engine
-    ops = OperatorEngine(model, gpu, curves, layout)
+    ops = OperatorEngine(
+        model,
+        gpu,
+        curves,
+        layout,
+        ScaleOut(node.gpus_per_node, network_byte_s_per_gpu(node, not q.speed_of_light)),
+    )
     timing = (
         ops.prefill(float(q.batch), c, new)
         if q.phase == "prefill"
@@ -148,7 +170,8 @@ def engine_at(
     elif engine is None:
         eff = (
             f"efficiencies: node '{node.id}' has no engine profile: the operator model at "
-            "the datasheet rates (a lower bound of every time); --engine ID gives measured "
+            "the datasheet rates (a lower bound of every time; size and the other commands "
+            "time this node with its own roofline calibration); --engine ID gives measured "
             "curves"
         )
     else:

@@ -15,6 +15,7 @@ from dualpath_plan.memo import KeyedMemo
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.latency import (
     layer_floor_s,
+    network_byte_s_per_gpu,
     replicas,
     replicated_weight_bytes,
     weight_bytes_per_gpu,
@@ -406,16 +407,18 @@ def _decode_group(
     slope = np.asarray(layer_floor_s(model, node, gpu, gpus, 1.0, efficiencies=e)) - floor0
     operators = None
     if engine is not None:
-        from dualpath_plan.physics.operators import (
+        from dualpath_plan.physics.operators import (  # see the module note
             OperatorEngine,
+            ScaleOut,
             replica_layout,
-        )  # see the module note
+        )
 
         operators = OperatorEngine(
             model,
             gpu,
             engine if e else None,
             replica_layout(model, node.gpus_per_node, gpus / np.asarray(r)),
+            ScaleOut(node.gpus_per_node, network_byte_s_per_gpu(node, e)),
         )
     return DecodeGroup(
         model=model,
@@ -502,16 +505,18 @@ def prefill_engine(
     request_gpus, timed_by = 1.0, ""
     if engine is not None:
         assert append_tokens is not None
-        from dualpath_plan.physics.operators import (
+        from dualpath_plan.physics.operators import (  # see the module note
             OperatorEngine,
+            ScaleOut,
             replica_layout,
-        )  # see the module note
+        )
 
         ops = OperatorEngine(
             model,
             gpu,
             engine if e else None,
             replica_layout(model, node.gpus_per_node, _replica_gpus(model, node, gpu, nodes)),
+            ScaleOut(node.gpus_per_node, network_byte_s_per_gpu(node, e)),
         )
         t0_op, t1, request_gpus = operator_pass(ops, context_tokens, append_tokens)
         timed_by = ops.describe()

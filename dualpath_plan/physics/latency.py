@@ -76,6 +76,14 @@ def _dispatch_bytes(model: ModelProfile) -> float:
     return FP8_DISPATCH_BYTES if model.compute_dtype in ("fp8", "fp4") else ACTIVATION_BYTES
 
 
+def network_byte_s_per_gpu(node: NodeProfile, efficiencies: bool = True) -> float:
+    """Each GPU's share of its node's compute NICs for expert-parallel and tensor-parallel
+    traffic to other nodes, at ``ep_link_efficiency`` of the line rate (DeepEP's measured
+    share, bench/fit_ep.py; 1 at the speed of light)."""
+    rate = node.cnic_count * gbit_s_to_byte_s(node.cnic_gbit_s) / node.gpus_per_node
+    return rate * (node.ep_link_efficiency if efficiencies else 1.0)
+
+
 def layer_floor_s(
     model: ModelProfile,
     node: NodeProfile,
@@ -110,7 +118,7 @@ def layer_floor_s(
             * (_dispatch_bytes(model) + ACTIVATION_BYTES)
         )
         off_node = np.clip(1.0 - n / np.maximum(g, 1.0), 0.0, 1.0)
-        cnic = node.cnic_count * gbit_s_to_byte_s(node.cnic_gbit_s) / n * node.ep_link_efficiency
+        cnic = network_byte_s_per_gpu(node)
         with np.errstate(divide="ignore", invalid="ignore"):
             on_node_s = np.where(off_node < 1.0, payload * (1.0 - off_node) / nvlink, 0.0)
         moving = np.maximum(payload * off_node / cnic, on_node_s) if bandwidth else 0.0

@@ -85,8 +85,9 @@ def _side_links(side: Literal["pe", "de"]) -> tuple[Link, ...]:
         return (
             *rows,
             Link("pe_compute", "pe", "compute", "FLOP", "-",
-                 "prefill GPUs' tensor FLOPs at prefill_mfu (with layer-wise prefill, "
-                 "at its batch)", io=False),
+                 "prefill GPUs' tensor FLOPs at their achieved share (prefill_mfu, or the "
+                 "operator model's under an engine profile; with layer-wise prefill, at its "
+                 "batch)", io=False),
             Link("pe_prefill_batch", "pe", "prefill_batch", "request", "-",
                  "prefill GPUs at the HBM-capped batch without layer-wise prefill "
                  "(per-pass overhead, KV copy serialized with compute)", io=False),

@@ -300,6 +300,16 @@ _SPEED_OF_LIGHT = OperatorCurve(launch_s=0.0, compute_efficiency=1.0, memory_eff
 
 
 @dataclass(frozen=True)
+class ScaleOut:
+    """What joins the nodes a replica spans: GPUs share NVLink within a node of
+    ``gpus_per_node``; between nodes each GPU moves its bytes through its share of the
+    node's compute NICs, ``network_byte_s`` (physics/latency.network_byte_s_per_gpu)."""
+
+    gpus_per_node: int
+    network_byte_s: float
+
+
+@dataclass(frozen=True)
 class _Context:
     """What every operator reads: the model, the GPU's peaks, the curves, the layout."""
 
@@ -308,6 +318,7 @@ class _Context:
     curves: EngineProfile | None
     layout: Layout
     link_byte_s: float  # NVLink per direction (PCIe without it), B/s
+    scale_out: ScaleOut | None = None  # None: the replica within one NVLink domain
 
     def curve(self, name: str) -> OperatorCurve:
         if self.curves is None:
@@ -387,10 +398,14 @@ def _allreduce(
     ctx: _Context, name: str, count: float, nbytes: ArrayLike, gpus: int
 ) -> OperatorTime:
     """A ring all-reduce of ``nbytes`` over ``gpus`` GPUs: 2 (n - 1) / n of the bytes cross
-    each GPU's link (NCCL's cost model); a latency per call."""
+    each GPU's link (NCCL's cost model); a latency per call. A ring over more GPUs than a
+    node holds runs at its slowest hop, the network."""
     c = ctx.curve("allreduce")
     moved = 2.0 * (gpus - 1) / gpus * np.asarray(nbytes, dtype=np.float64)
-    t = moved / (ctx.link_byte_s * c.memory_efficiency)
+    if ctx.scale_out is not None and gpus > ctx.scale_out.gpus_per_node:
+        t = moved / ctx.scale_out.network_byte_s
+    else:
+        t = moved / (ctx.link_byte_s * c.memory_efficiency)
     total = count * (c.launch_s + t)
     bound = np.where(c.launch_s > t, 2, 1)
     return OperatorTime(name, "communication", np.asarray(total), np.asarray(bound))
@@ -409,11 +424,13 @@ def time_pass(
     batch: ArrayLike,
     context: ArrayLike,
     new_tokens: ArrayLike,
+    scale_out: ScaleOut | None = None,
 ) -> EngineTiming:
     """One forward pass of a replica: ``batch`` requests per attention-DP rank, each adding
     ``new_tokens`` tokens after ``context - new_tokens`` cached ones (prefill: the append;
     decode: 1). ``context`` counts every token a request's new ones attend to, its new
-    ones included."""
+    ones included. ``scale_out``: the nodes' network where a replica spans several (None:
+    one NVLink domain)."""
     m = model
     L = layout
     b = np.asarray(batch, dtype=np.float64)
@@ -421,7 +438,7 @@ def time_pass(
     n = np.asarray(new_tokens, dtype=np.float64)
     cached = np.maximum(c - n, 0.0)
     intra = gpu.nvlink_bidir_gbyte_s / 2.0 if gpu.nvlink_bidir_gbyte_s else gpu.pcie_usable_gbyte_s
-    ctx = _Context(m, gpu, curves, L, intra * 1e9)
+    ctx = _Context(m, gpu, curves, L, intra * 1e9, scale_out)
     decode = bool(np.all(n <= 1.0))
     tokens = b * n  # tokens of one attention-DP rank (all GPUs of its TP group see them)
     h = float(m.hidden_size)
@@ -630,19 +647,22 @@ def time_pass(
         )
         if L.tp == 1 and np.any(dp > 1):
             # Attention data parallel: each rank's tokens go to their top-k experts' GPUs and
-            # come back (dispatch and combine; the share held elsewhere crosses NVLink), two
-            # transfers of k x hidden per token, each priced as a two-GPU all-reduce of its
-            # bytes; with moe_tp > 1 the experts' partial sums are reduced as well.
-            payload = tokens * k * h * ACTIVATION_BYTES * (ep - 1.0) / ep
-            comm = _allreduce(ctx, "ep_dispatch_combine", 2.0 * moe_layers, payload, 2)
-            ops.append(
-                OperatorTime(
-                    comm.name,
-                    comm.category,
-                    np.where(dp > 1, comm.time_s, 0.0),
-                    comm.bound,
-                )
+            # come back (dispatch and combine), two transfers of k x hidden per token. The
+            # share held on the rank's node crosses NVLink (priced as a two-GPU all-reduce of
+            # its bytes), the share on other nodes its network, concurrently (DeepEP forwards
+            # both at once; physics/latency.layer_floor_s prices them alike).
+            payload = tokens * k * h * ACTIVATION_BYTES
+            local = ep if ctx.scale_out is None else np.minimum(ep, ctx.scale_out.gpus_per_node)
+            comm = _allreduce(
+                ctx, "ep_dispatch_combine", 2.0 * moe_layers, payload * (local - 1.0) / ep, 2
             )
+            time_s, bound = comm.time_s, comm.bound
+            if ctx.scale_out is not None:
+                remote = 2.0 * moe_layers * payload * (ep - local) / ep
+                remote_s = remote / ctx.scale_out.network_byte_s
+                bound = np.where(remote_s > time_s, 1, bound)
+                time_s = np.maximum(time_s, remote_s)
+            ops.append(OperatorTime(comm.name, comm.category, np.where(dp > 1, time_s, 0.0), bound))
     # Embedding lookup and the LM head over each request's last token.
     ops.append(_elementwise(ctx, "embedding", 1.0, tokens * h * ACTIVATION_BYTES * 2.0))
     vocab = float(m.vocab_size) / L.tp
@@ -678,6 +698,7 @@ class OperatorEngine:
     gpu: GpuProfile
     curves: EngineProfile | None
     layout: Layout
+    scale_out: ScaleOut | None = None
 
     def decode(self, batch_per_rank: ArrayLike, context: float) -> EngineTiming:
         """A decode step: a pass of one new token per request."""
@@ -692,6 +713,7 @@ class OperatorEngine:
             batch=batch_per_rank,
             context=context,
             new_tokens=new_tokens,
+            scale_out=self.scale_out,
         )
 
     def describe(self) -> str:

@@ -55,6 +55,11 @@ ENV_VAR = "DUALPATH_PLAN_PROFILES"
 P = TypeVar("P", bound=ProfileBase)
 
 
+def _a(word: str) -> str:
+    """The indefinite article and ``word`` ("an engine", "a node")."""
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
+
+
 def builtin_profiles_dir() -> Path:
     """The shipped library: inside the installed package, else the source tree's top level."""
     here = Path(__file__).resolve().parent.parent
@@ -73,11 +78,15 @@ def _describe_error(err: Mapping[str, Any], kind: str) -> tuple[str, str]:
         known = list(schema_for(kind).model_fields)
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         hint = f"; did you mean '{close[0]}'? (the unit is part of the name)" if close else ""
-        return loc, f"unknown key for a {kind} profile{hint}"
+        return loc, f"unknown key for {_a(kind)} profile{hint}"
     # Our own checks' messages, without pydantic's "Value error, " before them.
     msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
     # A field's value is echoed; a whole-profile check (loc empty) would echo the profile.
-    if "input" in err and etype not in ("missing",) and err.get("loc"):
+    # A table or a long text is not echoed (an MoE curve's shapes would fill a screen).
+    brief = (
+        not isinstance(err.get("input"), dict | list | tuple) and len(repr(err.get("input"))) < 120
+    )
+    if "input" in err and etype not in ("missing",) and err.get("loc") and brief:
         value = err["input"]
         if isinstance(value, float) and math.isnan(value):
             value = "nan"
@@ -125,7 +134,7 @@ def read_profile_file(path: Path) -> ProfileBase:
     # against another kind's schema.
     if parent in KINDS and data.get("kind") in KINDS and data["kind"] != parent:
         raise PlanInputError(
-            f"a {data['kind']} profile in a '{parent}' folder", source=source, field="kind"
+            f"{_a(str(data['kind']))} profile in a '{parent}' folder", source=source, field="kind"
         )
     return validate_profile(data, source=source)
 
@@ -497,7 +506,7 @@ class Registry:
             data, source=f"node '{node.id}' with the calibration of '{origin.id}'"
         )
 
-    def _check_gpu_ref(self, node: NodeProfile, source: str) -> None:
+    def _check_gpu_ref(self, node: NodeProfile | EngineProfile, source: str) -> None:
         if node.gpu not in self.profiles["gpu"]:
             raise PlanInputError(
                 f"names gpu '{node.gpu}', which no gpu profile has; known: "
@@ -548,6 +557,9 @@ class Registry:
         profile = self.overrides.apply(self.resolved(kind, profile_id))
         if isinstance(profile, NodeProfile):
             self._check_gpu_ref(profile, f"node '{profile.id}'")
+        elif isinstance(profile, EngineProfile):
+            origin = self.origins.get(("engine", profile.id))
+            self._check_gpu_ref(profile, str(origin) if origin else f"engine '{profile.id}'")
         return profile
 
     def model_by_hf_name(self, hf_name: str) -> ModelProfile | None:

@@ -634,7 +634,10 @@ class OperatorCurve(BaseModel):
 
     @field_validator("shapes")
     @classmethod
-    def _shapes_valid(cls, rows: tuple[tuple[float, ...], ...]) -> tuple[tuple[float, ...], ...]:
+    def _shapes_valid(
+        cls, rows: tuple[tuple[float, ...], ...], info: ValidationInfo
+    ) -> tuple[tuple[float, ...], ...]:
+        seen: dict[tuple[float, ...], int] = {}
         for i, row in enumerate(rows):
             if len(row) != SHAPE_COLUMNS:
                 raise ValueError(
@@ -644,17 +647,21 @@ class OperatorCurve(BaseModel):
                 )
             if not all(math.isfinite(v) and v > 0 for v in row):
                 raise ValueError(f"shapes[{i}]: every number must be finite and > 0")
+            if not all(float(row[j]).is_integer() for j in (0, 3, 4)):
+                raise ValueError(f"shapes[{i}]: hidden, experts and top-k are whole numbers")
+            key = tuple(row[:5])
+            if key in seen:
+                raise ValueError(f"shapes[{i}] repeats the shape of shapes[{seen[key]}]")
+            seen[key] = i
+            # A factor never lifts an efficiency above 1 (INV-25: the speed of light bounds).
+            for j, field in ((5, "compute_efficiency"), (6, "memory_efficiency")):
+                efficiency = info.data.get(field)
+                if efficiency is not None and row[j] * efficiency > 1.0 + 1e-9:
+                    raise ValueError(
+                        f"shapes[{i}]: {field.removesuffix('_efficiency')} factor {row[j]:g} "
+                        f"x {field} {efficiency:g} exceeds 1"
+                    )
         return rows
-
-    @model_validator(mode="after")
-    def _shapes_within_peak(self) -> OperatorCurve:
-        # A factor never lifts an efficiency above 1 (INV-25: the speed of light bounds).
-        for i, row in enumerate(self.shapes):
-            if row[5] * self.compute_efficiency > 1.0 + 1e-9:
-                raise ValueError(f"shapes[{i}]: compute factor x compute_efficiency exceeds 1")
-            if row[6] * self.memory_efficiency > 1.0 + 1e-9:
-                raise ValueError(f"shapes[{i}]: memory factor x memory_efficiency exceeds 1")
-        return self
 
     def shape_factors(
         self,

@@ -25,17 +25,21 @@ def _ms(seconds: float) -> str:
 def _headline(r: EngineResult) -> str:
     q = r.query
     t = r.time_s
+    # No measured curves in force: a lower bound, not a prediction (the efficiencies line
+    # says why); size on such a node uses the node's own roofline calibration.
+    bound = "at least " if r.engine is None or q.speed_of_light else ""
     replica = f"{r.sequences:,.0f} request{'s' if r.sequences != 1 else ''} per replica"
     if q.phase == "prefill":
         cached = q.context_tokens - r.new_tokens
         return (
-            f"prefill pass {t * 1e3:,.1f} ms: batch {q.batch} per attention-DP rank ({replica}), "
+            f"prefill pass {bound}{t * 1e3:,.1f} ms: batch {q.batch} per attention-DP rank "
+            f"({replica}), "
             f"{r.new_tokens:,.0f} new tokens each after {cached:,.0f} cached; "
             f"{r.tokens_per_s:,.0f} tokens/s per replica. A request's TTFT is this pass "
             "(its KV read and queueing aside)."
         )
     return (
-        f"decode step {t * 1e3:,.2f} ms = TPOT: batch {q.batch} per attention-DP rank "
+        f"decode step {bound}{t * 1e3:,.2f} ms = TPOT: batch {q.batch} per attention-DP rank "
         f"({replica}) attending {r.attended_tokens:,.0f} tokens each; "
         f"{r.tokens_per_s:,.0f} tokens/s per replica"
     )
@@ -46,7 +50,7 @@ def render_engine(r: EngineResult, console: Console) -> None:
     console.print(
         escape(
             f"{r.model.id} on {r.node.id} ({r.gpu.id}), {r.query.phase}, "
-            f"{r.layout.describe()} ({gpus:g} GPUs per replica)"
+            f"{r.layout.describe()} ({gpus:g} GPU{'s' if gpus != 1 else ''} per replica)"
         )
     )
     console.print(escape(_headline(r)))
