@@ -18,6 +18,8 @@ and a reason in ``note``. Per-op rows list AIC's per-op breakdown in pass order.
 Run (from the repository root):
     /tmp/aicvenv/bin/python bench/aic_reference.py \\
         --out bench/aic_reference.csv --per-op-out bench/aic_reference_ops.csv
+    /tmp/aicvenv/bin/python bench/aic_reference.py --held-out \\
+        --out bench/aic_reference_heldout.csv --per-op-out /tmp/heldout_ops.csv
 (about 27 min for 1856 points on 2 CPUs, ~1.2 points/s). Add ``--verify-cli`` to compare
 a few rows of --out with the real ``aiconfigurator cli estimate`` afterwards.
 """
@@ -87,6 +89,24 @@ LAYOUTS = (
 )
 
 
+# Held out from the fit's checks (bench/bench_engine.py --reference
+# bench/aic_reference_heldout.csv): layouts the table above does not run, on fewer points.
+HELD_OUT_LAYOUTS = (
+    Layout("Qwen/Qwen3-235B-A22B", 8, 1, 8, 1),
+    Layout("Qwen/Qwen3-235B-A22B", 4, 1, 1, 4),
+    Layout("openai/gpt-oss-120b", 8, 1, 1, 8),
+    Layout("openai/gpt-oss-120b", 2, 1, 1, 2),
+    Layout("deepseek-ai/DeepSeek-V3", 8, 1, 1, 8),
+    Layout("Qwen/Qwen3-30B-A3B", 4, 1, 4, 1),
+    Layout("Qwen/Qwen3-30B-A3B", 1, 1, 1, 1),
+    Layout("Qwen/Qwen3-32B", 8),
+    Layout("Qwen/Qwen3-32B", 1),
+    Layout("meta-llama/Meta-Llama-3.1-8B", 2),
+)
+HELD_OUT_PREFILL = [(b, s, 0) for b in (1, 4) for s in (4096, 16384)] + [(1, 33150, 32721)]
+HELD_OUT_DECODE = [(b, s, 0) for b in (1, 8, 32) for s in (4096, 16384)]
+
+
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -126,13 +146,18 @@ def cli_argv(
     return [*argv, "--osl", "2", "--prefix", str(prefix), *lay.flags()]
 
 
-def run_task(task: tuple[Layout, str, str]) -> tuple[list[list[Any]], list[list[Any]]]:
+Points = list[tuple[int, int, int]]
+
+
+def run_task(
+    task: tuple[Layout, str, str, Points, Points],
+) -> tuple[list[list[Any]], list[list[Any]]]:
     """All points of one (layout, system) through the CLI's parser and main()."""
     import aiconfigurator.cli.api as api
     from aiconfigurator.cli.main import configure_parser
     from aiconfigurator.cli.main import main as cli_main
 
-    lay, system, version = task
+    lay, system, version, prefill, decode = task
     captured: list[Any] = []
     original = api.cli_estimate
 
@@ -146,7 +171,7 @@ def run_task(task: tuple[Layout, str, str]) -> tuple[list[list[Any]], list[list[
     rows: list[list[Any]] = []
     ops: list[list[Any]] = []
     model = model_arg(lay.model)
-    for phase, points in (("prefill", PREFILL), ("decode", DECODE)):
+    for phase, points in (("prefill", prefill), ("decode", decode)):
         for point in points:
             argv = cli_argv(lay, model, system, phase, point)
             argv += ["--backend-version", version, "--log-level", "ERROR"]
@@ -229,7 +254,17 @@ def main() -> None:
     parser.add_argument("--per-op-out", default="bench/aic_reference_ops.csv")
     parser.add_argument("--jobs", type=int, default=max(1, multiprocessing.cpu_count()))
     parser.add_argument("--verify-cli", action="store_true")
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="the held-out layouts and points (write them to bench/aic_reference_heldout.csv)",
+    )
     args = parser.parse_args()
+    layouts, prefill, decode = (
+        (HELD_OUT_LAYOUTS, HELD_OUT_PREFILL, HELD_OUT_DECODE)
+        if args.held_out
+        else (LAYOUTS, PREFILL, DECODE)
+    )
 
     import aiconfigurator
     from aiconfigurator_core.sdk.perf_database import get_latest_database_version
@@ -237,7 +272,7 @@ def main() -> None:
     assert aiconfigurator.__version__ == AIC_VERSION, aiconfigurator.__version__
     versions = {s: get_latest_database_version(system=s, backend=BACKEND) for s in SYSTEMS}
     log(f"aiconfigurator {AIC_VERSION}; default {BACKEND} database versions: {versions}")
-    tasks = [(lay, s, str(versions[s])) for lay in LAYOUTS for s in lay.systems]
+    tasks = [(lay, s, str(versions[s]), prefill, decode) for lay in layouts for s in lay.systems]
     rows: list[list[Any]] = []
     ops: list[list[Any]] = []
     start = time.time()

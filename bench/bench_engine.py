@@ -11,6 +11,7 @@ and worst |error| per phase, and per model, GPU and layout.
     python bench/bench_engine.py --markdown      # the table as the README shows it
     python bench/bench_engine.py --rows errors.csv   # every row with its error
     python bench/bench_engine.py --no-shape-table    # MoE at the smooth curves alone
+    python bench/bench_engine.py --reference bench/aic_reference_heldout.csv  # held out
 
 The first table is every row; the second the grid issue 29 measures against (DeepSeek-V3,
 Llama-3.1-70B, Qwen3-235B-A22B and gpt-oss-120b, Qwen3-32B on H100, H200 and B200).
