@@ -1400,3 +1400,39 @@ def test_stacked_queues_give_each_cluster_its_own_aps(registry) -> None:
         for k, one in enumerate(alone):
             for name in ("aps", "limit", "ttft_s", "tpot_s", "slo_aps"):
                 assert getattr(together, name)[k] == getattr(one, name)[0], (k, name)
+
+
+def test_sweep_on_an_engine_node_is_size_at_every_point(registry, cli, tmp_path) -> None:
+    """A node timed by its engine profile (the operator model) runs each prefill node count
+    on its own replica layout (EP8 within one DGX H200, EP16 over two, ...): a sweep's point
+    is size's for that cluster, whatever else the grid holds (the grid's first count's layout
+    was applied to every point: 2P3D read 61.5 turns/s in a P=1:4 sweep, 43.3 in size)."""
+    rows, _ = _sweep_rows(
+        cli,
+        tmp_path,
+        "--node",
+        "dgx-h200",
+        "--grid",
+        "P=1:3",
+        "--grid",
+        "D=1:3",
+        "--mode",
+        "basic,dualpath",
+        "--aps",
+    )
+    sc = Scenario.from_ids(registry, node="dgx-h200")
+    cfg = ServingConfig()
+    checked = 0
+    for row in rows:
+        if row["feasible"] != "True":
+            continue
+        o = evaluate_mode(
+            replace(sc, prefill_nodes=int(row["P"]), decode_nodes=int(row["D"])), row["mode"], cfg
+        )
+        assert float(row["throughput_turns_per_s"]) == pytest.approx(
+            o.throughput_turns_per_s, rel=1e-9 + FILE_REL
+        )
+        assert float(row["jct_s"]) == pytest.approx(o.jct_s, rel=1e-9 + FILE_REL)
+        assert float(row["aps"]) == pytest.approx(o.aps, rel=1e-9 + FILE_REL, abs=1e-15)
+        checked += 1
+    assert checked >= 8

@@ -253,7 +253,15 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
         t_max=t_max,
         gpus=gpus,
         imbalance=_column(imbalance, n),
-        prefill=pm,
+        # The pass's times per cluster: per prefill node count under the operator model
+        # (each count its own layout), numbers otherwise.
+        prefill=replace(
+            pm,
+            t0_s=_column(asm.pe.take(pm.t0_s), n),
+            t1_s=_column(asm.pe.take(pm.t1_s), n),
+        )
+        if np.ndim(pm.t1_s) > 0
+        else pm,
         batch_cap=_column(asm.pe.take(pm.batch_cap), n),
         t_io=t_io,
         io_nodes=io_nodes,

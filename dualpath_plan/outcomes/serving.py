@@ -330,7 +330,7 @@ def cluster_assembly(sc: Scenario, mode: OutcomeMode, memo: ClusterMemo | None =
 def sustained(sc: Scenario, mode: OutcomeMode, sat: Saturated) -> float:
     """``runnable``'s second half: the throughput of a cluster's solved optimum (turns/s,
     finite and > 0); raises InfeasibleError where the cluster does not run in the mode."""
-    pm = sat.prefill
+    pm = sat.prefill.one_cluster()
     if not bool(sat.feasible):
         per = float(
             phys.kv_bytes_for_context(sc.model, sc.turn_demand.mean(sc.turn_demand.context_tokens))
@@ -413,7 +413,7 @@ def _offline(
     sc: Scenario, cfg: ServingConfig, sat: Saturated, t_max: float
 ) -> tuple[Saturated, float, float, float]:
     """``mode_offline`` of a cluster that runs (``runnable``'s optimum and throughput)."""
-    pm = sat.prefill
+    pm = sat.prefill.one_cluster()
     group = sat.assembly.de.decode  # one cluster: the group of its D decode nodes
     assert group is not None
     d = sc.turn_demand
@@ -496,7 +496,7 @@ def light_load_turn_s(sc: Scenario, pm: PrefillEngine, group: DecodeGroup) -> tu
     cycle, the per-agent critical path (that TTFT, its tokens at a batch of one, the tool
     latency)."""
     d = sc.turn_demand
-    ttft_min = pm.read_latency_s + pm.single_pass_s
+    ttft_min = pm.read_latency_s + float(np.asarray(pm.single_pass_s))
     cycle = ttft_min + d.mean(d.generated_tokens) * group.step_s(1.0) + sc.workload.tool_latency_s
     return ttft_min, cycle
 
@@ -513,8 +513,9 @@ def mode_outcome(
     """A mode's full outcome on one cluster from what it rests on (``mode_core``'s)."""
     sat, t_max, jct, cycle_min, on = core.sat, core.t_max, core.jct_s, core.cycle_min, core.online
     P = sc.prefill_nodes
-    pm = sat.prefill
-    cap = float(np.asarray(pm.batch_cap))  # one cluster: a number
+    pm = sat.prefill.one_cluster()
+    cap = float(np.asarray(pm.batch_cap))  # one cluster: numbers
+    t0, u = float(np.asarray(pm.t0_s)), float(np.asarray(pm.u_s))
     group = sat.assembly.de.decode
     assert group is not None
     sol = sat.solution
@@ -554,8 +555,8 @@ def mode_outcome(
         limits=link_limits(sat.assembly, sol),
         decode_path_fraction=float(sol.decode_path_fraction),
         utilization={n: float(util[i]) for i, n in enumerate(LINKS)},
-        prefill_batch=min(cap, x / gpus * pm.t0_s / max(1e-12, 1 - x / gpus * pm.u_s))
-        if x / gpus * pm.u_s < 1
+        prefill_batch=min(cap, x / gpus * t0 / max(1e-12, 1 - x / gpus * u))
+        if x / gpus * u < 1
         else cap,
         decode_batch=b_dec,
         working_set_gbyte=float(working_set),

@@ -602,9 +602,10 @@ def simulate(
         if link.side == "storage":
             capacity[link.name] = float(np.asarray(asm.links.capacity[link.name]))
     groups = _link_groups(sc, cfg.mode, capacity, util, cfg.queued_utilization)
-    pm = asm.pe.prefill
+    prefill = asm.pe.prefill
     group = asm.de.decode
-    assert pm is not None and group is not None
+    assert prefill is not None and group is not None
+    pm = prefill.one_cluster()
 
     rng = np.random.default_rng(cfg.seed)
     d = sc.turn_demand
@@ -755,12 +756,13 @@ class _Engine:
         w = sc.turn_demand.weight
         mean_flops = float(np.sum(sc.turn_demand.prefill_flops * w))
         mean_hit = float(np.sum(sc.turn_demand.hit_bytes * w))
-        peak = mean_flops / pm.t1_s if pm.t1_s > 0 else math.inf
+        t1 = float(np.asarray(pm.t1_s))  # one cluster: numbers
+        peak = mean_flops / t1 if t1 > 0 else math.inf
         copy_per_byte = pm.copy_s / mean_hit if mean_hit > 0 else 0.0
         layers = sc.model.num_layers if self.mode.layerwise else 1
         self.kinds = _turn_kinds(sc, counts, peak, copy_per_byte, layers, cfg.context_growth)
         self.hbm_free = float(np.asarray(pm.free_hbm_bytes))
-        self.t0 = pm.t0_s
+        self.t0 = float(np.asarray(pm.t0_s))
         self.quota = (
             cfg.prefill_quota_s
             if cfg.prefill_quota_s is not None

@@ -688,7 +688,8 @@ def _evaluate_chunk(
         # TPOT(1).
         gen = sc.turn_demand.mean(sc.turn_demand.generated_tokens)
         pm = sat.prefill
-        ttft_min = pm.read_latency_s + pm.single_pass_s
+        # The pass of one per prefill node count (its own layout under the operator model).
+        ttft_min = pm.read_latency_s + sat.assembly.pe.take(pm.single_pass_s)
         cycle_min = ttft_min + gen * sat.tpot_light_s + sc.workload.tool_latency_s
         if grid is not None:
             # On (P, D, agents) axes: the cycle per D value, the agents' terms per agents

@@ -445,8 +445,10 @@ class PrefillEngine:
     t1 the compute of one request at the plateau, s the KV copy into HBM when it is serialized
     with compute (no layer-wise prefill). The batch is capped by the HBM left for KV."""
 
-    t1_s: float  # compute of one request at the plateau
-    t0_s: float  # fixed time per forward pass: h t1, at least the per-layer latency floor
+    # Numbers, or arrays over prefill node counts where the operator model times each
+    # count's own layout (a sweep).
+    t1_s: Num  # compute of one request at the plateau
+    t0_s: Num  # fixed time per forward pass: h t1, at least the per-layer latency floor
     copy_s: float  # KV copy into HBM serialized with compute (no layer-wise prefill)
     batch_cap: Num  # most requests per forward pass (an array over prefill node counts)
     read_latency_s: float  # part of the KV read a request waits for before its prefill
@@ -460,16 +462,21 @@ class PrefillEngine:
     timed_by: str = ""
 
     @property
-    def u_s(self) -> float:
+    def u_s(self) -> Num:
         return self.t1_s + self.copy_s
 
     @property
-    def single_pass_s(self) -> float:
+    def single_pass_s(self) -> Num:
         """A forward pass holding one request: its replica's pass."""
         return self.forward_s(1.0 / self.request_gpus)
 
-    def forward_s(self, batch: float) -> float:
+    def forward_s(self, batch: float) -> Num:
         return self.t0_s + batch * self.u_s
+
+    def one_cluster(self) -> PrefillEngine:
+        """This engine of one cluster, its times as numbers (an engine built for one node
+        count: size, simulate)."""
+        return replace(self, t0_s=float(np.asarray(self.t0_s)), t1_s=float(np.asarray(self.t1_s)))
 
     @property
     def max_rate(self) -> Num:
@@ -501,7 +508,7 @@ def prefill_engine(
     e = efficiencies
     tflops = gpu.dense_tflops(model.compute_dtype) or gpu.bf16_dense_tflops
     peak = tflops * 1e12 * (node.prefill_mfu if e else 1.0)
-    t1 = prefill_flops / peak
+    t1: Num = prefill_flops / peak
     request_gpus, timed_by = 1.0, ""
     if engine is not None:
         assert append_tokens is not None
@@ -576,27 +583,30 @@ def prefill_engine(
 SATURATED_REQUESTS_PER_RANK = 16.0
 
 
-def _replica_gpus(model: ModelProfile, node: NodeProfile, gpu: GpuProfile, nodes: Num) -> float:
-    """GPUs of one replica on a side of ``nodes`` nodes (the first, for an array: a pass is
-    timed on one layout)."""
-    n = float(np.asarray(nodes, dtype=np.float64).reshape(-1)[0])
-    r = float(np.asarray(replicas(model, node, gpu, n)))
-    return max(n, 1.0) * node.gpus_per_node / r
+def _replica_gpus(model: ModelProfile, node: NodeProfile, gpu: GpuProfile, nodes: Num) -> Num:
+    """GPUs of one replica on a side of ``nodes`` nodes (elementwise for an array: each node
+    count its own layout, so a sweep's point is the cluster size gives alone)."""
+    n = np.asarray(nodes, dtype=np.float64)
+    r = np.asarray(replicas(model, node, gpu, n), dtype=np.float64)
+    out = np.maximum(n, 1.0) * node.gpus_per_node / r
+    return float(out) if out.ndim == 0 else out
 
 
 def operator_pass(
     ops: OperatorEngine, context_tokens: float, append_tokens: float
-) -> tuple[float, float, float]:
+) -> tuple[Num, Num, float]:
     """(t0, t1, request_gpus) of a prefill GPU from the operator model: the replica's pass
     T(b) of b requests per attention-DP rank (each ``append_tokens`` after the rest of its
     ``context_tokens`` cached) as t0 + b T1 through b = 1 and SATURATED_REQUESTS_PER_RANK;
     per GPU (the PrefillEngine's unit: requests per GPU per pass) t1 = T1 x request_gpus,
     request_gpus = the GPUs of a rank (its TP degree), so that a pass of b requests per rank
     is t0 + (b / request_gpus) x t1 = T(b)."""
-    b = np.array([1.0, SATURATED_REQUESTS_PER_RANK])
-    t = ops.prefill(b, context_tokens, append_tokens).time_s
-    slope = float((t[1] - t[0]) / (b[1] - b[0]))
-    slope = max(slope, 1e-12)
-    t0 = max(float(t[0]) - slope, 0.0)
+    shape = np.broadcast(np.asarray(ops.layout.dp), np.asarray(ops.layout.ep)).shape
+    b = np.array([1.0, SATURATED_REQUESTS_PER_RANK]).reshape((2,) + (1,) * len(shape))
+    t = np.asarray(ops.prefill(b, context_tokens, append_tokens).time_s)
+    slope = np.maximum((t[1] - t[0]) / (b[1] - b[0]), 1e-12)
+    t0 = np.maximum(t[0] - slope, 0.0)
     request_gpus = float(ops.layout.tp)
+    if slope.ndim == 0:
+        return float(t0), float(slope) * request_gpus, request_gpus
     return t0, slope * request_gpus, request_gpus

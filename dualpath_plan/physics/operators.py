@@ -23,6 +23,7 @@ Everything broadcasts over arrays of batch, context and new tokens.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -287,7 +288,8 @@ class EngineTiming:
 
     @property
     def time_s(self) -> np.ndarray:
-        return np.sum([o.time_s for o in self.operators], axis=0)
+        # Operators broadcast against each other (a layout over node counts shapes some).
+        return np.asarray(functools.reduce(np.add, (o.time_s for o in self.operators)))
 
     def by_category(self) -> dict[str, np.ndarray]:
         out = {c: np.zeros_like(self.time_s) for c in CATEGORIES}

@@ -275,7 +275,7 @@ def side_capacity(
             factors["prefill_batch"] = (
                 Factor(f"{cap_note}, no layer-wise prefill"),
                 Factor(
-                    f"forward pass {prefill.t0_s:.3g} s + {prefill.u_s:.3g} s per request "
+                    f"forward pass {_fmt(prefill.t0_s)} s + {_fmt(prefill.u_s)} s per request "
                     f"(KV copy {prefill.copy_s * 1e3:.3g} ms serialized with compute)"
                 ),
                 imb_gpu,
