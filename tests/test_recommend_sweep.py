@@ -182,6 +182,20 @@ def test_sweep_bad_input_exits_2(cli, args, expect) -> None:
     assert expect in result.err and "Traceback" not in result.err
 
 
+def _size_of_row(sc: Scenario, row: dict[str, str], cfg: ServingConfig):
+    """size's outcome (evaluate_mode) for a sweep row's cluster and mode."""
+    cluster = replace(sc, prefill_nodes=int(row["P"]), decode_nodes=int(row["D"]))
+    return evaluate_mode(cluster, row["mode"], cfg)
+
+
+def _assert_row_is_size(row: dict[str, str], o) -> None:
+    # The file's floats carry FLOAT_DIGITS significant digits: FILE_REL beyond the model.
+    assert float(row["throughput_turns_per_s"]) == pytest.approx(
+        o.throughput_turns_per_s, rel=1e-9 + FILE_REL
+    )
+    assert float(row["jct_s"]) == pytest.approx(o.jct_s, rel=1e-9 + FILE_REL)
+
+
 def test_sweep_matches_size_point_by_point(registry, cli, tmp_path) -> None:
     out = tmp_path / "points.csv"
     result = cli(
@@ -206,14 +220,8 @@ def test_sweep_matches_size_point_by_point(registry, cli, tmp_path) -> None:
         if row["feasible"] != "True":
             assert row["throughput_turns_per_s"] == ""  # never NaN in output
             continue
-        o = evaluate_mode(
-            replace(sc, prefill_nodes=int(row["P"]), decode_nodes=int(row["D"])), row["mode"], cfg
-        )
-        # The file's floats carry FLOAT_DIGITS significant digits: FILE_REL beyond the model.
-        assert float(row["throughput_turns_per_s"]) == pytest.approx(
-            o.throughput_turns_per_s, rel=1e-9 + FILE_REL
-        )
-        assert float(row["jct_s"]) == pytest.approx(o.jct_s, rel=1e-9 + FILE_REL)
+        o = _size_of_row(sc, row, cfg)
+        _assert_row_is_size(row, o)
         assert float(row["drain_s"]) == pytest.approx(o.drain_s, rel=1e-9 + FILE_REL, abs=1e-9)
         assert row["bottleneck"] == o.bottleneck
         checked += 1
@@ -1426,13 +1434,8 @@ def test_sweep_on_an_engine_node_is_size_at_every_point(registry, cli, tmp_path)
     for row in rows:
         if row["feasible"] != "True":
             continue
-        o = evaluate_mode(
-            replace(sc, prefill_nodes=int(row["P"]), decode_nodes=int(row["D"])), row["mode"], cfg
-        )
-        assert float(row["throughput_turns_per_s"]) == pytest.approx(
-            o.throughput_turns_per_s, rel=1e-9 + FILE_REL
-        )
-        assert float(row["jct_s"]) == pytest.approx(o.jct_s, rel=1e-9 + FILE_REL)
+        o = _size_of_row(sc, row, cfg)
+        _assert_row_is_size(row, o)
         assert float(row["aps"]) == pytest.approx(o.aps, rel=1e-9 + FILE_REL, abs=1e-15)
         checked += 1
     assert checked >= 8
