@@ -476,7 +476,9 @@ class PrefillEngine:
     def one_cluster(self) -> PrefillEngine:
         """This engine of one cluster, its times as numbers (an engine built for one node
         count: size, simulate)."""
-        return replace(self, t0_s=float(np.asarray(self.t0_s)), t1_s=float(np.asarray(self.t1_s)))
+        # .item(): one value, of any shape (an engine of many clusters is an error here).
+        t0, t1 = np.asarray(self.t0_s).item(), np.asarray(self.t1_s).item()
+        return replace(self, t0_s=float(t0), t1_s=float(t1))
 
     @property
     def max_rate(self) -> Num:
