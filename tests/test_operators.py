@@ -418,3 +418,28 @@ def test_expert_parallelism_across_nodes_pays_the_network() -> None:
     assert two_nodes > 3 * one_node
     sol = ScaleOut(node.gpus_per_node, network_byte_s_per_gpu(node, efficiencies=False))
     assert dispatch(Layout(tp=1, dp=16, ep=16), sol, None) <= two_nodes
+
+
+def test_set_reaches_one_field_of_an_engine_curve(cli) -> None:
+    """--set engine.CURVE.FIELD=VALUE (found in a trial: only a whole inline table could be
+    set): a lower GEMM memory efficiency slows a memory-bound decode step; the curve's source
+    keeps its file and says what --set changed; a misspelt field gets a hint, a curve the
+    engine lacks and an efficiency above 1 one line each, exit 2."""
+    base = ("engine", "--model", "llama-3.1-70b", "--node", "dgx-h100", "--phase", "decode",
+            "--batch", "16", "--context", "8K", "--json")  # fmt: skip
+    plain = cli(*base).json()["time_s"]
+    slower = cli(*base, "--set", "engine.gemm_bf16.memory_efficiency=0.4").json()["time_s"]
+    assert slower > plain * 1.2
+    shown = cli(
+        "profiles", "show", "h100-sglang-0.5.14", "--set", "engine.gemm_bf16.launch_s=1e-5",
+        "--json",
+    ).json()  # fmt: skip
+    assert shown["sources"]["gemm_bf16"][-1] == "launch_s set on the command line (--set)"
+    assert "gemm_perf.parquet" in shown["sources"]["gemm_bf16"][0]
+    for setting, words in (
+        ("engine.gemm_bf16.memory_effic=0.5", "did you mean 'engine.gemm_bf16.memory_efficiency'"),
+        ("engine.gemm_fp4.launch_s=1e-5", "has no gemm_fp4"),
+        ("engine.gemm_bf16.memory_efficiency=1.5", "less than or equal to 1"),
+    ):
+        r = cli(*base, "--set", setting)
+        assert r.code == 2 and words in r.err and len(r.err.strip().splitlines()) == 1, r.err

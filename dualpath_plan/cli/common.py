@@ -34,7 +34,8 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--set",
-        help="Override a profile field, KIND.FIELD=VALUE (repeatable), e.g. node.snic_gbit_s=200.",
+        help="Override a profile field, KIND.FIELD=VALUE (repeatable), e.g. node.snic_gbit_s=200; "
+        "an engine curve's field as engine.CURVE.FIELD=VALUE.",
         show_default=False,
     ),
 ]

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import (
@@ -254,6 +254,16 @@ class LazyProfiles(MutableMapping[str, ProfileBase]):
         return len(self._paths.keys() | self._loaded.keys())
 
 
+def _table_schema(info: Any) -> type[BaseModel] | None:
+    """The model a field holds (an OperatorCurve, or one or None), else None."""
+    if info is None:
+        return None
+    for t in (info.annotation, *getattr(info.annotation, "__args__", ())):
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            return t
+    return None
+
+
 def parse_assignment(text: str) -> tuple[str, str, Any]:
     """``KIND.FIELD=VALUE`` -> (kind, field, value). VALUE is read as a TOML value when it
     parses as one (numbers, booleans, quoted strings, arrays), else as a bare string."""
@@ -269,7 +279,18 @@ def parse_assignment(text: str) -> tuple[str, str, Any]:
             field="--set",
         )
     known = schema_for(kind).model_fields
-    if name not in known or name in ("kind", "id", "sources", "unconfirmed"):
+    head, sub_dot, sub = name.partition(".")
+    if sub_dot:
+        # One field of a table field (an engine profile's curve: engine.moe_fp8.launch_s).
+        table = _table_schema(known.get(head))
+        if table is None or sub not in table.model_fields:
+            choices = [f"{head}.{f}" for f in table.model_fields] if table is not None else []
+            close = difflib.get_close_matches(name, choices or list(known), n=1, cutoff=0.6)
+            hint = f"; did you mean '{kind}.{close[0]}'?" if close else ""
+            raise PlanInputError(
+                f"--set: {kind} has no field '{name}'{hint}", field=f"{kind}.{name}"
+            )
+    elif name not in known or name in ("kind", "id", "sources", "unconfirmed"):
         close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
         hint = f"; did you mean '{kind}.{close[0]}'?" if close else ""
         raise PlanInputError(f"--set: {kind} has no field '{name}'{hint}", field=f"{kind}.{name}")
@@ -348,14 +369,28 @@ class Overrides:
         if not fields:
             return profile
         data = profile.model_dump()
-        data.update(fields)
-        data["sources"] = {
-            **profile.sources,
-            **{f: ["set on the command line (--set)"] for f in fields},
-        }
-        data["unconfirmed"] = {k: v for k, v in profile.unconfirmed.items() if k not in fields}
+        sources = dict(profile.sources)
+        for name, value in fields.items():
+            head, dot, sub = name.partition(".")
+            if not dot:
+                data[name] = value
+                sources[name] = ["set on the command line (--set)"]
+                continue
+            if data.get(head) is None:
+                raise PlanInputError(
+                    f"{profile.kind} '{profile.id}' has no {head} to set {sub} of",
+                    field=f"{profile.kind}.{name}",
+                )
+            data[head] = {**data[head], sub: value}
+            sources[head] = [
+                *profile.sources.get(head, []),
+                f"{sub} set on the command line (--set)",
+            ]
+        data["sources"] = sources
+        heads = {name.partition(".")[0] for name in fields}
+        data["unconfirmed"] = {k: v for k, v in profile.unconfirmed.items() if k not in heads}
         data["calibration_stderr"] = {
-            k: v for k, v in profile.calibration_stderr.items() if k not in fields
+            k: v for k, v in profile.calibration_stderr.items() if k not in heads
         }
         result = validate_profile(data, source=f"--set on {profile.kind} '{profile.id}'")
         if isinstance(result, WorkloadProfile) and result.trace_file:
