@@ -43,8 +43,7 @@ def scenarios(draw):
     spec = {
         "model": draw(st.sampled_from(["deepseek-v3.2", "ds-27b", "qwen2.5-32b"])),
         "workload": draw(st.sampled_from(["paper-64k", "paper-32k", "agentic-22gb-pflop"])),
-        "node": prefill,
-        "prefill_node": prefill,
+        "prefill_node": prefill,  # both sides named: --node would set neither (refused)
         "decode_node": decode,
         "storage": draw(st.sampled_from(["3fs", "none"])),
         "prefill_nodes": draw(st.integers(1, 6)),

@@ -214,6 +214,32 @@ def test_storage_bound_speedup_is_p_plus_d_over_p() -> None:
         assert dual.binding() == ["pe_snic_read", "de_snic_read"]
 
 
+def test_paper_assumptions_mean_balanced_reads(cli) -> None:
+    """Issue 31: eq. (9)'s bounds assume balanced reads, one of the paper's assumptions:
+    --paper-assumptions alone gives 1/7 and 7/2 exactly (it gave 0.1532 and 3.265, the
+    queue-aware imbalance applied); --scheduler still chooses another."""
+    data = cli("bounds", "--node", "dualpath-hopper", "--paper-assumptions", "--json").json()
+    assert data["scheduler"] == "ideal"
+    assert data["pd_min"] == 1 / 7 and data["pd_max"] == 7 / 2
+    queued = cli(
+        "bounds", "--node", "dualpath-hopper", "--paper-assumptions", "--scheduler",
+        "queue_aware", "--json",
+    ).json()  # fmt: skip
+    assert queued["scheduler"].startswith("queue_aware") and queued["pd_min"] > 1 / 7
+
+
+def test_node_with_both_sides_named_is_refused(cli) -> None:
+    """Issue 31: --node beside --prefill-node and --decode-node sets nothing; it was ignored
+    silently (size, bounds); one line naming --node, exit 2. One side named with --node is
+    the other side, as before."""
+    for command in ("size", "bounds", "paths"):
+        r = cli(command, "--prefill-node", "dgx-b200", "--decode-node", "dgx-h200",
+                "--node", "dgx-h100")  # fmt: skip
+        assert r.code == 2 and "--node" in r.err and len(r.err.strip().splitlines()) == 1
+    ok = cli("bounds", "--prefill-node", "dgx-b200", "--node", "dgx-h100", "--json")
+    assert ok.code == 0, ok.err
+
+
 def test_paper_bounds_for_the_testbed(cli) -> None:
     # Eq. (9) assumes perfectly balanced reads: the ideal scheduler.
     args = ("bounds", "--node", "dualpath-hopper", "--paper-assumptions", "--scheduler", "ideal")
@@ -406,7 +432,8 @@ def test_each_term_switches_to_the_papers_assumption(cli) -> None:
     all_off = []
     for t in terms:
         all_off += ["--paper-term", t]
-    every = cli("bounds", *all_off, "--json").json()
+    # Every term switched, and the balanced reads --paper-assumptions takes with them.
+    every = cli("bounds", *all_off, "--scheduler", "ideal", "--json").json()
     paper = cli("bounds", "--paper-assumptions", "--json").json()
     assert (every["pd_min"], every["pd_max"]) == (paper["pd_min"], paper["pd_max"])
     # One term at a time moves the extended bounds (efficiencies move both).

@@ -144,7 +144,8 @@ class ScenarioSpec(BaseModel):
     paper_assumptions: bool = _opt(
         "--paper-assumptions",
         help="The paper's eq. (1)-(9) model: no miss KV, write-back, collectives' share, "
-        "efficiencies, PCIe link or storage limits.",
+        "efficiencies, PCIe link or storage limits, and balanced reads (the ideal scheduler "
+        "unless --scheduler is given).",
         group="terms", default=False,
     )  # fmt: skip
     speed_of_light: bool = _opt(
@@ -198,6 +199,18 @@ class ScenarioSpec(BaseModel):
         """Validate ``values``; a bad one is a :class:`PlanInputError` naming its option (or,
         with ``source``, the file and the field)."""
         values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+        if (
+            values.get("node") is not None
+            and values.get("prefill_node") is not None
+            and values.get("decode_node") is not None
+        ):
+            # Both sides named, --node sets neither: said, not ignored.
+            raise PlanInputError(
+                "--node sets the sides --prefill-node and --decode-node do not; with both "
+                "given it sets nothing: drop --node or one of them",
+                source=source,
+                field=f"{field_prefix}{'node' if source is not None else '--node'}",
+            )
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
@@ -214,7 +227,8 @@ class ScenarioSpec(BaseModel):
             raise PlanInputError(msg, source=source, field=f"{field_prefix}{where}") from None
 
     def with_(self, **changes: Any) -> ScenarioSpec:
-        return type(self).build({**self.model_dump(), **changes})
+        # What was given, and the changes: a default is not a choice (build's --node check).
+        return type(self).build({**self.model_dump(exclude_unset=True), **changes})
 
     @property
     def options(self) -> PathOptions:
@@ -228,8 +242,11 @@ class ScenarioSpec(BaseModel):
 
     @property
     def scheduling(self) -> Scheduling:
+        # The paper's model (eq. 1-9) assumes reads balanced over the nodes and GPUs: under
+        # --paper-assumptions the scheduler is ideal unless --scheduler says otherwise.
+        policy = "ideal" if self.scheduler is None and self.paper_assumptions else self.scheduler
         return Scheduling(
-            policy=self.scheduler,  # type: ignore[arg-type]
+            policy=policy,  # type: ignore[arg-type]
             requests_per_engine=self.requests_per_engine,
             load_cv=self.load_cv,
         )
