@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.physics.latency import network_byte_s_per_gpu
 from dualpath_plan.physics.operators import (
     EngineTiming,
     Layout,
@@ -150,13 +149,7 @@ def engine_at(
             field="--batch",
         )
     curves = None if q.speed_of_light else engine
-    ops = OperatorEngine(
-        model,
-        gpu,
-        curves,
-        layout,
-        ScaleOut(node.gpus_per_node, network_byte_s_per_gpu(node, not q.speed_of_light)),
-    )
+    ops = OperatorEngine(model, gpu, curves, layout, ScaleOut.of(node, not q.speed_of_light))
     timing = (
         ops.prefill(float(q.batch), c, new)
         if q.phase == "prefill"

@@ -15,7 +15,6 @@ from dualpath_plan.memo import KeyedMemo
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.latency import (
     layer_floor_s,
-    network_byte_s_per_gpu,
     replicas,
     replicated_weight_bytes,
     weight_bytes_per_gpu,
@@ -418,7 +417,7 @@ def _decode_group(
             gpu,
             engine if e else None,
             replica_layout(model, node.gpus_per_node, gpus / np.asarray(r)),
-            ScaleOut(node.gpus_per_node, network_byte_s_per_gpu(node, e)),
+            ScaleOut.of(node, e),
         )
     return DecodeGroup(
         model=model,
@@ -525,7 +524,7 @@ def prefill_engine(
             gpu,
             engine if e else None,
             replica_layout(model, node.gpus_per_node, _replica_gpus(model, node, gpu, nodes)),
-            ScaleOut(node.gpus_per_node, network_byte_s_per_gpu(node, e)),
+            ScaleOut.of(node, e),
         )
         t0_op, t1, request_gpus = operator_pass(ops, context_tokens, append_tokens)
         timed_by = ops.describe()

@@ -32,6 +32,7 @@ from numpy.typing import ArrayLike
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.physics import model as phys
+from dualpath_plan.physics.latency import network_byte_s_per_gpu
 from dualpath_plan.profiles.schemas import (
     EngineProfile,
     GpuProfile,
@@ -309,6 +310,12 @@ class ScaleOut:
 
     gpus_per_node: int
     network_byte_s: float
+
+    @classmethod
+    def of(cls, node: NodeProfile, efficiencies: bool = True) -> ScaleOut:
+        """A node's NVLink domain and each GPU's network rate (its calibrated share, or the
+        line rate at the speed of light)."""
+        return cls(node.gpus_per_node, network_byte_s_per_gpu(node, efficiencies))
 
 
 @dataclass(frozen=True)
