@@ -58,7 +58,7 @@ CONTEXT, APPEND, GENERATED, TURNS = 32721, 429, 176, 20
 ROWS = 41
 MODES = ("dualpath", "oracle")
 MODEL = "ds-27b"  # fits on one prefill node (DeepSeek-V3.2 needs two)
-ANALYTIC = {"paper": "queue_aware", "round_robin": "round_robin"}
+ANALYTIC = {"queue_aware": "queue_aware", "round_robin": "round_robin"}
 
 
 def write_workload(root: Path) -> None:
@@ -90,13 +90,13 @@ def run(root: Path, prefill: list[int], out: Path) -> list[dict[str, float | int
         sc = Scenario.from_spec(registry, spec)
         ideal = dataclasses.replace(sc, scheduling=Scheduling(policy="ideal"))
         gpus = p * sc.prefill_node.gpus_per_node
-        for mode, sched in itertools.product(MODES, ("paper", "round_robin")):
+        for mode, sched in itertools.product(MODES, ("queue_aware", "round_robin")):
             best = saturated(ideal, mode, p, 2 * p).solution
             t_ideal = float(best.throughput_turns_per_s)
             analytic = dataclasses.replace(sc, scheduling=Scheduling(policy=ANALYTIC[sched]))
             t_size = float(saturated(analytic, mode, p, 2 * p).solution.throughput_turns_per_s)
             s = Scheduler(ANALYTIC[sched])  # type: ignore[arg-type]
-            agents = (1024 if sched == "paper" else 2048) * p
+            agents = (1024 if sched == "queue_aware" else 2048) * p
             w = time.perf_counter()
             r = simulate(
                 sc,
@@ -141,7 +141,7 @@ def run(root: Path, prefill: list[int], out: Path) -> list[dict[str, float | int
 def fit(rows: list[dict[str, float | int | str]]) -> None:
     """Least squares of effective_imbalance - 1 = a sqrt(ln n) per mode and scheduler (n the
     prefill GPUs), beside the SNIC max/avg."""
-    for mode, sched in itertools.product(MODES, ("paper", "round_robin")):
+    for mode, sched in itertools.product(MODES, ("queue_aware", "round_robin")):
         pts = [r for r in rows if r["scheduler"] == sched and r["mode"] == mode]
         x = np.array([math.sqrt(math.log(float(r["prefill_gpus"]))) for r in pts])
         y = np.array([float(r["effective_imbalance"]) - 1.0 for r in pts])

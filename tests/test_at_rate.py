@@ -147,7 +147,7 @@ def test_at_the_aps_the_rate_model_is_size(cluster, ttft, tpot, u) -> None:
         + sc.workload.tool_latency_s
     )
     assert r.agent_jct_s[0] == pytest.approx(agent, rel=1e-12)
-    assert r.saturated_turns_per_s == o.throughput_turns_per_s
+    assert r.saturated_turns_per_s == o.saturated_turns_per_s
 
 
 def test_rates_over_an_array_equal_each_rate_alone() -> None:

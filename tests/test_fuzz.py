@@ -103,7 +103,7 @@ def invocations(draw):
             "--budget-nodes",
             draw(st.sampled_from(["0", "1", "3", "6", "12", "-2", "1e9"])),
             "--objective",
-            draw(st.sampled_from(["jct", "aps", "throughput-per-gpu", "x"])),
+            draw(st.sampled_from(["jct_s", "aps", "throughput_per_gpu", "jct", "x"])),
         ]
     if command == "sweep":
         args += [

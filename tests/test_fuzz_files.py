@@ -1597,7 +1597,7 @@ def test_weights_whose_sum_overflows_are_shares_of_it(cli) -> None:
         args = ("--class", f"paper-64k:{w}", "--class", f"paper-32k:{w}", "--json")
         result = assert_clean(cli("paths", *args))
         assert result.code == 0, result.err
-        return result.json()["throughput_turns_per_s"]
+        return result.json()["saturated_turns_per_s"]
 
     assert classes("1e308") == classes("1")
 

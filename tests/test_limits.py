@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.outcomes.paths import check_feasible
 from dualpath_plan.outcomes.serving import evaluate_mode
 from dualpath_plan.outcomes.sizing import smallest_cluster
 from dualpath_plan.physics.modes import REPORT_MODES
 from dualpath_plan.profiles.registry import Overrides, Registry
 from dualpath_plan.scenario import Scenario
+from dualpath_plan.scenario.feasibility import check_feasible
 from dualpath_plan.scenario.spec import ServingConfig
 from tests.conftest import copy_profile
 

@@ -67,7 +67,7 @@ def _scenario(registry, spec_values, sets):
         out = evaluate_mode(sc, "basic", spec.serving)  # weights and one request fit
     except InfeasibleError:
         return None
-    return reg, spec, sc if out.throughput_turns_per_s > 0 else None
+    return reg, spec, sc if out.saturated_turns_per_s > 0 else None
 
 
 def assert_lp_binding(closed_binding, utilization, lp_binding) -> None:
@@ -93,11 +93,11 @@ def test_every_command_gives_one_answer(registry, case) -> None:
     P, D = spec.prefill_nodes, spec.decode_nodes
 
     size = evaluate_mode(sc, mode, spec.serving)
-    t, binding = size.throughput_turns_per_s, list(size.binding)
+    t, binding = size.saturated_turns_per_s, list(size.binding)
     util = {n: lim.utilization for n, lim in size.limits.items()}
 
     paths = explain_paths(sc, mode)
-    assert paths.throughput_turns_per_s == pytest.approx(t, rel=1e-12)
+    assert paths.saturated_turns_per_s == pytest.approx(t, rel=1e-12)
     assert list(paths.binding) == binding
 
     lp = paths.lp  # the LP on the same assembly
@@ -110,16 +110,16 @@ def test_every_command_gives_one_answer(registry, case) -> None:
     assert mixed.throughput_turns_per_s == pytest.approx(t, rel=1e-6)
     assert_lp_binding(binding, util, mixed.binding())
 
-    rec = recommend(sc, Budget(nodes=P + D), spec.serving, "jct", (mode,))
+    rec = recommend(sc, Budget(nodes=P + D), spec.serving, "jct_s", (mode,))
     row = next(c for c in rec.candidates if (c.prefill_nodes, c.decode_nodes) == (P, D))
     assert row.modes[mode] is not None
-    assert row.modes[mode].throughput_turns_per_s == pytest.approx(t, rel=1e-12)
+    assert row.modes[mode].saturated_turns_per_s == pytest.approx(t, rel=1e-12)
     assert list(row.modes[mode].binding) == binding
 
     rows: list[dict] = []
     axes = [parse_axis(f"P={P}"), parse_axis(f"D={D}")]
     run_sweep(reg, spec, axes, (mode,), spec.serving, on_chunk=rows.append)
-    assert float(rows[0]["throughput_turns_per_s"][0]) == pytest.approx(t, rel=1e-12)
+    assert float(rows[0]["saturated_turns_per_s"][0]) == pytest.approx(t, rel=1e-12)
     from dualpath_plan.solvers.closed_form import mask_names
 
     assert mask_names(int(rows[0]["binding_mask"][0])) == binding
@@ -127,7 +127,7 @@ def test_every_command_gives_one_answer(registry, case) -> None:
 
     inputs = {**spec_values, "modes": [mode]}
     metrics = compute("size", inputs, reg)  # what check records
-    assert metrics[f"{mode}.throughput_turns_per_s"] == pytest.approx(t, rel=1e-12)
+    assert metrics[f"{mode}.saturated_turns_per_s"] == pytest.approx(t, rel=1e-12)
     assert metrics[f"{mode}.binding"] == " + ".join(binding)
 
 
@@ -145,14 +145,14 @@ CLI_CASES = [
 @pytest.mark.parametrize(("mode", "args"), CLI_CASES)
 def test_cli_json_agrees(cli, tmp_path, mode, args) -> None:
     size = cli("size", *args, "--json").json()["modes"][mode]
-    t, binding = size["throughput_turns_per_s"], size["binding"]
+    t, binding = size["saturated_turns_per_s"], size["binding"]
     assert set(size["limits"]) == set(LINKS)
     for name in binding:
         assert size["limits"][name]["utilization"] == pytest.approx(1.0, rel=1e-9)
     paths = cli("paths", *args, "--mode", mode, "--json").json()
-    assert paths["throughput_turns_per_s"] == pytest.approx(t, rel=1e-12)
+    assert paths["saturated_turns_per_s"] == pytest.approx(t, rel=1e-12)
     assert paths["binding"] == binding and paths["lp_binding"] == binding
-    assert paths["lp_throughput_turns_per_s"] == pytest.approx(t, rel=1e-6)
+    assert paths["lp_saturated_turns_per_s"] == pytest.approx(t, rel=1e-6)
     assert paths["limits"] == size["limits"]
     spec = dict(zip(args[::2], args[1::2], strict=True))
     pn = spec.get("--prefill-node", spec.get("--node", "dualpath-hopper"))
@@ -163,12 +163,12 @@ def test_cli_json_agrees(cli, tmp_path, mode, args) -> None:
         "paths", *model, "--mode", mode, "--prefill-group", f"{pn}:{P}",
         "--decode-group", f"{dn}:{D}", "--json",
     ).json()  # fmt: skip
-    assert lp["throughput_turns_per_s"] == pytest.approx(t, rel=1e-6)
+    assert lp["saturated_turns_per_s"] == pytest.approx(t, rel=1e-6)
     assert lp["binding"] == binding
     rec = cli("recommend", *[a for a in args if a not in ("-P", "-D", str(P), str(D))],
               "--budget-nodes", str(P + D), "--json").json()  # fmt: skip
     row = next(c for c in rec["candidates"] if (c["prefill_nodes"], c["decode_nodes"]) == (P, D))
-    assert row["modes"][mode]["throughput_turns_per_s"] == pytest.approx(t, rel=1e-12)
+    assert row["modes"][mode]["saturated_turns_per_s"] == pytest.approx(t, rel=1e-12)
     assert row["modes"][mode]["binding"] == binding
     out = tmp_path / "points.jsonl"
     # The grid's P replaces -P (both given are an error).
@@ -176,7 +176,7 @@ def test_cli_json_agrees(cli, tmp_path, mode, args) -> None:
     assert cli("sweep", *no_p, "--grid", f"P={P}", "--mode", mode, "--out", str(out)).code == 0
     point = json.loads(out.read_text().splitlines()[0])
     # The file's floats carry FLOAT_DIGITS significant digits.
-    assert point["throughput_turns_per_s"] == float(format_float(t))
+    assert point["saturated_turns_per_s"] == float(format_float(t))
     assert point["bottleneck"] == " + ".join(binding)
     baseline = tmp_path / "baseline.json"
     inputs = {k.lstrip("-").replace("-", "_"): v for k, v in spec.items()}
@@ -185,7 +185,7 @@ def test_cli_json_agrees(cli, tmp_path, mode, args) -> None:
     baseline.write_text(json.dumps({"scenarios": [{"id": "x", "kind": "size", "inputs": inputs}]}))
     assert cli("check", str(baseline), "--update").code == 0
     recorded = json.loads(baseline.read_text())["scenarios"][0]["metrics"]
-    assert recorded[f"{mode}.throughput_turns_per_s"]["value"] == pytest.approx(t, rel=1e-12)
+    assert recorded[f"{mode}.saturated_turns_per_s"]["value"] == pytest.approx(t, rel=1e-12)
     assert recorded[f"{mode}.binding"]["value"] == " + ".join(binding)
 
 
@@ -197,8 +197,8 @@ def test_paths_shows_size_throughput_not_its_own(cli) -> None:
     size = cli("size", "--json").json()["modes"]
     for mode in REPORT_MODES:
         paths = cli("paths", "--mode", mode, "--json").json()
-        assert paths["throughput_turns_per_s"] == pytest.approx(
-            size[mode]["throughput_turns_per_s"], rel=1e-12
+        assert paths["saturated_turns_per_s"] == pytest.approx(
+            size[mode]["saturated_turns_per_s"], rel=1e-12
         )
         assert paths["binding"] == size[mode]["binding"]
 
@@ -220,7 +220,7 @@ def test_storage_client_cap_is_its_own_link_everywhere(cli, registry) -> None:
         "paths", "--prefill-group", "dgx-h200:1", "--decode-group", "dgx-h200:2",
         "--class", "paper-64k:1", "--speed-of-light", "--json",
     ).json()  # fmt: skip
-    assert lp["throughput_turns_per_s"] == pytest.approx(paths["throughput_turns_per_s"], rel=1e-6)
+    assert lp["saturated_turns_per_s"] == pytest.approx(paths["saturated_turns_per_s"], rel=1e-6)
     assert lp["binding"] == paths["binding"]
     # bounds saturate the reads at the cap, not at the NICs.
     sc = Scenario.from_ids(registry, node="dgx-h200")
@@ -236,7 +236,7 @@ def test_size_and_lp_agree_on_mixed_prefill_and_decode_nodes(cli) -> None:
     lp = cli(
         "paths", "--prefill-group", "dualpath-hopper:2", "--decode-group", "dgx-b200:4", "--json"
     ).json()
-    assert lp["throughput_turns_per_s"] == pytest.approx(size["throughput_turns_per_s"], rel=1e-6)
+    assert lp["saturated_turns_per_s"] == pytest.approx(size["saturated_turns_per_s"], rel=1e-6)
 
 
 def test_lp_form_honours_gpu_nodes_and_scheduler(cli) -> None:
@@ -249,12 +249,12 @@ def test_lp_form_honours_gpu_nodes_and_scheduler(cli) -> None:
     ):
         closed = cli("paths", *extra, "--json").json()
         lp = cli("paths", *extra, "--class", "paper-64k:1", "--json").json()
-        assert lp["throughput_turns_per_s"] == pytest.approx(
-            closed["throughput_turns_per_s"], rel=1e-6
+        assert lp["saturated_turns_per_s"] == pytest.approx(
+            closed["saturated_turns_per_s"], rel=1e-6
         ), extra
-    h800 = cli("paths", "--class", "paper-64k:1", "--json").json()["throughput_turns_per_s"]
+    h800 = cli("paths", "--class", "paper-64k:1", "--json").json()["saturated_turns_per_s"]
     h20 = cli("paths", "--class", "paper-64k:1", "--gpu", "h20", "--json").json()
-    assert h20["throughput_turns_per_s"] < 0.5 * h800  # H20: a seventh of the H800's FLOPS
+    assert h20["saturated_turns_per_s"] < 0.5 * h800  # H20: a seventh of the H800's FLOPS
 
 
 def test_smallest_cluster_searches_up_to_max_nodes(registry) -> None:
@@ -290,7 +290,7 @@ def test_sweep_lp_solver_takes_jct_from_the_lp(cli, tmp_path) -> None:
     b = [json.loads(line) for line in lp.read_text().splitlines()]
     assert len(a) == len(b) == 16
     for x, y in zip(a, b, strict=True):
-        assert y["throughput_turns_per_s"] == pytest.approx(x["throughput_turns_per_s"], rel=1e-6)
+        assert y["saturated_turns_per_s"] == pytest.approx(x["saturated_turns_per_s"], rel=1e-6)
         assert y["jct_s"] == pytest.approx(x["jct_s"], rel=1e-5)
         assert y["bottleneck"] == x["bottleneck"]
 
@@ -315,9 +315,7 @@ def test_lp_sweep_jct_moves_with_lp_throughput(registry) -> None:
         lp = sw._evaluate_chunk(sc, "dualpath", spec.serving, P, D, agents, "lp")
     finally:
         lp_module.solve_lp = real
-    assert lp["throughput_turns_per_s"][0] == pytest.approx(
-        0.9 * closed["throughput_turns_per_s"][0]
-    )
+    assert lp["saturated_turns_per_s"][0] == pytest.approx(0.9 * closed["saturated_turns_per_s"][0])
     assert lp["jct_s"][0] > closed["jct_s"][0] * 1.05
 
 
@@ -334,7 +332,7 @@ def test_basic_is_bound_by_its_prefill_batch_not_compute(registry) -> None:
     assert "batch cap" in derated and "no layer-wise prefill" in derated
     assert basic.limits["pe_compute"].utilization < 0.9  # compute is not what stops Basic
     assert basic.limits["pe_prefill_batch"].capacity < basic.limits["pe_compute"].capacity / (
-        basic.limits["pe_compute"].load / basic.throughput_turns_per_s
+        basic.limits["pe_compute"].load / basic.saturated_turns_per_s
     )
 
 
@@ -351,7 +349,7 @@ def test_even_and_dualpath_at_one_operating_point_share_a_label(registry) -> Non
     sc = Scenario.from_ids(registry)
     cfg = ScenarioSpec().serving
     even, dual = evaluate_mode(sc, "even", cfg), evaluate_mode(sc, "dualpath", cfg)
-    assert even.throughput_turns_per_s == pytest.approx(dual.throughput_turns_per_s, rel=1e-12)
+    assert even.saturated_turns_per_s == pytest.approx(dual.saturated_turns_per_s, rel=1e-12)
     assert even.binding == dual.binding
 
 
@@ -452,12 +450,12 @@ def test_tied_duals_are_read_together(cli) -> None:
         sum(d["dual_turns_per_s_per_percent"] for d in duals[1:])
     )
     # Raising all of them by 1% buys what the sum says (up to the LP's resolution).
-    t0 = data.json()["throughput_turns_per_s"]
+    t0 = data.json()["saturated_turns_per_s"]
     more = cli(
         "paths", "--node", "dgx-a100", "--model", "ds-27b", "-P", "1", "-D", "1",
         "--set", "node.snic_gbit_s=202", "--set", "storage.max_client_read_gbyte_s=50.5",
         "--speed-of-light", "--json",
-    ).json()["throughput_turns_per_s"]  # fmt: skip
+    ).json()["saturated_turns_per_s"]  # fmt: skip
     assert more - t0 == pytest.approx(duals[0]["dual_turns_per_s_per_percent"], rel=0.01)
 
 

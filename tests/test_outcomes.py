@@ -621,11 +621,12 @@ def test_size_says_the_rate_few_agents_run_at(cli) -> None:
     """With too few agents to saturate the cluster (latency-bound, L), the table's turns/s is
     the cluster's maximum, and the rate the agents run at is said beside it (size printed 60.7
     turns/s for 4 agents whose JCT means 0.4: found in a trial); the JSON gives both, the
-    operating rate as simulate --compare's analytical throughput."""
+    operating rate as ``throughput_turns_per_s`` (simulate --compare's analytical throughput)
+    and the maximum as ``saturated_turns_per_s``."""
     text = cli("size", "--agents", "4").out
     assert "max" in text and "turns/s while all run: basic" in text and "dualpath L" in text
     data = cli("size", "--agents", "4", "--json").json()
     for o in data["modes"].values():
-        assert o["latency_bound"] and o["operating_turns_per_s"] < o["throughput_turns_per_s"]
+        assert o["latency_bound"] and o["throughput_turns_per_s"] < o["saturated_turns_per_s"]
     many = cli("size", "--json").json()["modes"]["dualpath"]
-    assert many["operating_turns_per_s"] == many["throughput_turns_per_s"]
+    assert many["throughput_turns_per_s"] == many["saturated_turns_per_s"]

@@ -314,7 +314,7 @@ def test_heterogeneous_lp(cli) -> None:
         "paper-32k:1",
         "--json",
     ).json()
-    assert data["throughput_turns_per_s"] > 0
+    assert data["saturated_turns_per_s"] > 0
     assert {s["class"] for s in data["splits"]} == {"paper-64k", "paper-32k"}
     assert all(0 <= s["decode_path_fraction"] <= 1 for s in data["splits"])
     assert data["binding"]
@@ -344,8 +344,8 @@ def test_paths_cli_json(cli) -> None:
     assert set(data["binding"]) <= set(LINKS) and data["binding"]
     assert set(data["limits"]) == set(LINKS)
     assert 0 <= data["decode_path_fraction"] <= 1
-    assert data["throughput_turns_per_s"] == pytest.approx(
-        data["lp_throughput_turns_per_s"], rel=1e-6
+    assert data["saturated_turns_per_s"] == pytest.approx(
+        data["lp_saturated_turns_per_s"], rel=1e-6
     )
     text = cli("paths").out
     assert "binding" in text and "PE path" in text and "DE path" in text
@@ -373,13 +373,13 @@ def test_paths_bad_input(cli, args, expect) -> None:
 
 
 def test_scheduler_imbalance_derates(cli) -> None:
-    ideal = cli("paths", "--scheduler", "ideal", "--json").json()["throughput_turns_per_s"]
-    rr = cli("paths", "--scheduler", "round_robin", "--json").json()["throughput_turns_per_s"]
-    qa = cli("paths", "--scheduler", "queue_aware", "--json").json()["throughput_turns_per_s"]
+    ideal = cli("paths", "--scheduler", "ideal", "--json").json()["saturated_turns_per_s"]
+    rr = cli("paths", "--scheduler", "round_robin", "--json").json()["saturated_turns_per_s"]
+    qa = cli("paths", "--scheduler", "queue_aware", "--json").json()["saturated_turns_per_s"]
     assert rr < qa < ideal
     # More requests in flight per engine: less imbalance.
     rr64 = cli("paths", "--scheduler", "round_robin", "--requests-per-engine", "64", "--json")
-    assert rr < rr64.json()["throughput_turns_per_s"] <= ideal
+    assert rr < rr64.json()["saturated_turns_per_s"] <= ideal
     assert cli("paths", "--scheduler", "round_robin", "--load-cv", "-1").code == 2
 
 

@@ -636,7 +636,7 @@ def test_recommend_mode_colours_are_one_per_mode_everywhere(cli, tmp_path) -> No
 
     svgs = [
         _recommend(cli, tmp_path, "--budget-nodes", "8", "--objective", o)[2]
-        for o in ("jct", "aps")
+        for o in ("jct_s", "aps")
     ]
     for svg in svgs:
         for mode in ("basic", "oracle"):
@@ -691,7 +691,7 @@ def test_efficiency_line_lists_the_calibration_in_force(registry) -> None:
 
 
 @settings(max_examples=8, deadline=None)
-@given(nodes=st.integers(2, 14), objective=st.sampled_from(["jct", "aps"]))
+@given(nodes=st.integers(2, 14), objective=st.sampled_from(["jct_s", "aps"]))
 def test_an_infeasible_split_is_never_bottleneck_free(registry, nodes, objective) -> None:
     from dualpath_plan.errors import InfeasibleError as Infeasible
     from dualpath_plan.outcomes.recommend import recommend
@@ -719,7 +719,7 @@ def test_coinciding_modes_are_said_to_coincide(cli, registry) -> None:
     from dualpath_plan.outcomes.recommend import coinciding_modes, recommend
 
     sc = Scenario.from_ids(registry)
-    r = recommend(sc, Budget(nodes=8), ServingConfig(), "jct")
+    r = recommend(sc, Budget(nodes=8), ServingConfig(), "jct_s")
     assert r.coinciding == (("even", "dualpath"),)
     assert (
         r.label("dualpath") == r.label("even") == "even = dualpath" and r.label("basic") == "basic"
@@ -1439,3 +1439,42 @@ def test_sweep_on_an_engine_node_is_size_at_every_point(registry, cli, tmp_path)
         assert float(row["aps"]) == pytest.approx(o.aps, rel=1e-9 + FILE_REL, abs=1e-15)
         checked += 1
     assert checked >= 8
+
+
+def test_sweep_ranks_the_rate_the_agents_run_at(cli, tmp_path) -> None:
+    # issue 31: a sweep over agents ranked 89P80D at 1 agent, 2,719 turns/s (the saturated
+    # rate), first, and its CSV kept 2,719 for 1, 2 and 100 agents; size said 0.17 turns/s.
+    out = tmp_path / "points.csv"
+    args = ("--grid", "P=89", "--grid", "D=80", "--grid", "agents=1,2,100")
+    assert cli("sweep", *args, "--out", str(out)).code == 0
+    rows = list(csv.DictReader(out.open()))
+    size = cli("size", "-P", "89", "-D", "80", "--agents", "1", "--json").json()["modes"]
+    one = size["dualpath"]
+    assert float(rows[0]["throughput_turns_per_s"]) == pytest.approx(
+        one["throughput_turns_per_s"], rel=1e-8
+    )
+    assert float(rows[0]["saturated_turns_per_s"]) == pytest.approx(
+        one["saturated_turns_per_s"], rel=1e-8
+    )
+    rates = [float(r["throughput_turns_per_s"]) for r in rows]
+    assert rates[0] < rates[1] < rates[2] < float(rows[0]["saturated_turns_per_s"])
+    data = cli("sweep", "--grid", "P=1:6", "--grid", "D=1:6", "--grid", "agents=1:100",
+               "--json").json()  # fmt: skip
+    best = data["modes"]["dualpath"]["best"][0]
+    assert best["agents"] == 100  # the most agents run the most turns per GPU
+    assert best["throughput_turns_per_s"] <= best["saturated_turns_per_s"]
+
+
+@pytest.mark.parametrize(
+    ("args", "new"),
+    [
+        (("recommend", "--budget-nodes", "4", "--objective", "jct"), "jct_s"),
+        (("recommend", "--budget-nodes", "4", "--objective", "throughput-per-gpu"),
+         "throughput_per_gpu"),
+        (("simulate", "--agents", "8", "--scheduler", "paper"), "queue_aware"),
+    ],
+)  # fmt: skip
+def test_old_spellings_are_refused_with_the_new_one(cli, args, new) -> None:
+    result = cli(*args)
+    assert result.code == 2
+    assert f"now spelled '{new}'" in result.err and "Traceback" not in result.err

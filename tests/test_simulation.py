@@ -220,14 +220,14 @@ def test_round_robin_reads_are_less_balanced_than_the_paper_scheduler(profiles) 
     quarter of the bytes against a sixth on average: 1.5."""
     sc = _scenario(profiles["short"])
     rr = simulate(sc, SimConfig(mode="dualpath", agents=512, scheduler="round_robin"))
-    paper = simulate(sc, SimConfig(mode="dualpath", agents=512, scheduler="paper"))
+    paper = simulate(sc, SimConfig(mode="dualpath", agents=512, scheduler="queue_aware"))
     assert rr.snic_max_over_avg == pytest.approx(1.5, abs=0.05)
     assert paper.snic_max_over_avg < 1.3
     assert rr.snic_max_over_avg - paper.snic_max_over_avg > 0.2
 
 
 @pytest.mark.parametrize("mode", ["basic", "dualpath"])
-@pytest.mark.parametrize("scheduler", ["paper", "round_robin"])
+@pytest.mark.parametrize("scheduler", ["queue_aware", "round_robin"])
 def test_a_windows_reads_are_what_the_snic_moved_in_it(profiles, mode, scheduler) -> None:
     """Each node's reads per window are the bytes its SNIC moved in that window: never more
     than its read link carries in the window (they were counted when each read ended, up to
@@ -391,7 +391,7 @@ def test_turn_counts_keep_the_workloads_mean() -> None:
     p=st.integers(1, 3),
     d=st.integers(1, 4),
     mode=st.sampled_from(["basic", "dualpath", "oracle"]),
-    scheduler=st.sampled_from(["paper", "round_robin"]),
+    scheduler=st.sampled_from(["queue_aware", "round_robin"]),
     snic=st.sampled_from([100.0, 400.0]),
 )
 def test_the_simulation_never_beats_the_closed_form(p, d, mode, scheduler, snic) -> None:

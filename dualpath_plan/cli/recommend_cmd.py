@@ -21,6 +21,7 @@ from dualpath_plan.cli.common import (
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import AtomicGroup
+from dualpath_plan.outcomes.objectives import objective_of
 from dualpath_plan.outcomes.recommend import OBJECTIVES, Budget, phase_plan, recommend
 from dualpath_plan.reports.recommend import (
     recommend_markdown,
@@ -71,8 +72,12 @@ def recommend_cmd(
         ),
     ] = None,
     objective: Annotated[
-        str, typer.Option("--objective", help="jct, aps or throughput-per-gpu.")
-    ] = "jct",
+        str,
+        typer.Option(
+            "--objective",
+            help="jct_s (minimized), aps or throughput_per_gpu: the metric splits are ranked by.",
+        ),
+    ] = "jct_s",
     phase: Annotated[
         list[str] | None,
         typer.Option(
@@ -110,10 +115,7 @@ def recommend_cmd(
     """Evaluate every P/D split of a budget for basic, even, dualpath and oracle under the SLOs,
     rank them by the objective, mark the bottleneck-free range, and recommend a split per mode
     with what binds on each side of it."""
-    if objective not in OBJECTIVES:
-        raise PlanInputError(
-            f"expected one of {', '.join(OBJECTIVES)}, got {objective!r}", field="--objective"
-        )
+    objective = objective_of(objective, OBJECTIVES)
     if plot is not None and plot.suffix.lower() not in (".svg", ".png"):
         raise PlanInputError(f"expected a .svg or .png file, got {plot.name!r}", field="--plot")
     for flag, price in (

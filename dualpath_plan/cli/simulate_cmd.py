@@ -43,7 +43,7 @@ def _output(path: Path | None, flag: str, suffixes: tuple[str, ...]) -> None:
 
 
 # The analytical imbalance model that stands for each simulated scheduler (--compare).
-ANALYTICAL_SCHEDULER = {"paper": "queue_aware", "round_robin": "round_robin"}
+ANALYTICAL_SCHEDULER = {"queue_aware": "queue_aware", "round_robin": "round_robin"}
 
 
 def _caveats(r: SimResult) -> tuple[str, ...]:
@@ -87,7 +87,7 @@ def _compare(sc: Scenario, r: SimResult, slo: ServingConfig) -> report.Analytica
         o = evaluate_mode(sc, r.mode, replace(slo, agents=c.agents))
         # The operating point: the saturated rate, or the agents over their critical path.
         return report.Analytical(
-            o.operating_turns_per_s,
+            o.throughput_turns_per_s,
             o.ttft_s,
             o.tpot_s,
             o.jct_s,
@@ -153,9 +153,9 @@ def simulate_cmd(
         str | None,
         typer.Option(
             "--scheduler",
-            help=f"{' or '.join(SIM_SCHEDULERS)} (default: the mode's own: paper for even, "
-            "dualpath and oracle, round_robin for the others). --compare runs the analytical "
-            "model with the matching imbalance model (queue_aware or round_robin).",
+            help=f"{' or '.join(SIM_SCHEDULERS)} (default: the mode's own: queue_aware, the "
+            "paper's scheduler, for even, dualpath and oracle, round_robin for the others). "
+            "--compare runs the analytical model with the same scheduler's imbalance model.",
             show_default=False,
         ),
     ] = None,

@@ -20,6 +20,7 @@ from dualpath_plan.cli.common import (
 )
 from dualpath_plan.cli.options import given_flags, scenario_options
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.outcomes.objectives import objective_of
 from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.sweep import (
     DEFAULT_MAX_LP_POINTS,
@@ -60,8 +61,9 @@ def sweep(
         typer.Option(
             "--objective",
             help="What each mode's best points maximize: throughput_per_gpu, "
-            "throughput_turns_per_s, aps (online agents/s under the SLOs; computes APS) or "
-            "jct_s (minimized).",
+            "throughput_turns_per_s (the rate the agents run at), saturated_turns_per_s (the "
+            "most the cluster sustains), aps (online agents/s under the SLOs; computes APS) "
+            "or jct_s (minimized).",
         ),
     ] = "throughput_per_gpu",
     solver: Annotated[
@@ -114,10 +116,7 @@ def sweep(
     axes = [parse_axis(g) for g in grid]
     _refuse_axis_and_option(spec, axes)
     modes = parse_modes(mode)
-    if objective not in OBJECTIVES:
-        raise PlanInputError(
-            f"expected one of {', '.join(OBJECTIVES)}, got {objective!r}", field="--objective"
-        )
+    objective = objective_of(objective, OBJECTIVES)
     if solver not in ("closed", "lp"):
         raise PlanInputError(f"expected closed or lp, got {solver!r}", field="--solver")
     if top < 1:

@@ -12,7 +12,8 @@ import numpy as np
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
-from dualpath_plan.physics.engines import check_weights_fit, decode_group
+from dualpath_plan.outcomes.serving import runnable
+from dualpath_plan.physics.engines import check_weights_fit
 from dualpath_plan.physics.modes import MODE_TABLE, ModeName
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.registry import Registry
@@ -51,7 +52,7 @@ class PathsResult:
     scenario: Scenario
     mode: ModeName
     assembly: Assembly
-    throughput_turns_per_s: float
+    saturated_turns_per_s: float  # the path model's optimum: the most turns/s it sustains
     decode_path_fraction: float
     decode_path_fraction_range: tuple[float, float]
     binding: tuple[str, ...]
@@ -61,7 +62,6 @@ class PathsResult:
 
 def explain_paths(sc: Scenario, mode: ModeName) -> PathsResult:
     """One cluster in one mode: the closed form's optimum and the LP's on the same assembly."""
-    from dualpath_plan.outcomes.serving import runnable  # it imports check_feasible from here
     from dualpath_plan.solvers.lp import LPProblem, solve_lp
 
     # The checks and the solve of every outcome of one cluster: refused for size's reason
@@ -72,56 +72,12 @@ def explain_paths(sc: Scenario, mode: ModeName) -> PathsResult:
         scenario=sc,
         mode=mode,
         assembly=asm,
-        throughput_turns_per_s=t,
+        saturated_turns_per_s=t,
         decode_path_fraction=float(sol.decode_path_fraction),
         decode_path_fraction_range=(float(sol.split_low), float(sol.split_high)),
         binding=tuple(sol.binding()),
         limits=link_limits(asm, sol),
         lp=solve_lp(LPProblem.from_assembly(asm)),
-    )
-
-
-def check_feasible(sc: Scenario) -> None:
-    """At least one node per side, the weights fit on both sides and the decode group holds one
-    request: the errors a user can act on, the same in every mode."""
-    P, D = sc.prefill_nodes, sc.decode_nodes
-    if not (P >= 1 and D >= 1):
-        raise InfeasibleError(
-            f"a P/D cluster needs at least one node per side, got {P}P{D}D",
-            field="prefill_nodes" if not P >= 1 else "decode_nodes",
-        )
-    check_weights_fit(sc.model, sc.prefill_node, sc.prefill_gpu, P, "prefill")
-    check_weights_fit(sc.model, sc.decode_node, sc.decode_gpu, D, "decode")
-    check_decode_fits(sc)
-
-
-def check_decode_fits(sc: Scenario) -> None:
-    """The decode group's HBM beside the weights holds one request's KV at the end of its
-    generation (mean context + generated tokens), the decode batch of one; else no mode serves
-    a turn. The group is the assembly's (``decode_group``)."""
-    d = sc.turn_demand
-    prompt, gen = d.mean(d.context_tokens), d.mean(d.generated_tokens)
-    D, node, gpu = sc.decode_nodes, sc.decode_node, sc.decode_gpu
-    group = decode_group(
-        sc.model, node, gpu, float(D), prompt, gen, sc.options.efficiencies, sc.engine_for(node)
-    )
-    if group.max_batch >= 1:
-        return
-    hbm = D * node.gpus_per_node * gpu.hbm_gbyte
-    r = float(np.asarray(group.replicas))
-    free = float(np.asarray(group.free_hbm_bytes)) / 1e9 / r
-    keeps = (
-        f"keep{'s' if D == 1 else ''} {free:,.2f} GB beside the"
-        if r == 1
-        else f"run {r:g} model replicas (one per node), each keeping {free:,.2f} GB beside its"
-    )
-    raise InfeasibleError(
-        f"{D:,} decode node{'s' if D != 1 else ''} ({D:,} x {node.gpus_per_node} x "
-        f"{gpu.hbm_gbyte:g} GB = {hbm:,.0f} GB of HBM) {keeps} "
-        f"{sc.model.id} weights, less than one request's KV at the end of its generation "
-        f"({group.kv_bytes_per_sequence / 1e9:,.2f} GB for {prompt:,.0f} context + {gen:,.0f} "
-        "generated tokens): not one request fits; add decode nodes or choose a GPU with more HBM",
-        field="-D/--decode-nodes",
     )
 
 

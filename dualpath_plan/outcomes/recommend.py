@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.outcomes.objectives import Objective, objective_of
 from dualpath_plan.outcomes.paths import bottleneck_free_range
 from dualpath_plan.outcomes.serving import (
     ModeOutcome,
@@ -30,8 +30,8 @@ from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.spec import MAX_SIDE_NODES, ScenarioSpec, ServingConfig
 from dualpath_plan.units import shares
 
-Objective = Literal["jct", "aps", "throughput-per-gpu"]
-OBJECTIVES: tuple[Objective, ...] = ("jct", "aps", "throughput-per-gpu")
+# What recommend ranks splits by (outcomes/objectives.py: one vocabulary with sweep).
+OBJECTIVES: tuple[Objective, ...] = ("jct_s", "aps", "throughput_per_gpu")
 MAX_SPLITS = 4096
 
 
@@ -140,7 +140,7 @@ class Candidate:
 
 def score(o: ModeOutcome, gpus: int, objective: Objective) -> float:
     """Higher is better."""
-    if objective == "jct":
+    if objective == "jct_s":
         return -o.jct_s
     if objective == "aps":
         return o.aps
@@ -274,10 +274,7 @@ def recommend(
     modes: tuple[OutcomeMode, ...] = REPORT_MODES,
 ) -> RecommendReport:
     budget.validate()
-    if objective not in OBJECTIVES:
-        raise PlanInputError(
-            f"expected one of {', '.join(OBJECTIVES)}, got {objective!r}", field="--objective"
-        )
+    objective = objective_of(objective, OBJECTIVES)
     splits = budget.splits(sc.prefill_node.gpus_per_node, sc.decode_node.gpus_per_node)
     if len(splits) > MAX_SPLITS:
         raise PlanInputError(
@@ -394,12 +391,12 @@ def phase_plan(
     splits = [(c.prefill_nodes, c.decode_nodes) for c in reports[0][2].candidates]
 
     def combined(values: list[tuple[float, float]]) -> float:
-        if objective == "jct":
+        if objective == "jct_s":
             return -sum(w * v for w, v in values)  # v: JCT
         return 1.0 / sum(w / v for w, v in values) if all(v > 0 for _, v in values) else 0.0
 
     def metric(o: ModeOutcome, gpus: int) -> float:
-        if objective == "jct":
+        if objective == "jct_s":
             return o.jct_s
         return o.aps if objective == "aps" else o.throughput_turns_per_s / gpus
 

@@ -47,14 +47,14 @@ import numpy as np
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
 from dualpath_plan.outcomes.online import OnlineAps, online_aps, online_aps_each, online_queue
-from dualpath_plan.outcomes.paths import check_feasible
 from dualpath_plan.physics import model as phys
-from dualpath_plan.physics.engines import DecodeGroup, PrefillEngine
+from dualpath_plan.physics.engines import PrefillEngine
 from dualpath_plan.physics.links import LINKS, Num
 from dualpath_plan.physics.modes import MODE_TABLE, REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import TurnCounts
 from dualpath_plan.scenario.assemble import Assembly, SideMemo, assemble
 from dualpath_plan.scenario.bundle import Scenario
+from dualpath_plan.scenario.feasibility import check_feasible
 from dualpath_plan.scenario.spec import ServingConfig
 from dualpath_plan.solvers.closed_form import Solution, solve, solve_each
 
@@ -64,7 +64,10 @@ OutcomeMode = ModeName
 @dataclass(frozen=True)
 class ModeOutcome:
     mode: OutcomeMode
-    throughput_turns_per_s: float  # saturated (offline) throughput
+    # Offline, the rate the N agents run at while all run: min(T, N / cycle_min)
+    # (``operating_rate``); at most the saturated rate, below it where the agents are too few.
+    throughput_turns_per_s: float
+    saturated_turns_per_s: float  # T: the most turns/s the cluster sustains (the path model)
     jct_s: float  # offline, N agents
     drain_s: float  # of the JCT, time beyond N x turns / throughput: stragglers, critical path
     aps: float  # online agents/s: under both SLOs and the utilization cap (0: no rate meets them)
@@ -83,7 +86,6 @@ class ModeOutcome:
     aps_limit: str  # what stops a higher APS: ttft, tpot, throughput, utilization, unreachable
     slo_aps: float  # agents/s under both SLOs alone, without the utilization cap
     binding_utilization: float  # the busiest link's utilization at the APS: turns/s over T
-    operating_turns_per_s: float  # offline while all N agents run: min(T, N / cycle_min)
 
     @property
     def bottleneck(self) -> str:
@@ -103,13 +105,6 @@ class Saturated:
     def prefill(self) -> PrefillEngine:
         assert self.assembly.pe.prefill is not None
         return self.assembly.pe.prefill
-
-    @property
-    def tpot_light_s(self) -> np.ndarray:
-        """TPOT of a single decoding sequence (the critical path's), per decode node count."""
-        group = self.assembly.de.decode
-        assert group is not None
-        return self.assembly.de.take(group.step_array_s(np.ones_like(group.free_hbm_bytes)))
 
     @property
     def feasible(self) -> np.ndarray:
@@ -413,12 +408,9 @@ def _offline(
     sc: Scenario, cfg: ServingConfig, sat: Saturated, t_max: float
 ) -> tuple[Saturated, float, float, float]:
     """``mode_offline`` of a cluster that runs (``runnable``'s optimum and throughput)."""
-    pm = sat.prefill.one_cluster()
-    group = sat.assembly.de.decode  # one cluster: the group of its D decode nodes
-    assert group is not None
     d = sc.turn_demand
     # Offline: the closed system while all N agents run (the operating point), then drained.
-    _, cycle_min = light_load_turn_s(sc, pm, group)
+    cycle_min = light_load(sc, sat.assembly)[1].item()
     jct = float(offline_jct_s(cfg.agents, t_max, cycle_min, d.trajectory_turns))
     return sat, t_max, jct, cycle_min
 
@@ -491,14 +483,26 @@ def evaluate_each(
     return [{m: row[m] for m in modes} for row in out]
 
 
-def light_load_turn_s(sc: Scenario, pm: PrefillEngine, group: DecodeGroup) -> tuple[float, float]:
-    """A turn alone in the cluster: its TTFT (the read not hidden and a pass of one) and its
-    cycle, the per-agent critical path (that TTFT, its tokens at a batch of one, the tool
-    latency)."""
+def light_load(sc: Scenario, asm: Assembly) -> tuple[np.ndarray, np.ndarray]:
+    """A turn alone in each cluster of ``asm``: its TTFT (the read not hidden and a pass of
+    one, per prefill node count: each count its own layout under the operator model) and its
+    cycle, the per-agent critical path (that TTFT, its tokens at a decode batch of one, the
+    tool latency). The one definition: size, sweep, recommend, intervals and simulate read it,
+    a single cluster as arrays of one element."""
     d = sc.turn_demand
-    ttft_min = pm.read_latency_s + float(np.asarray(pm.single_pass_s))
-    cycle = ttft_min + d.mean(d.generated_tokens) * group.step_s(1.0) + sc.workload.tool_latency_s
+    pm, group = asm.pe.prefill, asm.de.decode
+    assert pm is not None and group is not None
+    ttft_min = pm.read_latency_s + asm.pe.take(pm.single_pass_s)
+    tpot_one = asm.de.take(group.step_array_s(np.ones_like(group.free_hbm_bytes)))
+    cycle = ttft_min + d.mean(d.generated_tokens) * tpot_one + sc.workload.tool_latency_s
     return ttft_min, cycle
+
+
+def operating_rate(agents: Num, saturated: Num, cycle_min: Num) -> Num:
+    """Turns/s while all N agents of a closed system run: min(T, N / cycle_min), its
+    asymptotic bounds (docs/model.md section 6). What ``throughput_turns_per_s`` is in every
+    command; ``saturated`` (T) is ``saturated_turns_per_s``."""
+    return np.minimum(saturated, np.asarray(agents, dtype=np.float64) / cycle_min)
 
 
 def evaluate_mode(
@@ -526,8 +530,8 @@ def mode_outcome(
     turns = counts.mean
     tool = sc.workload.tool_latency_s
     # Offline: the operating point while all N agents run.
-    ttft_min, _ = light_load_turn_s(sc, pm, group)
-    x = min(t_max, cfg.agents / cycle_min)
+    ttft_min = light_load(sc, sat.assembly)[0].item()
+    x = float(operating_rate(cfg.agents, t_max, cycle_min))
     # Little's batch at that rate, at most the N agents (a closed system of N agents decodes
     # at most N sequences: at the latency bound x rests on the light-load cycle, whose TPOT is
     # a batch of one's, and x gen TPOT(b) alone gave 137 sequences for 128 agents).
@@ -543,7 +547,8 @@ def mode_outcome(
     working_set = kv_working_set_gbyte(sc, aps, agent_time_s(sc, t_on, p_on))
     return ModeOutcome(
         mode=mode,
-        throughput_turns_per_s=t_max,
+        throughput_turns_per_s=x,
+        saturated_turns_per_s=t_max,
         jct_s=jct,
         drain_s=float(offline_drain_s(jct, cfg.agents, t_max, counts)),
         aps=aps,
@@ -564,8 +569,20 @@ def mode_outcome(
         aps_limit=limit,
         slo_aps=slo_aps,
         binding_utilization=aps * turns / t_max,
-        operating_turns_per_s=x,
     )
+
+
+# The metrics ``size`` shows, each with its gap to the oracle (``SizeReport.oracle_gap``).
+GAP_METRICS = (
+    "saturated_turns_per_s",
+    "throughput_turns_per_s",
+    "jct_s",
+    "ttft_s",
+    "tpot_s",
+    "aps",
+    "online_ttft_s",
+    "online_tpot_s",
+)
 
 
 @dataclass(frozen=True)
@@ -595,9 +612,12 @@ class SizeReport:
         return self._ratio("dualpath", "basic", "aps")
 
     @property
-    def oracle_gap(self) -> float:
-        """How much longer dualpath's JCT is than oracle's (0 = reaches oracle)."""
-        return self._ratio("dualpath", "oracle", "jct_s") - 1.0
+    def oracle_gap(self) -> dict[str, float]:
+        """Per metric the tables show (``GAP_METRICS``), dualpath's value over the oracle's
+        minus 1: how far DualPath is from I/O-free serving (0: it reaches the oracle; +5% on
+        the JCT: 5% longer, -5% on the APS: 5% fewer agents/s); NaN where either mode has no
+        outcome or the oracle's value is 0."""
+        return {k: self._ratio("dualpath", "oracle", k) - 1.0 for k in GAP_METRICS}
 
 
 def evaluate(
@@ -643,7 +663,7 @@ def unreachable_reason(o: ModeOutcome, cfg: ServingConfig, named: bool = True) -
     if not (math.isfinite(o.online_ttft_s) and math.isfinite(o.online_tpot_s)):
         return (
             f"{o.mode if named else 'it'} sustains almost no turns ({o.bottleneck} binds at "
-            f"{o.throughput_turns_per_s:.3g} turns/s)"
+            f"{o.saturated_turns_per_s:.3g} turns/s)"
         )
     return (
         f"{f'in {o.mode} ' if named else ''}even one agent sees TTFT {o.online_ttft_s:.2f} s (SLO "

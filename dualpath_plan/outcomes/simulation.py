@@ -62,7 +62,7 @@ from typing import Literal
 import numpy as np
 
 from dualpath_plan.errors import PlanInputError, check_seed
-from dualpath_plan.outcomes.serving import light_load_turn_s, offline_jct_s, runnable
+from dualpath_plan.outcomes.serving import light_load, offline_jct_s, runnable
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import LINK_TABLE, LINKS, Demand, turn_load_columns
@@ -71,8 +71,9 @@ from dualpath_plan.physics.workload import TurnCounts, TurnDemand, TurnMix, turn
 from dualpath_plan.scenario.assemble import Assembly
 from dualpath_plan.scenario.bundle import Scenario
 
-SimScheduler = Literal["paper", "round_robin"]
-SIM_SCHEDULERS: tuple[str, ...] = ("paper", "round_robin")
+# The paper's scheduler (section 6) is queue-aware: the name the analytical model gives it.
+SimScheduler = Literal["queue_aware", "round_robin"]
+SIM_SCHEDULERS: tuple[str, ...] = ("queue_aware", "round_robin")
 
 # The paper's scheduler thresholds (section 6, A.4): alpha = what a node reads in 3 s (bytes here),
 # beta = the tokens one GPU prefills in 5 s; the compute quota of a forward pass, 300 ms of
@@ -116,7 +117,7 @@ class SimConfig:
     duration_s: float | None = None
     warmup_s: float | None = None
     seed: int = 0
-    scheduler: SimScheduler | None = None  # default: the mode's (paper or round robin)
+    scheduler: SimScheduler | None = None  # default: the mode's (queue_aware or round robin)
     window_s: float = 10.0
     queued_utilization: float = 0.25
     prefill_quota_s: float | None = None  # a forward pass at most; default 300 ms x layers
@@ -160,6 +161,11 @@ class SimConfig:
         if not 0.0 <= self.queued_utilization <= 1.0:
             raise PlanInputError(
                 f"expected 0 to 1, got {self.queued_utilization!r}", field="--queued-utilization"
+            )
+        if self.scheduler == "paper":
+            raise PlanInputError(
+                "'paper' is now spelled 'queue_aware' (the paper's scheduler, as size names it)",
+                field="--scheduler",
             )
         if self.scheduler is not None and self.scheduler not in SIM_SCHEDULERS:
             raise PlanInputError(
@@ -587,7 +593,7 @@ def simulate(
     ``turn_sink`` with every turn as it completes (``--trace-out``)."""
     mode = MODE_TABLE[cfg.mode]
     scheduler: SimScheduler = cfg.scheduler or (
-        "paper" if mode.scheduler == "queue_aware" else "round_robin"
+        "queue_aware" if mode.scheduler == "queue_aware" else "round_robin"
     )
     # Capacities without the analytical scheduler imbalance: the simulation schedules itself.
     # A cluster that cannot run in the mode is refused as size refuses it, for the same reason.
@@ -602,16 +608,11 @@ def simulate(
         if link.side == "storage":
             capacity[link.name] = float(np.asarray(asm.links.capacity[link.name]))
     groups = _link_groups(sc, cfg.mode, capacity, util, cfg.queued_utilization)
-    prefill = asm.pe.prefill
-    group = asm.de.decode
-    assert prefill is not None and group is not None
-    pm = prefill.one_cluster()
-
     rng = np.random.default_rng(cfg.seed)
     d = sc.turn_demand
     mean_turns = d.trajectory_turns.mean
     # The longest agent's lifetime at light load: its turns, each alone in the cluster.
-    _, cycle = light_load_turn_s(sc, pm, group)
+    cycle = light_load(sc, asm)[1].item()
     life = d.trajectory_turns.longest * cycle
     duration_given = cfg.duration_s is not None
     if cfg.online and (cfg.duration_s is None or cfg.warmup_s is None):
@@ -792,7 +793,7 @@ class _Engine:
         servers = self.servers
         dual = self.mode.split != "pe_only" and not self.mode.io_free
         even = self.mode.split == "even"
-        paper = self.scheduler == "paper"
+        paper = self.scheduler == "queue_aware"
         io_free = self.mode.io_free
         beta_waiting = not cfg.beta_counts_running_pass
         draws = random.Random(cfg.seed + 1)  # the even split's and a trace's turn draws

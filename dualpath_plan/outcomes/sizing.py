@@ -84,7 +84,7 @@ def _best_split(
     if target == "aps":
         turns = sc.turn_demand.trajectory_turns.mean
         with np.errstate(invalid="ignore"):
-            ok &= np.asarray(rows["throughput_turns_per_s"]) / turns >= goal * (1 - 1e-9)
+            ok &= np.asarray(rows["saturated_turns_per_s"]) / turns >= goal * (1 - 1e-9)
         if not ok.any():
             return None
         P, D = P[ok], D[ok]

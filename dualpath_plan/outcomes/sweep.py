@@ -22,15 +22,22 @@ import numpy as np
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.memo import KeyedMemo
+from dualpath_plan.outcomes.objectives import (
+    OBJECTIVE_TABLE,
+    Objective,
+    lower_is_better,
+    objective_of,
+)
 from dualpath_plan.outcomes.online import APS_LIMITS, online_aps, online_queue
-from dualpath_plan.outcomes.paths import check_decode_fits
 from dualpath_plan.outcomes.serving import (
     OutcomeMode,
     Saturated,
     ServingConfig,
     evaluate_mode,
+    light_load,
     offline_drain_s,
     offline_jct_s,
+    operating_rate,
     saturated,
 )
 from dualpath_plan.physics.engines import check_weights_fit, weights_fit, weights_key
@@ -47,6 +54,7 @@ from dualpath_plan.profiles.schemas import (
 )
 from dualpath_plan.scenario.assemble import assemble
 from dualpath_plan.scenario.bundle import ProfileCache, Scenario
+from dualpath_plan.scenario.feasibility import check_decode_fits
 from dualpath_plan.scenario.spec import MAX_AGENTS, MAX_SIDE_NODES, ScenarioSpec
 from dualpath_plan.solvers.closed_form import mask_names
 
@@ -266,7 +274,7 @@ def parse_axis(text: str) -> Axis:
 
 
 # What the best points maximize (jct_s: minimize): a column of every point.
-OBJECTIVES = ("throughput_per_gpu", "throughput_turns_per_s", "jct_s", "aps")
+OBJECTIVES: tuple[Objective, ...] = tuple(OBJECTIVE_TABLE)
 
 
 @dataclass
@@ -320,7 +328,7 @@ class SweepSummary:
                 )  # fmt: skip
         if not n_ok:
             return
-        sign = 1.0 if objective == "jct_s" else -1.0  # lower rank is better
+        sign = 1.0 if lower_is_better(objective) else -1.0  # type: ignore[arg-type]  # lower rank is better
         rank = np.where(ok, sign * rows[objective], np.inf)
         n_best = min(self.top, rank.size)
         if n_best == 1:  # the least, as partition has it (NaN last): one pass, no copy
@@ -455,10 +463,7 @@ def run_sweep(
     ``progress`` the number of points done. Returns the summary, per mode. ``aps``: also each
     point's online APS under the SLOs and what limits it (the model ``size`` uses; always with
     the APS objective), computed once per P/D pair: it does not depend on the agents."""
-    if objective not in OBJECTIVES:
-        raise PlanInputError(
-            f"expected one of {', '.join(OBJECTIVES)}, got {objective!r}", field="--objective"
-        )
+    objective = objective_of(objective, OBJECTIVES)
     aps = aps or objective == "aps"
     check_grid(axes, len(modes), max_points, solver)
     if chunk < 1:
@@ -667,8 +672,7 @@ def _evaluate_chunk(
         "P": P.astype(np.int64),
         "D": D.astype(np.int64),
         "gpus": gpus.astype(np.int64),
-        "throughput_turns_per_s": np.where(feasible, t, np.nan),
-        "throughput_per_gpu": np.where(feasible, t / gpus, np.nan),
+        "saturated_turns_per_s": np.where(feasible, t, np.nan),
         "decode_path_fraction": np.where(feasible, x, np.nan),
         "binding_mask": mask,
         "feasible": feasible,
@@ -681,29 +685,31 @@ def _evaluate_chunk(
         spread = grid[2].size > 1
     else:
         spread = pair.size != np.size(P) or not np.array_equal(pair, np.arange(pair.size))
+    # The per-agent critical path at light load, per pair (serving.light_load, as size).
+    cycle_min = light_load(sc, sat.assembly)[1]
+    if grid is not None:
+        # On (P, D, agents) axes: the cycle per D value, the agents' terms per agents
+        # value; laid flat afterwards, in the points' order.
+        shape3 = (grid[0].size, grid[1].size, 1)
+        t_pt = t.reshape(shape3)
+        cycle_pt = np.reshape(cycle_min, (*np.shape(cycle_min), 1))
+        agents_pt = grid[2].reshape(1, 1, -1)
+        ok = feasible.reshape(shape3)
+        gpus_pt = gpus.reshape(shape3)
+    else:
+        t_pt = t[pair] if spread else t
+        cycle_pt = np.broadcast_to(cycle_min, np.shape(t))[pair] if spread else cycle_min
+        agents_pt = agents
+        ok = feasible[pair] if spread else feasible
+        gpus_pt = gpus[pair] if spread else gpus
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # The rate the agents run at (serving.operating_rate, as size), per point.
+        rate = np.where(ok, operating_rate(agents_pt, t_pt, cycle_pt), np.nan)
+        rate_per_gpu = np.ravel(rate / gpus_pt)
+        rate = np.ravel(rate)
 
     @functools.cache
     def offline() -> tuple[np.ndarray, np.ndarray]:
-        # Per-agent critical path at light load (as evaluate_mode): TTFT_min + generated x
-        # TPOT(1).
-        gen = sc.turn_demand.mean(sc.turn_demand.generated_tokens)
-        pm = sat.prefill
-        # The pass of one per prefill node count (its own layout under the operator model).
-        ttft_min = pm.read_latency_s + sat.assembly.pe.take(pm.single_pass_s)
-        cycle_min = ttft_min + gen * sat.tpot_light_s + sc.workload.tool_latency_s
-        if grid is not None:
-            # On (P, D, agents) axes: the cycle per D value, the agents' terms per agents
-            # value; laid flat afterwards, in the points' order.
-            shape3 = (grid[0].size, grid[1].size, 1)
-            t_pt = t.reshape(shape3)
-            cycle_pt = np.reshape(cycle_min, (*np.shape(cycle_min), 1))
-            agents_pt = grid[2].reshape(1, 1, -1)
-            ok = feasible.reshape(shape3)
-        else:
-            t_pt = t[pair] if spread else t
-            cycle_pt = np.broadcast_to(cycle_min, np.shape(t))[pair] if spread else cycle_min
-            agents_pt = agents
-            ok = feasible[pair] if spread else feasible
         with np.errstate(divide="ignore", invalid="ignore"):
             jct = np.where(ok, offline_jct_s(agents_pt, t_pt, cycle_pt, counts), np.nan)
             drain = np.ravel(offline_drain_s(jct, agents_pt, t_pt, counts))
@@ -721,6 +727,8 @@ def _evaluate_chunk(
         rows[name] = values[pair] if spread else values
     rows |= {
         "agents": agents.astype(np.int64),
+        "throughput_turns_per_s": rate,
+        "throughput_per_gpu": rate_per_gpu,
         "jct_s": jct,
         "drain_s": drain,
         "_pair": pair,

@@ -201,7 +201,7 @@ def no_interval_reason(sc: Scenario) -> str:
 
 
 # The outcomes of a mode that get intervals.
-METRICS = ("throughput_turns_per_s", "jct_s", "aps")
+METRICS = ("saturated_turns_per_s", "jct_s", "aps")
 
 
 @dataclass(frozen=True)
@@ -293,7 +293,7 @@ def _mode_outcomes(
                 out[i] |= {f"{m}.{metric}": math.nan for metric in METRICS}
                 continue
             sat, t_max, jct, _ = got
-            out[i] |= {f"{m}.throughput_turns_per_s": t_max, f"{m}.jct_s": jct}
+            out[i] |= {f"{m}.saturated_turns_per_s": t_max, f"{m}.jct_s": jct}
             clusters.append((s, sat.assembly, sat.solution))
             where.append((i, m))
     for (i, m), on in zip(where, online_aps_each(clusters, cfg), strict=True):

@@ -19,9 +19,8 @@ from dualpath_plan.physics.latency import (
     replicated_weight_bytes,
     weight_bytes_per_gpu,
 )
-from dualpath_plan.physics.links import Num
+from dualpath_plan.physics.links import NicRates, Num, PathOptions
 from dualpath_plan.profiles.schemas import EngineProfile, GpuProfile, ModelProfile, NodeProfile
-from dualpath_plan.units import gbit_s_to_byte_s
 
 # Module note: the operator model is imported where an engine profile is used, so a node
 # without one (the testbed's) never loads it: 10 ms of a cold start (bench/bench_cold.py).
@@ -501,6 +500,7 @@ def prefill_engine(
     efficiencies: bool = True,
     engine: EngineProfile | None = None,
     append_tokens: float | None = None,
+    pcie_link_limit: bool = True,
 ) -> PrefillEngine:
     """Batching parameters of one prefill GPU for a mean turn; ``nodes`` (prefill nodes, a
     number or an array) sets the weight shard and so the batch cap (< 1: not one request
@@ -537,11 +537,10 @@ def prefill_engine(
     # The batch cap as an average (fractional) number of requests: batches of alternating
     # sizes average out, and it keeps the model smooth in its inputs.
     cap = np.maximum(free / per_request, 0.0)
-    snic = node.snic_count * gbit_s_to_byte_s(node.snic_gbit_s) * (node.snic_efficiency if e else 1)
-    loopback = min(
-        gbit_s_to_byte_s(node.cnic_gbit_s) * (node.cnic_efficiency if e else 1),
-        node.cnic_pcie_usable_gbyte_s * 1e9,
-    )
+    # The NIC rates the assembly's capacities use (physics/links.py NicRates): the KV
+    # read through the storage NICs, its copy into HBM through a compute NIC's PCIe side.
+    rates = NicRates.of(node, PathOptions(efficiencies=e, pcie_link_limit=pcie_link_limit))
+    snic, loopback = rates.snic, rates.cnic_slot
     if io_free:
         copy, read = 0.0, 0.0
     elif layerwise:

@@ -28,9 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 from dualpath_plan.physics import model as phys
-from dualpath_plan.physics.links import Num
+from dualpath_plan.physics.links import NicRates, Num, PathOptions
 from dualpath_plan.profiles.schemas import GpuProfile, ModelProfile, NodeProfile
-from dualpath_plan.units import gbit_s_to_byte_s
 
 # BF16 activations: combine and TP all-reduce payloads.
 ACTIVATION_BYTES = 2.0
@@ -80,8 +79,7 @@ def network_byte_s_per_gpu(node: NodeProfile, efficiencies: bool = True) -> floa
     """Each GPU's share of its node's compute NICs for expert-parallel and tensor-parallel
     traffic to other nodes, at ``ep_link_efficiency`` of the line rate (DeepEP's measured
     share, bench/fit_ep.py; 1 at the speed of light)."""
-    rate = node.cnic_count * gbit_s_to_byte_s(node.cnic_gbit_s) / node.gpus_per_node
-    return rate * (node.ep_link_efficiency if efficiencies else 1.0)
+    return NicRates.of(node, PathOptions(efficiencies=efficiencies)).network_per_gpu
 
 
 def layer_floor_s(

@@ -33,6 +33,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from dualpath_plan.physics.model import FloatArray
+from dualpath_plan.profiles.schemas import NodeProfile
+from dualpath_plan.units import gbit_s_to_byte_s
 
 # A scenario input: one value or an array of them (they broadcast together).
 Num = FloatArray | np.float64 | float
@@ -133,6 +135,76 @@ class PathOptions:
     @classmethod
     def paper(cls) -> PathOptions:
         return cls(False, False, False, False, False, False, False)
+
+
+@dataclass(frozen=True)
+class NicRates:
+    """A node's NIC rates, B/s per direction (NICs are full duplex), each derived here once:
+    the assembly's capacities (scenario/assemble.py), the prefill engine's KV read and copy
+    (physics/engines.py), the network share of expert parallelism (physics/latency.py) and the
+    reports read them. Line rates are the datasheet's; ``efficiencies`` off (speed of light)
+    makes every efficiency 1."""
+
+    snic_line: float  # all storage NICs: snic_count x snic_gbit_s / 8
+    cnic_line: float  # one compute NIC: cnic_gbit_s / 8
+    cnic_pcie_line: float  # one compute NIC's PCIe link, usable (after its line encoding)
+    snic_efficiency: float
+    cnic_efficiency: float
+    pcie_efficiency: float
+    ep_link_efficiency: float
+    pcie_link_limit: bool  # a CNIC moves at most what its PCIe link carries
+    cnic_count: int
+    gpus_per_node: int
+
+    @classmethod
+    def of(cls, node: NodeProfile, options: PathOptions = PathOptions()) -> NicRates:
+        e = options.efficiencies
+        return cls(
+            snic_line=node.snic_count * gbit_s_to_byte_s(node.snic_gbit_s),
+            cnic_line=gbit_s_to_byte_s(node.cnic_gbit_s),
+            cnic_pcie_line=node.cnic_pcie_usable_gbyte_s * 1e9,
+            snic_efficiency=node.snic_efficiency if e else 1.0,
+            cnic_efficiency=node.cnic_efficiency if e else 1.0,
+            pcie_efficiency=node.pcie_efficiency if e else 1.0,
+            ep_link_efficiency=node.ep_link_efficiency if e else 1.0,
+            pcie_link_limit=options.pcie_link_limit,
+            cnic_count=node.cnic_count,
+            gpus_per_node=node.gpus_per_node,
+        )
+
+    @property
+    def snic(self) -> float:
+        """All storage NICs at their efficiency."""
+        return self.snic_line * self.snic_efficiency
+
+    @property
+    def cnic(self) -> float:
+        """One compute NIC's network side at its efficiency."""
+        return self.cnic_line * self.cnic_efficiency
+
+    @property
+    def cnic_pcie(self) -> float:
+        """One compute NIC's PCIe link at its efficiency."""
+        return self.cnic_pcie_line * self.pcie_efficiency
+
+    @property
+    def cnic_slot(self) -> float:
+        """One compute NIC's PCIe side: its rate, at most its PCIe link's where that limit
+        applies (the paper caps it at the NIC rate B alone). The KV copy into HBM of a
+        prefill without layer-wise loading goes through it (DRAM -> CNIC -> HBM)."""
+        return min(self.cnic, self.cnic_pcie) if self.pcie_link_limit else self.cnic
+
+    @property
+    def network_per_gpu(self) -> float:
+        """Each GPU's share of its node's compute NICs for expert- and tensor-parallel
+        traffic to other nodes, at ``ep_link_efficiency`` of the line rate (DeepEP's
+        measured share, bench/fit_ep.py)."""
+        return self.cnic_count * self.cnic_line / self.gpus_per_node * self.ep_link_efficiency
+
+    @property
+    def snic_per_cnic(self) -> float:
+        """The paper's s: a node's storage bandwidth in units of one compute NIC."""
+        return self.snic_line / self.cnic_line
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dualpath_plan.physics import model as phys
+from dualpath_plan.physics.links import NicRates
 from dualpath_plan.physics.workload import turn_mix
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.profiles.schemas import (
@@ -14,7 +15,6 @@ from dualpath_plan.profiles.schemas import (
     ProfileBase,
     WorkloadProfile,
 )
-from dualpath_plan.units import gbit_s_to_byte_s
 
 
 @dataclass(frozen=True)
@@ -45,13 +45,13 @@ def derived_quantities(profile: ProfileBase, registry: Registry) -> list[Derived
         return [
             Derived(
                 "cnic_total_gbyte_s",
-                profile.cnic_count * gbit_s_to_byte_s(profile.cnic_gbit_s) / 1e9,
+                profile.cnic_count * NicRates.of(profile).cnic_line / 1e9,
                 "GB/s per direction",
                 "cnic_count x cnic_gbit_s / 8",
             ),
             Derived(
                 "snic_total_gbyte_s",
-                profile.snic_count * gbit_s_to_byte_s(profile.snic_gbit_s) / 1e9,
+                NicRates.of(profile).snic_line / 1e9,
                 "GB/s per direction",
                 "snic_count x snic_gbit_s / 8",
             ),
@@ -63,7 +63,7 @@ def derived_quantities(profile: ProfileBase, registry: Registry) -> list[Derived
             ),
             Derived(
                 "snic_per_cnic",
-                profile.snic_count * profile.snic_gbit_s / profile.cnic_gbit_s,
+                NicRates.of(profile).snic_per_cnic,
                 "",
                 "the paper's s: node storage bandwidth in units of one CNIC",
             ),

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dualpath_plan.outcomes.paths import BOUNDS_MODE, MixedResult, PathsResult
-from dualpath_plan.physics.links import LINK_TABLE, link
+from dualpath_plan.physics.links import LINK_TABLE, NicRates, link
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.physics.modes import mode as mode_named
 from dualpath_plan.reports.numbers import finite
@@ -76,13 +76,13 @@ def render_bounds(v: BoundsView, console: Console) -> None:
     b, ref, sc = v.bounds, v.paper, v.scenario
     pd_min, pd_max = float(b.pd_min), float(b.pd_max)
     pn = sc.prefill_node
-    s = pn.snic_count * pn.snic_gbit_s / pn.cnic_gbit_s
+    rates = NicRates.of(pn)  # line rates: the paper's s and B
     which = "paper assumptions" if v.paper_assumptions else "extended model"
     console.print(
         f"[bold]Bottleneck-free P/D range[/bold] ({which}; "
         f"prefill {sc.prefill_node.id}, decode {sc.decode_node.id}; g={pn.gpus_per_node}, "
-        f"s={s:g}, B={pn.cnic_gbit_s / 8:g} GB/s, M={pn.dram_gbyte_s:g} GB/s; scheduler "
-        f"{bounds_scheduler(sc)})"
+        f"s={rates.snic_per_cnic:g}, B={rates.cnic_line / 1e9:g} GB/s, "
+        f"M={pn.dram_gbyte_s:g} GB/s; scheduler {bounds_scheduler(sc)})"
     )
     console.print(
         f"  {_fmt(pd_min)} <= P/D <= {_fmt(pd_max)}   "
@@ -187,7 +187,7 @@ def paths_payload(r: PathsResult) -> dict[str, Any]:
         "mode": r.mode,
         "prefill_nodes": sc.prefill_nodes,
         "decode_nodes": sc.decode_nodes,
-        "throughput_turns_per_s": r.throughput_turns_per_s,
+        "saturated_turns_per_s": r.saturated_turns_per_s,
         "decode_path_fraction": r.decode_path_fraction,
         "decode_path_fraction_range": list(r.decode_path_fraction_range),
         "bottleneck": " + ".join(r.binding),
@@ -195,7 +195,7 @@ def paths_payload(r: PathsResult) -> dict[str, Any]:
         "limits": limits_payload(r.limits),
         "links": links,
         "duals": duals_payload(r.lp),
-        "lp_throughput_turns_per_s": r.lp.throughput_turns_per_s,
+        "lp_saturated_turns_per_s": r.lp.throughput_turns_per_s,
         "lp_binding": r.lp.binding(),
         "efficiencies": efficiency_payload(sc),
     }
@@ -224,7 +224,7 @@ def render_paths(r: PathsResult, console: Console) -> None:
     console.print(
         f"[bold]{r.mode}[/bold]: {sc.model.id} on {sc.prefill_nodes}P{sc.decode_nodes}D "
         f"({sc.prefill_node.id} / {sc.decode_node.id}), {sc.workload.id}: "
-        f"[bold]{r.throughput_turns_per_s:.4g} turns/s[/bold], "
+        f"[bold]{r.saturated_turns_per_s:.4g} turns/s[/bold], "
         + ("" if io_free else f"DE-path share {x:.1%}, ")
         + f"binding: [red]{' + '.join(r.binding)}[/red]"
     )
@@ -267,7 +267,7 @@ def mixed_payload(m: MixedResult) -> dict[str, Any]:
         "mode": m.mode,
         "solver": "lp",
         "efficiencies": efficiency_payload(_mixed_efficiencies(m)),
-        "throughput_turns_per_s": sol.throughput_turns_per_s,
+        "saturated_turns_per_s": sol.throughput_turns_per_s,
         "decode_path_fraction": sol.decode_path_fraction,
         "binding": sol.binding(),
         "splits": [

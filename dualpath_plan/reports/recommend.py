@@ -39,9 +39,9 @@ from dualpath_plan.reports.provenance import (
 from dualpath_plan.reports.size import mode_payload, workload_text
 
 METRIC = {
-    "jct": ("jct_s", "JCT (s)"),
+    "jct_s": ("jct_s", "JCT (s)"),
     "aps": ("aps", "APS (agents/s)"),
-    "throughput-per-gpu": ("throughput_per_gpu", "turns/s per GPU"),
+    "throughput_per_gpu": ("throughput_per_gpu", "turns/s per GPU"),
 }
 # One colour per mode, in every chart and in the terminal's table headers.
 COLORS = {
@@ -105,7 +105,7 @@ def inputs_lines(r: RecommendReport) -> list[str]:
     budget = r.budget.describe(sc.prefill_node.gpus_per_node, sc.decode_node.gpus_per_node)
     at = (
         f"{count(cfg.agents, 'agent')} started together"
-        if r.objective == "jct"
+        if r.objective == "jct_s"
         else f"SLOs TTFT {cfg.ttft_slo_s:g} s, TPOT {cfg.tpot_slo_s * 1e3:g} ms"
         if r.objective == "aps"
         else "saturated"
@@ -139,7 +139,7 @@ def coincide_text(r: RecommendReport) -> str | None:
 def _value(o: ModeOutcome | None, c: Candidate, objective: str) -> float | None:
     if o is None:
         return None
-    if objective == "jct":
+    if objective == "jct_s":
         return o.jct_s
     if objective == "aps":
         return o.aps
@@ -226,7 +226,7 @@ def _ranks(r: RecommendReport, mode: str) -> list[int | None]:
 def _fmt(v: float | None, objective: str) -> str:
     if v is None:
         return "n/a"
-    return f"{v:,.0f}" if objective == "jct" else f"{v:.3g}"
+    return f"{v:,.0f}" if objective == "jct_s" else f"{v:.3g}"
 
 
 def _mode_name(m: str) -> str:
@@ -595,7 +595,7 @@ def recommend_png_bytes(r: RecommendReport) -> bytes:
 
 def _title(r: RecommendReport) -> str:
     _, label = METRIC[r.objective]
-    best = "lower" if r.objective == "jct" else "higher"
+    best = "lower" if r.objective == "jct_s" else "higher"
     return f"{label} per P/D split, per mode ({best} is better)"
 
 

@@ -11,7 +11,7 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from rich import box
@@ -22,6 +22,7 @@ from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import AtomicWriter, BlockWriter
 from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.sweep import SweepSummary, binding_label
+from dualpath_plan.physics.modes import MODE_TABLE, ModeName
 from dualpath_plan.profiles.schemas import NodeProfile
 from dualpath_plan.reports import text_columns
 from dualpath_plan.reports.provenance import efficiency_payload
@@ -49,6 +50,7 @@ OUT_COLUMNS = (
     "gpus",
     "throughput_turns_per_s",
     "throughput_per_gpu",
+    "saturated_turns_per_s",
     "jct_s",
     "drain_s",
     "decode_path_fraction",
@@ -422,6 +424,7 @@ _TABLE = (
 _LABEL = {
     "throughput_per_gpu": "turns/s per GPU",
     "throughput_turns_per_s": "turns/s",
+    "saturated_turns_per_s": "saturated turns/s",
     "jct_s": "JCT",
     "aps": "APS",
 }
@@ -493,7 +496,16 @@ def render_sweep(
         part = summary.modes.get(mode)
         for r in part.best if part is not None else []:
             split = f"{r['P']}P{r['D']}D"
-            table.add_row(mode, split, *[_cell(r.get(key), fmt) for key, _, fmt in cols])
+            # The oracle reads nothing: no share of reads, "-" as in size's table.
+            io_free = MODE_TABLE[cast(ModeName, mode)].io_free
+            table.add_row(
+                mode,
+                split,
+                *[
+                    "-" if io_free and key == "decode_path_fraction" else _cell(r.get(key), fmt)
+                    for key, _, fmt in cols
+                ],
+            )
     if summary.feasible:
         console.print(table)
     said: dict[tuple[int, int, str | None], list[str]] = {}  # modes that say the same

@@ -45,6 +45,7 @@ from dualpath_plan.physics.links import (
     LINK_TABLE,
     LINKS,
     Demand,
+    NicRates,
     Num,
     turn_load_columns,
 )
@@ -52,7 +53,6 @@ from dualpath_plan.physics.modes import MODE_TABLE, Mode, ModeName, SplitRule
 from dualpath_plan.physics.workload import TurnDemand
 from dualpath_plan.profiles.schemas import GpuProfile, NodeProfile
 from dualpath_plan.scenario.bundle import Scenario
-from dualpath_plan.units import gbit_s_to_byte_s
 
 INF = np.float64(np.inf)
 
@@ -164,20 +164,25 @@ def side_capacity(
     def eff(name: str) -> tuple[Factor, ...]:
         return (Factor(name, float(getattr(node, name))),) if e else ()
 
-    line = gbit_s_to_byte_s(node.cnic_gbit_s)
+    rates = NicRates.of(node, o)  # every NIC rate, derived once (physics/links.py)
+    line = rates.cnic_line
     residual = (
         (Factor("cnic_collective_share (1 - share)", 1.0 - node.cnic_collective_share),)
         if o.collectives and node.cnic_collective_share
         else ()
     )
-    pcie_nic = node.cnic_pcie_usable_gbyte_s * 1e9 * (node.pcie_efficiency if e else 1.0)
-    line_eff = line * (node.cnic_efficiency if e else 1.0)
+    # The PCIe side's cap as a factor on the efficient line rate (its derating reported).
     slot = (
-        (Factor("CNIC PCIe slot (min of line rate and PCIe link)", min(1.0, pcie_nic / line_eff)),)
-        if o.pcie_link_limit and pcie_nic < line_eff
+        (
+            Factor(
+                "CNIC PCIe slot (min of line rate and PCIe link)",
+                rates.cnic_slot / rates.cnic,
+            ),
+        )
+        if rates.cnic_slot < rates.cnic
         else ()
     )
-    snic = node.snic_count * gbit_s_to_byte_s(node.snic_gbit_s)
+    snic = rates.snic_line
     client = (
         sc.storage.max_client_read_gbyte_s * 1e9
         if sc.storage is not None and o.storage_limit
@@ -239,6 +244,7 @@ def side_capacity(
             efficiencies=e,
             engine=engine,
             append_tokens=d.mean(d.append_tokens),
+            pcie_link_limit=o.pcie_link_limit,
         )
         rate = np.asarray(prefill.max_rate)  # requests/s per GPU at the batch cap
         tflops = gpu.dense_tflops(sc.model.compute_dtype) or gpu.bf16_dense_tflops

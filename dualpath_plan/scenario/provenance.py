@@ -5,12 +5,30 @@ JSON (``efficiencies``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from dualpath_plan.profiles.schemas import EngineProfile, NodeProfile
+from dualpath_plan.physics.links import PathOptions
+from dualpath_plan.profiles.schemas import EngineProfile, GpuProfile, NodeProfile
 
-if TYPE_CHECKING:
-    from dualpath_plan.scenario.bundle import Scenario
+
+class Scenario(Protocol):
+    """What the efficiencies read of a scenario (scenario/bundle.py's ``Scenario``, which
+    imports this module: a protocol rather than an import back)."""
+
+    @property
+    def options(self) -> PathOptions: ...
+    @property
+    def overridden(self) -> tuple[str, ...]: ...
+    @property
+    def prefill_node(self) -> NodeProfile: ...
+    @property
+    def decode_node(self) -> NodeProfile: ...
+    @property
+    def prefill_gpu(self) -> GpuProfile: ...
+    @property
+    def decode_gpu(self) -> GpuProfile: ...
+    def engine_for(self, node: NodeProfile) -> EngineProfile | None: ...
+
 
 # Short labels of the calibration fields for the one-line summary, with their display scale
 # and unit.

@@ -2,11 +2,11 @@
 
 Measured points are CSV rows ``metric,value,mode,prefill_nodes,decode_nodes[,agents]``;
 ``metric`` is an outcome of the model (``jct_s``, ``aps``, ``ttft_s``, ``tpot_s``,
-``online_ttft_s``, ``online_tpot_s``, ``throughput_turns_per_s``). The residual of a point is
-log(model / measured), so every metric weighs by its relative error. Parameters are bounded by
-their own schema constraints (an efficiency in (0, 1], a share in [0, 1), ...). With
-``holdout`` K points are left out of the fit (chosen with a seeded generator) and the fit's
-error on them is reported.
+``online_ttft_s``, ``online_tpot_s``, ``throughput_turns_per_s``, ``saturated_turns_per_s``).
+The residual of a point is log(model / measured), so every metric weighs by its relative
+error. Parameters are bounded by their own schema constraints (an efficiency in (0, 1], a
+share in [0, 1), ...). With ``holdout`` K points are left out of the fit (chosen with a
+seeded generator) and the fit's error on them is reported.
 
 Standard errors (docs/model.md section 8): with J the Jacobian of the residuals at the optimum
 and sigma_i a point's ``rel_stderr`` (the relative standard error of its measured value, an
@@ -58,6 +58,7 @@ METRICS = (
     "online_ttft_s",
     "online_tpot_s",
     "throughput_turns_per_s",
+    "saturated_turns_per_s",
 )
 # The metrics a cluster's SLOs and headroom move (the online operating point).
 ONLINE_METRICS = ("aps", "online_ttft_s", "online_tpot_s")

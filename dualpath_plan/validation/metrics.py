@@ -27,6 +27,7 @@ Value = float | str  # a number, or a label such as a set of binding links
 LABEL_SUFFIX = ".binding"
 SIZE_METRICS = (
     "throughput_turns_per_s",
+    "saturated_turns_per_s",
     "jct_s",
     "drain_s",
     "aps",
@@ -55,8 +56,8 @@ class ModesInput(_Extra):
 
 class SimulateInput(ModesInput):
     modes: tuple[str, ...] = Field(default=("dualpath",), min_length=1, max_length=6)
-    schedulers: tuple[Literal["paper", "round_robin"], ...] = Field(
-        default=("paper",), min_length=1, max_length=2
+    schedulers: tuple[Literal["queue_aware", "round_robin"], ...] = Field(
+        default=("queue_aware",), min_length=1, max_length=2
     )
     seed: int = Field(default=0, ge=0, le=2**31)
 
@@ -84,7 +85,7 @@ class TrendInput(_Extra):
 
 class RecommendInput(_Extra):
     budget_nodes: int = Field(ge=2, le=4096)
-    objective: str = "jct"
+    objective: str = "jct_s"
 
 
 class NoInput(_Extra):
@@ -205,9 +206,9 @@ def _paths(registry: Registry, spec: ScenarioSpec, extra: ModesInput) -> dict[st
     out: dict[str, Value] = {}
     for m in _modes(extra.modes):
         r = explain_paths(sc, m)
-        out[f"{m}.throughput_turns_per_s"] = r.throughput_turns_per_s
+        out[f"{m}.saturated_turns_per_s"] = r.saturated_turns_per_s
         out[f"{m}.decode_path_fraction"] = r.decode_path_fraction
-        out[f"{m}.lp_throughput_turns_per_s"] = r.lp.throughput_turns_per_s
+        out[f"{m}.lp_saturated_turns_per_s"] = r.lp.throughput_turns_per_s
         out[f"{m}{LABEL_SUFFIX}"] = " + ".join(r.binding)
     return out
 
