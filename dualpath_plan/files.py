@@ -45,6 +45,9 @@ from dualpath_plan.errors import PlanInputError, printable
 # A profile is a few kilobytes (the largest shipped one is under 5 KB); 1 MiB is far beyond any
 # real one and small enough to parse in milliseconds.
 MAX_PROFILE_BYTES = 1 << 20
+# The most digits a number may have in any input: Python converts no longer integer text
+# (sys.get_int_max_str_digits), and no quantity here needs a thousandth of it.
+MAX_NUMBER_DIGITS = 4300
 # A validation case is a dozen lines; the same bound as a profile.
 MAX_CASE_BYTES = 1 << 20
 # A baseline records about 1.5 KB per scenario; 16 MiB is ten thousand scenarios, more than a
@@ -392,6 +395,10 @@ def parse_toml(text: str, *, source: str) -> dict[str, Any]:
         raise PlanInputError(f"malformed TOML: {exc}", source=source) from None
     except RecursionError:  # not reached after the check above; never a traceback regardless
         raise PlanInputError("malformed TOML: nested too deeply", source=source) from None
+    except ValueError:  # an integer beyond Python's conversion limit (4,300 digits)
+        raise PlanInputError(
+            f"a number of more than {MAX_NUMBER_DIGITS:,} digits", source=source
+        ) from None
     check_values(data, source=source)
     return data
 
@@ -536,8 +543,11 @@ def load_yaml(path: Path | str, *, what: str, max_bytes: int) -> tuple[Any, dict
             finally:
                 self.depth -= 1
 
-    loader = Loader(text)
+    loader: Any = None
     try:
+        # The reader checks every character when it is made: a NUL or a control byte is a
+        # ReaderError from here, a YAMLError as any other.
+        loader = Loader(text)
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
@@ -548,8 +558,13 @@ def load_yaml(path: Path | str, *, what: str, max_bytes: int) -> tuple[Any, dict
             source=source,
             line=mark.line + 1 if mark is not None else None,
         ) from None
+    except ValueError:  # an integer beyond Python's conversion limit (4,300 digits)
+        raise PlanInputError(
+            f"a number of more than {MAX_NUMBER_DIGITS:,} digits", source=source
+        ) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     lines: dict[str, int] = {}
     stack: list[tuple[Any, str]] = [(node, "")] if node is not None else []
     while stack:
@@ -574,11 +589,23 @@ def load_yaml(path: Path | str, *, what: str, max_bytes: int) -> tuple[Any, dict
     return data, lines
 
 
+# What str.splitlines splits on, so that a line's number is the one it always was.
+_LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
 def _lines(text: str, comments: bool) -> Iterator[tuple[int, str]]:
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or (comments and line.lstrip().startswith("#")):
-            continue
-        yield n, line
+    """The numbered lines of ``text`` as str.splitlines numbers them, one at a time: a list of
+    them all held a 10^7-row file's lines at once (1 GB) before its row limit refused it."""
+    start = 0
+    n = 0
+    for n, brk in enumerate(_LINE_BREAK.finditer(text), 1):
+        line = text[start : brk.start()]
+        start = brk.end()
+        if line.strip() and not (comments and line.lstrip().startswith("#")):
+            yield n, line
+    line = text[start:]
+    if line.strip() and not (comments and line.lstrip().startswith("#")):
+        yield n + 1, line
 
 
 def iter_csv_rows(
@@ -825,7 +852,17 @@ def _write_error(path: Path, exc: OSError | str, field: str | None) -> PlanInput
 
 def refuse_inputs(outputs: Sequence[tuple[Path, str]], inputs: Sequence[Path]) -> None:
     """No output (a path and its flag) is one of the run's ``inputs`` (the same file, by any
-    name): one line naming it, before anything is written."""
+    name): one line naming it, before anything is written. A name the system refuses (too long,
+    a loop of links) is refused here, as writing it would be."""
+    for out, flag in outputs:
+        try:
+            os.stat(out)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except OSError as exc:
+            raise _write_error(out, exc, flag) from None
+        except ValueError as exc:  # a NUL in the name
+            raise _write_error(out, str(exc), flag) from None
     for out, flag in outputs:
         if out.exists() and any(p.exists() and out.samefile(p) for p in inputs):
             raise PlanInputError(
@@ -849,7 +886,7 @@ def _create_temp(target: Path, field: str | None) -> tuple[Path, int]:
         raise _write_error(target, f"is {what}; expected a file to (over)write", field)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     for _ in range(100):
-        temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        temp = target.with_name(_temp_name(target, secrets.token_hex(4)))
         try:
             fd = os.open(temp, flags, 0o666)
         except FileExistsError:
@@ -863,6 +900,25 @@ def _create_temp(target: Path, field: str | None) -> tuple[Path, int]:
                 os.chmod(fd, stat.S_IMODE(st.st_mode))
         return temp, fd
     raise _write_error(target, "no free temporary file name", field)
+
+
+# The longest file name most file systems take, in bytes (NAME_MAX), where the system does not
+# say its own.
+_NAME_MAX = 255
+
+
+def _temp_name(target: Path, token: str) -> str:
+    """``.NAME.TOKEN.tmp`` beside ``target``, NAME shortened (whole characters) where the whole
+    would exceed the directory's longest name: a legal output name of 242 to 255 bytes was
+    refused as "File name too long" for its temporary name's 15 more."""
+    try:
+        limit = os.pathconf(target.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = _NAME_MAX
+    suffix = f".{token}.tmp"
+    room = max(limit - len(suffix.encode()) - 1, 1)
+    name = target.name.encode(errors="surrogateescape")[:room]
+    return "." + name.decode(errors="ignore") + suffix
 
 
 def _remove(path: Path) -> None:

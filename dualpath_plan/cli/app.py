@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import io
 import os
 import sys
 from typing import IO, Annotated, Any
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         ctx = getattr(exc, "ctx", None)
         path = ctx.command_path.partition(" ")[2] if ctx is not None else ""
         hint = f" (see dualpath-plan {path} --help)".replace("  ", " ")
-        print(f"error: {printable(exc.format_message())}{hint}", file=sys.stderr)
+        say(f"error: {printable(exc.format_message())}{hint}")
         return int(getattr(exc, "exit_code", 2))
     except SystemExit as exc:
         code = exc.code
@@ -152,7 +154,16 @@ def main(argv: list[str] | None = None) -> int:
     except PlanInputError as exc:
         # One printable line whatever the message echoes (an id with a newline in it cannot
         # start a second "error:" line); a scenario field is named by its flags.
-        print(f"error: {printable(_with_flags(exc))}", file=sys.stderr)
+        say(f"error: {printable(_with_flags(exc))}")
+        return 2
+    except MemoryError as exc:
+        # Under a memory limit (ulimit -v, a container's): the run's inputs asked for more
+        # than the process may have. Not a bug: one line, as bad input is.
+        detail = printable(exc) or "the process may not have more"
+        say(
+            f"error: out of memory ({detail}): a smaller --chunk, fewer agents or points, or "
+            "more memory"
+        )
         return 2
     except KeyboardInterrupt:
         return 130
@@ -161,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: say so in one line unless debugging
         return _internal_error(exc)
     finally:
+        # What a failed command printed before its error still goes out (as it did from the
+        # stream's own buffer); a refusal now has been said already or does not matter.
+        with contextlib.suppress(StdoutError):
+            guarded.flush()
         sys.stdout = guarded.stream
     return 0
 
@@ -230,7 +245,7 @@ def _stdout_refused(exc: StdoutError) -> int:
     STDOUT_REFUSED.append(True)
     if exc.errno == errno.EPIPE:
         return 128 + 13
-    print(f"error: standard output: {printable(exc.reason)}", file=sys.stderr)
+    say(f"error: standard output: {printable(exc.reason)}")
     return 2
 
 
@@ -246,20 +261,57 @@ class StdoutError(Exception):
 
 class _GuardedStdout:
     """sys.stdout while a command runs: a write or flush the system refuses is a StdoutError
-    (it was an OSError from anywhere, an "internal error"); everything else is the stream's."""
+    (it was an OSError from anywhere, an "internal error"); everything else is the stream's.
+
+    Where the stream has a file descriptor, the text is kept here and written with os.write
+    until every byte is out: CPython's buffered writer took a short write of a large report
+    as done and dropped the rest silently (``size --json`` on a nearly full disk wrote 16,384
+    of 45,031 bytes and exited 0), where the next write says why (ENOSPC, EPIPE). A terminal
+    gets each line as it comes; elsewhere the text goes out in blocks of ``BLOCK`` characters
+    and at the end."""
+
+    BLOCK = 1 << 16
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
+        self.parts: list[str] = []
+        self.size = 0
+        try:
+            self.fd: int | None = stream.fileno()
+            self.tty = stream.isatty()
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            self.fd, self.tty = None, False  # a stream in memory (a test's, a caller's)
 
     def write(self, text: str) -> int:
-        try:
-            return self.stream.write(text)
-        except OSError as exc:
-            raise StdoutError(self.stream, exc) from None
+        if self.fd is None:
+            try:
+                return self.stream.write(text)
+            except OSError as exc:
+                raise StdoutError(self.stream, exc) from None
+        self.parts.append(text)
+        self.size += len(text)
+        if self.size >= self.BLOCK or (self.tty and "\n" in text):
+            self.flush()
+        return len(text)
 
     def flush(self) -> None:
         try:
-            self.stream.flush()
+            self.stream.flush()  # what was written to the stream before the guard, first
+            if self.fd is None or not self.parts:
+                return
+            text, self.parts, self.size = "".join(self.parts), [], 0
+            encoding = getattr(self.stream, "encoding", None) or "utf-8"
+            data = memoryview(
+                text.encode(encoding, getattr(self.stream, "errors", None) or "strict")
+            )
+            while data:
+                try:
+                    n = os.write(self.fd, data)
+                except InterruptedError:
+                    continue
+                if n <= 0:  # nothing taken and no reason given: said as a full device
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                data = data[n:]
         except OSError as exc:
             raise StdoutError(self.stream, exc) from None
 
@@ -270,12 +322,23 @@ class _GuardedStdout:
 def _internal_error(exc: Exception) -> int:
     if os.environ.get("DUALPATH_PLAN_DEBUG"):
         raise exc
-    print(
+    say(
         f"internal error (a bug; rerun with DUALPATH_PLAN_DEBUG=1 for a traceback): "
-        f"{type(exc).__name__}: {printable(exc)}",
-        file=sys.stderr,
+        f"{type(exc).__name__}: {printable(exc)}"
     )
     return 1
+
+
+def say(line: str) -> None:
+    """One line on standard error, where there is one: with stderr closed (2>&-) print() wrote
+    to standard output instead, and where that refused it too, the run ended in an internal
+    error (exit 1). Standard error refusing the line changes nothing of the exit code."""
+    stream = sys.stderr
+    if stream is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        stream.write(line + "\n")
+        stream.flush()
 
 
 __all__ = ["app", "load_command", "main"]

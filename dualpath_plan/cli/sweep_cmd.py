@@ -74,7 +74,12 @@ def sweep(
         ),
     ] = "closed",
     chunk: Annotated[
-        int, typer.Option("--chunk", help="Points evaluated at once (bounds memory).")
+        int,
+        typer.Option(
+            "--chunk",
+            help="Points evaluated at once, 1 to 5,000,000 (bounds memory: about 150 bytes a "
+            "point).",
+        ),
     ] = 200_000,
     top: Annotated[int, typer.Option("--top", help="Best points per mode in the summary.")] = 1,
     aps: Annotated[

@@ -69,6 +69,10 @@ DEFAULT_MAX_POINTS = 100_000_000
 # Points a sweep with --solver lp evaluates (an LP per P/D pair, about a millisecond each)
 # unless --max-points raises it.
 DEFAULT_MAX_LP_POINTS = 100_000
+# Points evaluated at once, at most (--chunk): a chunk's columns and their temporaries take
+# about 135 bytes a point (4.07 GB peak at 30 million), so a chunk of this many stays well
+# under 2 GB with the writer's blocks beside it.
+MAX_CHUNK = 5_000_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -466,8 +470,12 @@ def run_sweep(
     objective = objective_of(objective, OBJECTIVES)
     aps = aps or objective == "aps"
     check_grid(axes, len(modes), max_points, solver)
-    if chunk < 1:
-        raise PlanInputError(f"expected a chunk of at least 1 point, got {chunk}", field="--chunk")
+    if not 1 <= chunk <= MAX_CHUNK:
+        raise PlanInputError(
+            f"expected a chunk of 1 to {MAX_CHUNK:,} points, got {chunk:,} (a chunk's columns "
+            "are in memory at once: about 150 bytes a point)",
+            field="--chunk",
+        )
     vector = {a.name: np.asarray(a.values) for a in axes if a.is_vector}
     profile_axes = [a for a in axes if not a.is_vector]
     p_vals = vector.get("P", np.asarray([float(spec.prefill_nodes)]))
