@@ -24,6 +24,15 @@ class CliResult:
         return json.loads(self.out)
 
 
+# The hostile-input tests' examples: their full counts times FUZZ_SCALE (CI: 0.6, the suite
+# under five minutes; FUZZ_SCALE=1 or more for a longer run).
+FUZZ_SCALE = float(os.environ.get("FUZZ_SCALE", "0.6"))
+
+
+def fuzz_examples(full: int) -> int:
+    return max(1, round(full * FUZZ_SCALE))
+
+
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV_VAR, raising=False)

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dualpath_plan.profiles.schemas import SCHEMAS
+from tests.conftest import fuzz_examples
 
 HOSTILE_NUMBERS = [
     "0",
@@ -129,7 +130,7 @@ def invocations(draw):
 
 
 @settings(
-    max_examples=120,
+    max_examples=fuzz_examples(120),
     deadline=None,
     # The cli fixture reads and clears captured output on every call, so reuse is safe.
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

@@ -41,7 +41,7 @@ from dualpath_plan.files import (
 from dualpath_plan.physics.workload import load_trace
 from dualpath_plan.reports import sweep as sweep_report
 from dualpath_plan.reports.sweep import PointWriter
-from tests.conftest import BUILTIN, CliResult
+from tests.conftest import BUILTIN, CliResult, fuzz_examples
 
 PAPER_POINTS = Path(__file__).parent.parent / "bench" / "paper_points.csv"
 AIC_RESULT = Path(__file__).parent / "data" / "aic" / "best_config_topn_disagg.csv"
@@ -977,7 +977,7 @@ def profile_files(draw):
     return kind, pid, data
 
 
-@settings(FUZZ, max_examples=100)
+@settings(FUZZ, max_examples=fuzz_examples(100))
 @given(spec=profile_files())
 def test_hostile_profiles(cli, tmp_path, spec) -> None:
     kind, pid, data = spec
@@ -1055,7 +1055,7 @@ def trace_files(draw):
     return name, data
 
 
-@settings(FUZZ, max_examples=100)
+@settings(FUZZ, max_examples=fuzz_examples(100))
 @given(spec=trace_files())
 def test_hostile_traces(cli, tmp_path, spec) -> None:
     name, data = spec
@@ -1114,7 +1114,7 @@ def measurement_files(draw):
     return data
 
 
-@settings(FUZZ, max_examples=60)
+@settings(FUZZ, max_examples=fuzz_examples(60))
 @given(data=measurement_files())
 def test_hostile_measurements(cli, tmp_path, data) -> None:
     root = fresh(tmp_path)
@@ -1182,7 +1182,7 @@ def baseline_files(draw):
     return data
 
 
-@settings(FUZZ, max_examples=100)
+@settings(FUZZ, max_examples=fuzz_examples(100))
 @given(data=baseline_files(), update=st.booleans())
 def test_hostile_baselines(cli, tmp_path, data, update) -> None:
     root = fresh(tmp_path)
@@ -1251,7 +1251,7 @@ def case_files(draw):
     return data
 
 
-@settings(FUZZ, max_examples=80)
+@settings(FUZZ, max_examples=fuzz_examples(80))
 @given(data=case_files())
 def test_hostile_cases(cli, tmp_path, data) -> None:
     cases = fresh(tmp_path)
