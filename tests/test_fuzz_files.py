@@ -1457,7 +1457,7 @@ def test_profiles_validate_finds_a_missing_trace(cli, tmp_path) -> None:
         'generated_tokens = 100\ncontext_tokens = 1000\ntrace_file = "gone.csv"\n'
     )
     result = cli("profiles", "validate", str(w / "tr.toml"))
-    assert result.code == 2 and "gone.csv" in result.out
+    assert result.code == 2 and "gone.csv" in result.err and result.err.startswith("error: ")
 
 
 def test_a_writer_thread_refused_or_interrupted_at_start(cli, tmp_path, monkeypatch) -> None:

@@ -215,3 +215,19 @@ def test_a_file_of_many_rows_is_read_a_line_at_a_time() -> None:
     finally:
         tracemalloc.stop()
     assert first == (1, "a,100,10") and peak < 1 << 20
+
+
+def test_gates_and_messages_say_what_to_do(cli, tmp_path) -> None:
+    # issue 34: a baseline never recorded listed every metric as changed with no hint; a
+    # missing profile file was "invalid missing" on stdout; a sizing target that no mode
+    # reaches exited 0.
+    baseline = tmp_path / "b.json"
+    baseline.write_text('{"scenarios": [{"id": "x", "kind": "bounds", "inputs": {}}]}')
+    result = cli("check", str(baseline))
+    assert result.code == 1 and f"check {baseline} --update" in result.out
+    result = cli("profiles", "validate", str(tmp_path / "missing.toml"))
+    assert result.code == 2 and result.err.startswith("error: ") and "missing" in result.err
+    assert "invalid" not in result.out
+    result = cli("size", "--deadline", "1", "--agents", "64", "--max-nodes", "4")
+    assert result.code == 1 and "no cluster of up to 4 nodes" in result.out
+    assert cli("size", "--target-aps", "0.1", "--max-nodes", "16").code == 0

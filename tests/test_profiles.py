@@ -288,7 +288,9 @@ def test_validate_reports_what_the_other_commands_refuse(cli, tmp_path) -> None:
     assert cli("size", "--profiles", str(tmp_path / "p")).code == 2
     result = cli("profiles", "validate", str(tmp_path / "p"))
     assert result.code == 2
-    assert "invalid" in result.out and "dangling.toml" in result.out and "dir.toml" in result.out
+    # each invalid file an error line on stderr, each valid one a line on stdout
+    assert "dangling.toml" in result.err and "dir.toml" in result.err
+    assert all(line.startswith("error: ") for line in result.err.splitlines())
     assert "valid" in result.out and "ok.toml" in result.out
 
 

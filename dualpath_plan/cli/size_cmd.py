@@ -110,8 +110,9 @@ def size(
     """Offline JCT, online agents/s under the SLOs, TTFT, TPOT, the binding links and the
     decode-path share for basic, even, dualpath and oracle, on the paper's default
     (DeepSeek-V3.2, 2P4D dualpath-hopper nodes, paper-64k, 2,048 agents); or, with --target-aps
-    or --deadline, the smallest cluster per mode that meets the target; or, with --aps or
-    --aps-curve, the online model of this cluster at given arrival rates."""
+    or --deadline, the smallest cluster per mode that meets the target (exit 1 where no mode
+    does within --max-nodes); or, with --aps or --aps-curve, the online model of this cluster
+    at given arrival rates."""
     searching = target_aps is not None or deadline is not None
     search = "--target-aps" if target_aps is not None else "--deadline"
     if not searching and max_nodes is not None:
@@ -160,6 +161,10 @@ def size(
             print_json(report.sizing_payload(sizing, at))
         else:
             report.render_sizing(sizing, stdout, at)
+        if not any(s.reached for s in sizing.modes.values()):
+            # No mode reaches the target within --max-nodes: the report says why per mode,
+            # and the exit says it to a script, as check's 1 says a regression.
+            raise typer.Exit(1)
         return
     # Offline answers do not depend on the SLOs: an unmet SLO is reported per mode.
     result = evaluate(sc, spec.serving, strict=False)

@@ -67,3 +67,11 @@ def render_check(
         )
     else:
         console.print(f"{count(len(diffs), 'metric')}, {len(regressions)} beyond tolerance")
+        if regressions and all(d.baseline is None for d in regressions):
+            # Nothing of these was ever recorded: a baseline to record, not a regression.
+            console.print(
+                escape(
+                    f"none of these metrics is recorded in {baseline}: `dualpath-plan check "
+                    f"{baseline} --update` records them"
+                )
+            )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dualpath_plan.errors import printable
 from dualpath_plan.profiles.schemas import ProfileBase
 from dualpath_plan.reports.derived import Derived
 
@@ -96,9 +98,11 @@ def validate_payload(results: list[Checked]) -> dict[str, Any]:
 
 
 def render_validate(results: list[Checked], console: Console) -> None:
+    """Each valid file a line on ``console``; each invalid one an ``error:`` line on standard
+    error, as every other error (it was "invalid FILE: ..." among the valid ones, on stdout)."""
     for path, error, missing in results:
         if error:
-            console.print(f"[red]invalid[/red] {escape(error)}")
+            sys.stderr.write(f"error: {printable(error)}\n")
         else:
             warn = f" (no source for: {', '.join(missing)})" if missing else ""
             console.print(f"[green]valid[/green]   {escape(f'{path}{warn}')}")
