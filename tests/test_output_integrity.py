@@ -231,3 +231,13 @@ def test_gates_and_messages_say_what_to_do(cli, tmp_path) -> None:
     result = cli("size", "--deadline", "1", "--agents", "64", "--max-nodes", "4")
     assert result.code == 1 and "no cluster of up to 4 nodes" in result.out
     assert cli("size", "--target-aps", "0.1", "--max-nodes", "16").code == 0
+
+
+def test_hints_point_at_the_right_flag(cli) -> None:
+    # issue 34: --set node.id answered "did you mean 'node.id'?"; a profile file given as
+    # --workload said "unknown workload profile" without naming --profiles DIR --workload ID.
+    result = cli("size", "--set", "node.id=x")
+    assert result.code == 2 and "did you mean" not in result.err and "--node ID" in result.err
+    path = Path(__file__).parents[1] / "hardware_profiles" / "workload" / "paper-32k.toml"
+    result = cli("size", "--workload", str(path))
+    assert result.code == 2 and f"--profiles {path.parents[1]} --workload paper-32k" in result.err

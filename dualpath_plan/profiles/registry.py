@@ -311,7 +311,15 @@ def parse_assignment(text: str) -> tuple[str, str, Any]:
             raise PlanInputError(
                 f"--set: {kind} has no field '{name}'{hint}", field=f"{kind}.{name}"
             )
-    elif name not in known or name in ("kind", "id", "sources", "unconfirmed"):
+    elif name in ("kind", "id", "sources", "unconfirmed"):
+        # Fields that say what a profile is and where its numbers come from, not a number of
+        # the model ("did you mean 'node.id'?" answered node.id itself).
+        raise PlanInputError(
+            f"--set: {kind}.{name} says what the profile is or where its numbers come from "
+            f"and cannot be set; choose another profile (--{kind} ID) or edit its file",
+            field=f"{kind}.{name}",
+        )
+    elif name not in known:
         close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
         hint = f"; did you mean '{kind}.{close[0]}'?" if close else ""
         raise PlanInputError(f"--set: {kind} has no field '{name}'{hint}", field=f"{kind}.{name}")
@@ -597,6 +605,14 @@ class Registry:
             known = self.ids(kind)
             close = difflib.get_close_matches(profile_id, known, n=1, cutoff=0.5)
             hint = f"did you mean '{close[0]}'? " if close else ""
+            if profile_id.lower().endswith(".toml") or "/" in profile_id or "\\" in profile_id:
+                # A file given where an id is asked: say how a profile file is used.
+                path = Path(profile_id)
+                folder = path.parent.parent if path.parent.name == kind else path.parent
+                hint = (
+                    f"a profile is named by its id: give its folder and its id, "
+                    f"--profiles {folder} --{kind} {path.stem}; "
+                )
             raise PlanInputError(
                 f"unknown {kind} profile '{profile_id}'; {hint}known: {', '.join(known)}",
                 field=f"--{kind}",
