@@ -15,7 +15,7 @@ one per row) for pandas or polars.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +28,11 @@ from dualpath_plan.outcomes.recommend import recommend as _recommend
 from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, SizeReport
 from dualpath_plan.outcomes.serving import evaluate as _evaluate
 from dualpath_plan.outcomes.sizing import SizingReport, sizing_report
-from dualpath_plan.outcomes.sweep import Axis, SweepSummary, parse_axis, run_sweep
+from dualpath_plan.outcomes.sweep import Axis, SweepSummary, binding_label, parse_axis, run_sweep
 from dualpath_plan.physics.modes import REPORT_MODES
 from dualpath_plan.profiles.registry import Overrides, Registry
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.spec import DEFAULT_MAX_NODES, ScenarioSpec, ServingConfig
-from dualpath_plan.solvers.closed_form import mask_names
 
 __all__ = [
     "ModeOutcome",
@@ -151,7 +150,6 @@ class SweepResult:
 
     columns: dict[str, np.ndarray]
     summary: SweepSummary
-    _order: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return int(self.columns["point"].size) if "point" in self.columns else 0
@@ -211,8 +209,8 @@ def _columns(chunks: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         n = int(np.size(rows["point"]))
         cols = {k: v for k, v in rows.items() if not k.startswith("_")}
         cols["mode"] = np.full(n, str(np.asarray(rows["mode"])[()]))
-        masks = np.asarray(rows.pop("binding_mask", cols.pop("binding_mask")))
-        labels = {int(m): " + ".join(mask_names(int(m))) for m in np.unique(masks)}
+        masks = np.asarray(cols.pop("binding_mask"))
+        labels = {int(m): binding_label(int(m)) for m in np.unique(masks)}
         cols["bottleneck"] = np.asarray([labels[int(m)] for m in masks], dtype=object)
         for k, v in cols.items():
             out.setdefault(k, []).append(np.broadcast_to(np.asarray(v), (n,)))

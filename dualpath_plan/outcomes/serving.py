@@ -267,6 +267,11 @@ def _flat_at(a: np.ndarray, shape: tuple[int, ...], index: np.ndarray) -> np.nda
 _NEWTON_MAX_STEPS = 100
 
 
+# What a mode's offline outcome of one cluster rests on: its saturated optimum, the saturated
+# throughput, the offline JCT, the per-agent cycle and a lone turn's TTFT (``light_load``).
+Offline = tuple[Saturated, float, float, float, float]
+
+
 @dataclass(frozen=True)
 class ModeCore:
     """What a mode's outcome rests on, for one cluster: its saturated optimum, the offline JCT
@@ -278,6 +283,7 @@ class ModeCore:
     jct_s: float
     cycle_min: float
     online: OnlineAps
+    ttft_min: float  # a turn alone in the cluster (``light_load``): the critical path's TTFT
 
     @property
     def aps(self) -> float:
@@ -388,15 +394,15 @@ def mode_core(
 ) -> ModeCore:
     """The saturated optimum, offline JCT and online APS of one cluster in a mode; raises
     InfeasibleError where the cluster does not run in it. ``memo``: ``runnable``'s."""
-    sat, t_max, jct, cycle_min = mode_offline(sc, mode, cfg, memo)
+    sat, t_max, jct, cycle_min, ttft_min = mode_offline(sc, mode, cfg, memo)
     # Online: the one queueing model (outcomes/online.py), on this one cluster.
     on = online_aps(online_queue(sc, sat.assembly, sat.solution), cfg)
-    return ModeCore(sat, t_max, jct, cycle_min, on)
+    return ModeCore(sat, t_max, jct, cycle_min, on, ttft_min)
 
 
 def mode_offline(
     sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, memo: ClusterMemo | None = None
-) -> tuple[Saturated, float, float, float]:
+) -> Offline:
     """``mode_core`` without the online APS: the saturated optimum, its throughput, the
     offline JCT and the per-agent cycle (intervals search the APS of many clusters at once);
     ``memo``: ``runnable``'s."""
@@ -404,27 +410,24 @@ def mode_offline(
     return _offline(sc, cfg, sat, t_max)
 
 
-def _offline(
-    sc: Scenario, cfg: ServingConfig, sat: Saturated, t_max: float
-) -> tuple[Saturated, float, float, float]:
+def _offline(sc: Scenario, cfg: ServingConfig, sat: Saturated, t_max: float) -> Offline:
     """``mode_offline`` of a cluster that runs (``runnable``'s optimum and throughput)."""
     d = sc.turn_demand
     # Offline: the closed system while all N agents run (the operating point), then drained.
-    cycle_min = light_load(sc, sat.assembly)[1].item()
+    ttft, cycle = light_load(sc, sat.assembly)
+    cycle_min = cycle.item()
     jct = float(offline_jct_s(cfg.agents, t_max, cycle_min, d.trajectory_turns))
-    return sat, t_max, jct, cycle_min
+    return sat, t_max, jct, cycle_min, ttft.item()
 
 
 def offline_each(
     scenarios: Sequence[Scenario], modes: tuple[OutcomeMode, ...], cfg: ServingConfig
-) -> list[dict[OutcomeMode, tuple[Saturated, float, float, float] | PlanInputError]]:
+) -> list[dict[OutcomeMode, Offline | PlanInputError]]:
     """Per scenario (each its own cluster), per mode: what ``mode_offline`` gives, or the
     PlanInputError it raises. The optima of a mode's clusters come from one closed-form solve
     (``solve_each``: each as it is alone, INV-56), the modes of a scenario share its sides
     (``ClusterMemo``). The intervals' perturbed scenarios."""
-    out: list[dict[OutcomeMode, tuple[Saturated, float, float, float] | PlanInputError]] = [
-        {} for _ in scenarios
-    ]
+    out: list[dict[OutcomeMode, Offline | PlanInputError]] = [{} for _ in scenarios]
     built: list[tuple[int, OutcomeMode, Assembly]] = []
     for i, s in enumerate(scenarios):
         memo = ClusterMemo()
@@ -477,8 +480,8 @@ def evaluate_each(
                     raise got  # bad input, not a cluster that does not run: as evaluate_mode
                 row[m] = got
         out.append(row)
-    for (i, m, (sat, t_max, jct, cycle_min)), on in zip(runs, online, strict=True):
-        core = ModeCore(sat, t_max, jct, cycle_min, on)
+    for (i, m, (sat, t_max, jct, cycle_min, ttft_min)), on in zip(runs, online, strict=True):
+        core = ModeCore(sat, t_max, jct, cycle_min, on, ttft_min)
         out[i][m] = mode_outcome(scenarios[i], m, cfg, core)
     return [{m: row[m] for m in modes} for row in out]
 
@@ -530,7 +533,7 @@ def mode_outcome(
     turns = counts.mean
     tool = sc.workload.tool_latency_s
     # Offline: the operating point while all N agents run.
-    ttft_min = light_load(sc, sat.assembly)[0].item()
+    ttft_min = core.ttft_min
     x = float(operating_rate(cfg.agents, t_max, cycle_min))
     # Little's batch at that rate, at most the N agents (a closed system of N agents decodes
     # at most N sequences: at the latency bound x rests on the light-load cycle, whose TPOT is

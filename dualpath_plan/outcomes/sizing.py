@@ -188,7 +188,7 @@ def _jct_floor_note(
     section 6) is beyond the deadline, that more nodes do not shorten it (a turn's light-load
     time is a node's, not the cluster's)."""
     p, d, out = best
-    _, _, _, cycle_min = mode_offline(replace(sc, prefill_nodes=p, decode_nodes=d), mode, cfg)
+    cycle_min = mode_offline(replace(sc, prefill_nodes=p, decode_nodes=d), mode, cfg)[3]
     floor = float(offline_jct_s(cfg.agents, math.inf, cycle_min, sc.turn_demand.trajectory_turns))
     note = f": the best, {p}P{d}D, takes {out.jct_s:,.0f} s"
     if floor > goal:

@@ -292,7 +292,7 @@ def _mode_outcomes(
                 # no room for a request): no interval for this mode, rather than a guess.
                 out[i] |= {f"{m}.{metric}": math.nan for metric in METRICS}
                 continue
-            sat, t_max, jct, _ = got
+            sat, t_max, jct, *_ = got
             out[i] |= {f"{m}.saturated_turns_per_s": t_max, f"{m}.jct_s": jct}
             clusters.append((s, sat.assembly, sat.solution))
             where.append((i, m))

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import AtomicWriter, BlockWriter
+from dualpath_plan.outcomes.objectives import OBJECTIVE_TABLE, Objective, lower_is_better
 from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.sweep import SweepSummary, binding_label
 from dualpath_plan.physics.modes import MODE_TABLE, ModeName
@@ -421,13 +422,6 @@ _TABLE = (
     ("decode_path_fraction", "DE share", "{:.0%}"),
     ("bottleneck", "binding", "{}"),
 )
-_LABEL = {
-    "throughput_per_gpu": "turns/s per GPU",
-    "throughput_turns_per_s": "turns/s",
-    "saturated_turns_per_s": "saturated turns/s",
-    "jct_s": "JCT",
-    "aps": "APS",
-}
 
 
 def _cell(v: object, fmt: str) -> str:
@@ -466,9 +460,10 @@ def render_sweep(
     if share:
         console.print("binding links: " + ", ".join(f"{k} {v:.0%}" for k, v in share.items()))
     best = "best point" if summary.top == 1 else f"best {summary.top} points"
-    sense = "lowest" if objective == "jct_s" else "highest"
+    ranked = cast(Objective, objective)  # run_sweep took it (objective_of)
+    sense = "lowest" if lower_is_better(ranked) else "highest"
     table = Table(
-        title=f"{best} per mode ({sense} {_LABEL[objective]})",
+        title=f"{best} per mode ({sense} {OBJECTIVE_TABLE[ranked][1]})",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         collapse_padding=True,
