@@ -47,6 +47,19 @@ def test_a_report_the_system_takes_in_part_is_an_error(tmp_path, args) -> None:
     # (an --out file is not committed when its report fails: the closed pipe below)
 
 
+@pytest.mark.parametrize(
+    "args", [("--help",), ("size", "--help"), ("workload", "import", "--help")]
+)
+def test_help_to_a_file_or_a_pipe_is_the_help(tmp_path, args) -> None:
+    # click tells a text stream from a binary one by writing b"" to it: the guarded standard
+    # output took the bytes as text, and every --help to a file was an internal error.
+    with open(tmp_path / "help.txt", "wb") as out:
+        proc = subprocess.run([*_exe(), *args], stdout=out, stderr=subprocess.PIPE, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == b""
+    assert "Usage: dualpath-plan" in (tmp_path / "help.txt").read_text()
+
+
 def test_a_closed_pipe_commits_no_output(tmp_path) -> None:
     # sweep --json --out x.csv | head -c1 exited 0 and replaced x.csv.
     out = tmp_path / "x.csv"

@@ -283,6 +283,11 @@ class _GuardedStdout:
             self.fd, self.tty = None, False  # a stream in memory (a test's, a caller's)
 
     def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            # As a text stream does: click probes ``write(b"")`` to tell a binary stream from a
+            # text one, and a bytes part taken here failed the next flush (every --help to a
+            # file or a pipe was an internal error).
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         if self.fd is None:
             try:
                 return self.stream.write(text)
