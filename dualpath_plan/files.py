@@ -38,6 +38,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError, printable
 
 # --- limits --------------------------------------------------------------------------------
@@ -758,10 +759,12 @@ def number(
     low: float = -math.inf,
     high: float = math.inf,
     what: str | None = None,
+    quantity: str | None = None,
 ) -> float:
     """A finite number: with ``text``, from a CSV cell; else a parsed JSON or TOML value, which
     must be an int or a float (never a bool, nor a number in a string). With ``integer``, a
-    whole number; from ``low`` to ``high`` (``what`` names it in the message)."""
+    whole number; from ``low`` to ``high`` (``what`` names it in the message); with
+    ``quantity``, a plausible one (:mod:`dualpath_plan.plausible`: a unit slip is named)."""
     expected = "a whole number" if integer else "a number"
 
     def fail(message: str) -> PlanInputError:
@@ -785,6 +788,9 @@ def number(
         raise fail(f"expected a finite number, got {value!r}")
     if integer and not result.is_integer():
         raise fail(f"expected a whole number, got {value!r}")
+    slip = plausible.problem(quantity, result) if quantity is not None else None
+    if slip is not None:
+        raise fail(slip)
     if not low <= result <= high:
         # A whole number's least is the first whole number from low ('from 1e-09' said none).
         least = max(math.ceil(low), 0) if integer and 0 < low < 1 else low

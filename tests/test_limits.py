@@ -306,9 +306,10 @@ def test_weights_no_node_count_holds_name_the_gpu(cli) -> None:
     """Where every GPU's own share (the replicated attention weights) exceeds its HBM, more
     nodes cannot help: the error names --gpu and says so (it blamed -P and showed '0 GB' for
     16 MB: found in a trial); where nodes help, -P as before."""
-    tiny = cli("size", "--set", "gpu.hbm_gbyte=1e-3")
+    # 1 GB, the least a GPU plausibly has (a smaller HBM is refused as a unit slip).
+    tiny = cli("size", "--set", "gpu.hbm_gbyte=1")
     assert tiny.code == 2 and "field '--gpu'" in tiny.err
-    assert "no number of nodes holds it" in tiny.err and "= 0.016 GB" in tiny.err
+    assert "no number of nodes holds it" in tiny.err and "= 16 GB" in tiny.err
     few = cli("size", "-P", "1", "-D", "1")
     assert few.code == 2 and "field '-P/--prefill-nodes'" in few.err
     assert "add prefill nodes" in few.err

@@ -479,7 +479,9 @@ def test_a_trace_reports_its_own_hit_rate(cli, tmp_path) -> None:
 
 
 def test_one_unreachable_mode_does_not_hide_the_others(cli) -> None:
-    result = cli("size", "--set", "storage.aggregate_read_gbyte_s=1e-9", "--json")
+    # The slowest store and storage NICs any deployment has (plausible.py).
+    slow = ("--set", "storage.aggregate_read_gbyte_s=0.01", "--set", "node.snic_gbit_s=1")
+    result = cli("size", *slow, "--json")
     assert result.code == 0, result.err
     modes = result.json()["modes"]
     assert modes["basic"]["aps_limit"] == "unreachable" and modes["basic"]["aps"] == 0

@@ -254,3 +254,29 @@ def test_hints_point_at_the_right_flag(cli) -> None:
     path = Path(__file__).parents[1] / "hardware_profiles" / "workload" / "paper-32k.toml"
     result = cli("size", "--workload", str(path))
     assert result.code == 2 and f"--profiles {path.parents[1]} --workload paper-32k" in result.err
+
+
+def test_a_profile_twice_in_one_folder_is_refused_naming_both(cli, tmp_path) -> None:
+    # Two files of one kind and id inside one --profiles tree: the later name won, silently.
+    text = (
+        Path(__file__).parent.parent / "hardware_profiles" / "node" / "dgx-h200.toml"
+    ).read_text()
+    for sub in ("node", "mine/node"):
+        (tmp_path / sub).mkdir(parents=True)
+        (tmp_path / sub / "dgx-h200.toml").write_text(text)
+    result = cli("size", "--profiles", str(tmp_path), "--node", "dgx-h200")
+    assert result.code == 2 and result.err.count("\n") == 1
+    assert str(tmp_path / "node" / "dgx-h200.toml") in result.err
+    assert str(tmp_path / "mine" / "node" / "dgx-h200.toml") in result.err
+    # A later folder still shadows an earlier one (the library, then DIR): on purpose.
+    (tmp_path / "mine" / "node" / "dgx-h200.toml").unlink()
+    assert cli("size", "--profiles", str(tmp_path), "--node", "dgx-h200").code == 0
+
+
+def test_the_context_window_error_names_the_flag_that_lifts_it(cli) -> None:
+    for args in (
+        ("size", "--workload", "agentic-22gb-pflop", "--set", "model.context_window_tokens=32768"),
+        ("ratio", "--model", "deepseek-v3.2", "--context", "200000"),
+    ):
+        result = cli(*args)
+        assert result.code == 2 and "--set model.context_window_tokens=N" in result.err, result.err

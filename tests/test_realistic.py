@@ -237,10 +237,10 @@ def test_an_uncalibrated_node_says_so(cli, tmp_path) -> None:
     sets = [
         a
         for f in ("snic_efficiency", "prefill_mfu", "prefill_hbm_reserve_gbyte", "layer_fixed_s")
-        for a in ("--set", f"node.{f}=0.5")
+        for a in ("--set", f"node.{f}={0.0005 if f.endswith('_s') else 0.5}")
     ]
     reason = cli(*sets, "size", "--json").json()["intervals"]["reason"]
-    assert reason.startswith("no interval: node 'dualpath-hopper' not calibrated") and (
+    assert reason.startswith("no interval: node 'dualpath-hopper' measured, without") and (
         "--set" in reason
     )
     # The workload's fitted spread has an error of its own, but alone it would make a

@@ -88,7 +88,8 @@ def test_compare_gives_both_models_and_the_error(cli) -> None:
         (("--trace-out", "turns.csv"), "--trace-out"),
         (("--seed", "-1"), "--seed"),
         (("--window", "0.001"), "--window"),  # millions of windows: refused before the run
-        (("--set", "node.snic_gbit_s=1e-9", "--agents", "8"), "--window"),  # a run of years
+        # a link of 1e-9 Gb/s (a run of years): refused as a slip before any run
+        (("--set", "node.snic_gbit_s=1e-9", "--agents", "8"), "snic_gbit_s"),
         (("--out", "missing/series.csv"), "--out"),  # found before the run, not after
     ],
 )

@@ -216,18 +216,15 @@ PERTURBED = [
 
 def test_calibrate_recovers_the_shipped_calibration(cli, registry, tmp_path) -> None:
     fit = ",".join([*DEFAULT_FIT, "workload.turns_spread"])
-    result = cli(
-        "calibrate",
-        str(PAPER_POINTS),
-        *PERTURBED,
-        "--set",
-        "workload.turns_spread=0.5",
-        "--fit",
-        fit,
-        "--out",
-        str(tmp_path),
-        "--json",
-    )
+    args = ("calibrate", str(PAPER_POINTS), *PERTURBED, "--set", "workload.turns_spread=0.5")
+    args += ("--fit", fit, "--out", str(tmp_path), "--json")
+    result = cli(*args)
+    # The spread ends at its bound (as in the shipped profile, which says so): a partial fit,
+    # refused as an overlay unless asked, and then labelled.
+    assert result.code == 1 and "turns_spread at its bound 1" in result.err
+    assert not (tmp_path / "workload").exists() and not (tmp_path / "node").exists()
+    assert list(result.json()["partial"]) == ["workload.turns_spread"]
+    result = cli(*args, "--allow-partial")
     assert result.code == 0, result.err
     data = result.json()
     node = registry.node("dualpath-hopper")
@@ -260,6 +257,9 @@ def test_calibrate_recovers_the_shipped_calibration(cli, registry, tmp_path) -> 
     )
     shown = cli("profiles", "show", "paper-64k", "--profiles", str(tmp_path), "--json").json()
     assert "calibrate" in shown["sources"]["turns_spread"][0]
+    assert "at its bound 1" in shown["unconfirmed"]["turns_spread"]
+    # Every node field is pinned down: the node is measured, not partial.
+    assert fields["fields"]["efficiency_source"] == "measured"
 
 
 def test_standard_errors_follow_the_jacobian() -> None:
@@ -558,9 +558,9 @@ def test_a_field_fitted_to_a_bound_has_no_error_and_no_crash(cli, tmp_path) -> N
         "jct_s,10100,basic,2,4,2048,0.02\n"
     )
     out = tmp_path / "ov"
-    result = cli(
-        "calibrate", str(measured), "--fit", "snic_efficiency", "--out", str(out), "--json"
-    )
+    args = ("calibrate", str(measured), "--fit", "snic_efficiency", "--out", str(out), "--json")
+    assert cli(*args).code == 1 and not out.exists()  # at its bound: partial, refused unasked
+    result = cli(*args, "--allow-partial")
     assert result.code == 0, result.err
     data = result.json()
     assert data["stderr"]["snic_efficiency"] is None
@@ -593,3 +593,30 @@ def test_check_update_records_changes_in_its_junit_without_failing(cli, tmp_path
     assert suite.get("failures") == "0"
     said = [case.find("system-out") for case in suite]
     assert any(s is not None and s.text.startswith("recorded by --update") for s in said)
+
+
+def test_a_fit_the_points_do_not_determine_is_not_saved_as_a_measurement(cli, tmp_path) -> None:
+    # Four points, four fields, no rel_stderr: "not determined", and the overlay was written
+    # with efficiency_source = "measured"; size then said "measured" beside "not calibrated".
+    measured = tmp_path / "meas.csv"
+    measured.write_text(
+        "metric,value,mode,prefill_nodes,decode_nodes,agents\n"
+        "jct_s,10100,basic,2,4,2048\njct_s,8750,basic_layerwise,2,4,2048\n"
+        "jct_s,5450,dualpath,2,4,2048\nonline_tpot_s,0.0375,dualpath,2,4,2048\n"
+    )
+    out = tmp_path / "out"
+    args = ("calibrate", str(measured), "--node", "dgx-h200", "--out", str(out))
+    refused = cli(*args)
+    assert refused.code == 1 and "no overlay written" in refused.err
+    assert "--allow-partial" in refused.err and not out.exists()
+    assert "not determined by the points" in refused.out  # the fit is still reported
+    written = cli(*args, "--allow-partial")
+    assert written.code == 0, written.err
+    text = (out / "node" / "dgx-h200.toml").read_text()
+    assert 'efficiency_source = "fitted, partial"' in text
+    payload = cli("size", "--profiles", str(out), "--node", "dgx-h200", "--json").json()
+    assert payload["efficiencies"]["source"] == "fitted, partial"
+    line, reason = payload["efficiencies"]["line"], payload["intervals"]["reason"]
+    assert "fitted in part" in line and "snic_efficiency" in line
+    assert "measured (its profile" not in line
+    assert reason.startswith("no interval: node 'dgx-h200' fitted in part")

@@ -8,12 +8,19 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from dualpath_plan.cli.app import say
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
 from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.reports import calibrate as report
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
-from dualpath_plan.validation.calibrate import DEFAULT_FIT, calibrate, load_points, write_overlays
+from dualpath_plan.validation.calibrate import (
+    DEFAULT_FIT,
+    PartialFitError,
+    calibrate,
+    load_points,
+    write_overlays,
+)
 
 
 @scenario_options(
@@ -65,6 +72,16 @@ def calibrate_cmd(
             show_default=False,
         ),
     ] = None,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial",
+            help="With --out: write the overlay even if a fitted field is not determined by "
+            "the points or ended at a bound, labelled efficiency_source = 'fitted, partial' "
+            "with each such field in [unconfirmed] (without it such a fit writes nothing and "
+            "exits 1).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     profiles: ProfilesOpt = None,
     set_: SetOpt = None,
@@ -86,11 +103,20 @@ def calibrate_cmd(
             )
 
         cal = calibrate(sc, points, fields, holdout, seed, starts, progress, spec.serving)
-    written = write_overlays(cal, measured, out) if out is not None else None
+    refused: PartialFitError | None = None
+    written = None
+    if out is not None:
+        try:
+            written = write_overlays(cal, measured, out, allow_partial=allow_partial)
+        except PartialFitError as exc:
+            refused = exc  # the fit is reported; the gate's exit follows it
     if as_json:
         print_json(report.calibrate_payload(cal, written))
     else:
         report.render_calibrate(cal, written, starts, str(out), stdout)
+    if refused is not None:
+        say(str(refused))
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -20,7 +20,7 @@ from dualpath_plan.cli.common import (
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.trend import trend
-from dualpath_plan.physics.workload import workload_demand
+from dualpath_plan.physics.workload import context_window_limit, workload_demand
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE, GpuProfile
 from dualpath_plan.reports import physics as report
 from dualpath_plan.scenario.spec import DEFAULT_SPEC
@@ -106,7 +106,7 @@ def ratio(
         if m.context_window_tokens is not None and longest > m.context_window_tokens:
             raise PlanInputError(
                 f"context {float(ctx.max()):,.0f} + appended {append:,.0f} tokens exceeds "
-                f"{m.id}'s context_window_tokens {m.context_window_tokens:,}",
+                f"{context_window_limit(m)}",
                 field="--context",
             )
         values = phys.cache_compute_ratio_gb_per_pflop(m, ctx, append)

@@ -21,6 +21,7 @@ from dualpath_plan.physics.operators import (
     kv_bytes_per_gpu,
     weight_bytes_per_gpu,
 )
+from dualpath_plan.physics.workload import context_window_limit
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.profiles.schemas import EngineProfile, GpuProfile, ModelProfile, NodeProfile
 from dualpath_plan.scenario.provenance import describe_engine
@@ -118,8 +119,7 @@ def engine_at(
                 else f"{c:,.0f} prompt tokens and {longest - c:,.0f} generated "
                 f"({longest:,.0f}) exceed"
             )
-            + f" {model.id}'s context_window_tokens "
-            f"{model.context_window_tokens:,} (--set model.context_window_tokens=N to lift it)",
+            + f" {context_window_limit(model)}",
             field="--context",
         )
     weights = weight_bytes_per_gpu(model, layout)

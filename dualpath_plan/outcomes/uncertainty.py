@@ -23,7 +23,7 @@ from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, numeric_bounds
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.assemble import Assembly
-from dualpath_plan.scenario.provenance import OPERATOR_REPLACED
+from dualpath_plan.scenario.provenance import OPERATOR_REPLACED, SOURCE_WORDS
 from dualpath_plan.scenario.spec import ServingConfig
 from dualpath_plan.solvers.closed_form import Solution
 
@@ -56,18 +56,18 @@ def _moved(profile: ProfileBase, field: str, value: float) -> ProfileBase:
     return profile.model_copy(update={field: value})
 
 
-def _uncalibrated_sides(sc: Scenario) -> list[str]:
-    """The nodes of the cluster that carry no standard error (not calibrated, or every
-    calibrated field replaced with --set), each once: "prefill node 'x'", "node 'y'" (both
-    sides)."""
-    out: list[str] = []
+def _uncalibrated_sides(sc: Scenario) -> list[tuple[str, NodeProfile]]:
+    """The nodes of the cluster that carry no standard error (not calibrated, a fit that
+    determined none, or every calibrated field replaced with --set), each once with its label:
+    "prefill node 'x'", "node 'y'" (both sides)."""
+    out: list[tuple[str, NodeProfile]] = []
     for side, node in (("prefill", sc.prefill_node), ("decode", sc.decode_node)):
         if any(err > 0 for err in node.calibration_stderr.values()):
             continue
         if side == "decode" and node.id == sc.prefill_node.id and out:
-            out[0] = f"node '{node.id}'"  # the same node on both sides: named once
+            out[0] = (f"node '{node.id}'", node)  # the same node on both sides: named once
         else:
-            out.append(f"{side} node '{node.id}'")
+            out.append((f"{side} node '{node.id}'", node))
     return out
 
 
@@ -189,15 +189,22 @@ def intervals_of(
 
 
 def no_interval_reason(sc: Scenario) -> str:
+    """Why there are no intervals, in the words the efficiency line uses for each node (a
+    measured node whose fit determined no error is not called "not calibrated")."""
     if not sc.options.efficiencies:
         return "no interval: speed of light (an upper bound, not an estimate)"
-    sides = " and ".join(_uncalibrated_sides(sc)) or "a node"
+    sides = _uncalibrated_sides(sc) or [("a node", sc.prefill_node)]
+    said = [
+        f"{label} {SOURCE_WORDS[node.efficiency_source]}"
+        + (", without standard errors" if node.efficiency_source != "datasheet" else "")
+        for label, node in sides
+    ]
     if sc.overridden:
         # --set takes a field's standard error away (profiles/registry.py).
         why = "no calibration_stderr in its profile, or every calibrated field set with --set"
     else:
         why = "no calibration_stderr in its profile"
-    return f"no interval: {sides} not calibrated ({why})"
+    return f"no interval: {' and '.join(said)} ({why})"
 
 
 # The outcomes of a mode that get intervals.

@@ -49,7 +49,11 @@ from dualpath_plan.files import (
     rows_read,
 )
 from dualpath_plan.physics.workload import TRACE_COLUMNS, load_trace
+from dualpath_plan.plausible import QUANTITIES
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
+
+# A turn's tokens, at most: the plausibility table's bound (above it, number() names the slip).
+TURN_TOKENS_MAX = QUANTITIES["turn_tokens"].high
 
 FORMATS: tuple[str, ...] = ("mooncake", "kv-cache-tester", "bailian", "burstgpt", "csv")
 # Hash block size in tokens where the format does not state it in the file.
@@ -125,7 +129,7 @@ def cached_tokens(cached: float, input_tokens: float) -> float:
 def _tokens(
     value: object, *, source: str, line: int | None, field: str, low: int, text: bool = False
 ) -> int:
-    if type(value) is int and low <= value <= MAX_MAGNITUDE:  # the common case, quickly
+    if type(value) is int and low <= value <= TURN_TOKENS_MAX:  # the common case, quickly
         return value
     what = "at least one token" if low == 1 else "a token count"
     return int(
@@ -139,6 +143,7 @@ def _tokens(
             low=low,
             high=MAX_MAGNITUDE,
             what=what,
+            quantity="turn_tokens",
         )
     )
 

@@ -177,6 +177,7 @@ def _tokens(row: dict[str, Any], name: str, source: str, line: int, jsonl: bool)
         low=0,
         high=MAX_MAGNITUDE,
         what="a token count",
+        quantity="turn_tokens",
     )
 
 
@@ -348,6 +349,15 @@ def _tokens_text(value: float) -> str:
     return f"{value:,.10g}"
 
 
+def context_window_limit(model: ModelProfile) -> str:
+    """The model's window as an error states it, with the flag that lifts it (one phrasing for
+    every command that checks a context against it)."""
+    return (
+        f"{model.id}'s context_window_tokens {model.context_window_tokens:,} (if the model "
+        "serves longer contexts: --set model.context_window_tokens=N)"
+    )
+
+
 def check_context_window(model: ModelProfile, workload: WorkloadProfile, mix: TurnMix) -> None:
     """Every turn fits in the model's context window: context + appended + generated tokens
     (the sequence decode ends with) of the profile's mean turn or of each trace row, and the
@@ -356,7 +366,7 @@ def check_context_window(model: ModelProfile, workload: WorkloadProfile, mix: Tu
     window = model.context_window_tokens
     if window is None:
         return
-    limit = f"{model.id}'s context_window_tokens {window:,}"
+    limit = context_window_limit(model)
     total = mix.cached_tokens + mix.append_tokens + mix.generated_tokens
     over = np.flatnonzero(total > window)
     if over.size and mix.lines:  # a trace: the first row over, and how many are

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import (
     MAX_NUMBER_DIGITS,
@@ -80,8 +81,17 @@ def _describe_error(err: Mapping[str, Any], kind: str) -> tuple[str, str]:
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         hint = f"; did you mean '{close[0]}'? (the unit is part of the name)" if close else ""
         return loc, f"unknown key for {_a(kind)} profile{hint}"
+    value = err.get("input")
+    if len(err.get("loc", ())) == 1 and isinstance(value, int | float):
+        # A schema bound crossed by a unit slip (an efficiency of 80: percent typed) says the
+        # slip, as the plausibility table does inside the bounds.
+        slip = plausible.explained(f"{kind}.{loc}", value)
+        if slip is not None:
+            return loc, slip
     # Our own checks' messages, without pydantic's "Value error, " before them.
     msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    if len(err.get("loc", ())) == 1 and msg == plausible.problem(f"{kind}.{loc}", value):
+        return loc, msg  # the plausibility table's line states the value itself
     # A field's value is echoed; a whole-profile check (loc empty) would echo the profile.
     # A table or a long text is not echoed (an MoE curve's shapes would fill a screen).
     brief = (
@@ -224,6 +234,18 @@ def _profile_files(directory: Path) -> list[Path]:
             )
         files.append(p)
     return files
+
+
+def _claim(seen: dict[tuple[str, str], Path], kind: str, profile_id: str, path: Path) -> None:
+    """``path`` holds ``kind`` ``profile_id``, which no other file of its folder may."""
+    first = seen.setdefault((kind, profile_id), path)
+    if first != path:
+        raise PlanInputError(
+            f"{kind} '{profile_id}' is also in {first}; one folder of --profiles holds each "
+            "profile once (remove or rename one of them)",
+            source=str(path),
+            field="--profiles",
+        )
 
 
 class LazyProfiles(MutableMapping[str, ProfileBase]):
@@ -482,15 +504,20 @@ class Registry:
                 raise PlanInputError(
                     "no such profile directory", source=str(directory), field="--profiles"
                 )
+            # A later folder shadows an earlier one on purpose; inside one folder a second
+            # file of the same kind and id shadowed the first silently, by the order of names.
+            here: dict[tuple[str, str], Path] = {}
             for path in _profile_files(directory):
                 # A kind's folder says the kind and the file name the id: read when used.
                 # Elsewhere the file says its kind, so it is read now.
                 if path.parent.name in KINDS:
+                    _claim(here, path.parent.name, path.stem, path)
                     registry.indexed.append(path)
                     registry.profiles[path.parent.name].index(path.stem, path)
                     registry.origins[(path.parent.name, path.stem)] = path
                     continue
                 profile = read_profile_file(path)
+                _claim(here, profile.kind, profile.id, path)
                 registry.profiles[profile.kind][profile.id] = profile
                 registry.origins[(profile.kind, profile.id)] = path
                 read_now.append((profile, path))

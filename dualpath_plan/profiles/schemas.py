@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -33,6 +33,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from dualpath_plan import plausible
 
 # --- field types ---------------------------------------------------------------------------
 
@@ -98,6 +100,17 @@ class ProfileBase(BaseModel):
     calibration_stderr: dict[str, NonNegative] = Field(default_factory=dict)
 
     KIND: ClassVar[str] = ""
+
+    @field_validator("*")
+    @classmethod
+    def _plausible(cls, value: Any, info: ValidationInfo) -> Any:
+        """A number outside what the quantity is in any deployment is a unit slip
+        (``dualpath_plan/plausible.py``: one table for flags, --set, files and imports)."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            why = plausible.problem(f"{cls.KIND}.{info.field_name}", value)
+            if why is not None:
+                raise ValueError(why)
+        return value
 
     @model_validator(mode="after")
     def _sources_name_fields(self) -> ProfileBase:
@@ -184,7 +197,20 @@ class GpuProfile(ProfileBase):
 # --- node ----------------------------------------------------------------------------------
 
 
-EfficiencySource = Literal["measured", "transferred", "datasheet"]
+# "fitted, partial": written by calibrate --allow-partial, some fitted fields not pinned down by
+# the points (each listed in [unconfirmed] with why).
+EfficiencySource = Literal["measured", "fitted, partial", "transferred", "datasheet"]
+# How calibrate --allow-partial lists a field its points did not pin down in [unconfirmed]
+# (the measurements' file name, and why).
+PARTIAL_FIT_NOTE = "fitted by calibrate {} but {}"
+
+
+def partial_fit_fields(profile: ProfileBase) -> tuple[str, ...]:
+    """The fields a partial fit left not pinned down (listed so in ``[unconfirmed]``)."""
+    head = PARTIAL_FIT_NOTE.split("{}")[0]
+    return tuple(f for f, why in profile.unconfirmed.items() if why.startswith(head))
+
+
 # How the registry cites a calibration field it transferred from another node (its origin's
 # id), ahead of the origin's own source.
 TRANSFERRED_FROM = "transferred from node '{}': "
@@ -200,6 +226,8 @@ class NodeProfile(ProfileBase):
     - ``datasheet``: none is set; every rate is the datasheet's and every floor 0 (speed of
       light);
     - ``measured``: the profile sets them itself, each citing its measurement or fit;
+    - ``fitted, partial``: as measured, but a fit left some of them not pinned down by its
+      points (``calibrate --allow-partial``; each listed in ``[unconfirmed]`` with why);
     - ``transferred``: taken from the node ``efficiencies_from`` (a measured one) wherever this
       profile does not set them; the registry applies the transfer.
     ``cnic_collective_share`` is the share of CNIC bandwidth that model collectives keep
@@ -312,11 +340,12 @@ class NodeProfile(ProfileBase):
                 "efficiency_source 'datasheet' (speed of light) has no calibration to carry "
                 "[calibration_stderr]; say 'measured' or 'transferred'"
             )
-        if self.efficiency_source == "measured" and not any(
+        if self.efficiency_source in ("measured", "fitted, partial") and not any(
             getattr(self, f) != type(self).model_fields[f].default for f in self.CALIBRATION_FIELDS
         ):
             raise ValueError(
-                "efficiency_source 'measured' but every calibration field is at its datasheet "
+                f"efficiency_source '{self.efficiency_source}' but every calibration field is at "
+                "its datasheet "
                 f"default ({', '.join(self.CALIBRATION_FIELDS)}); set the measured values or "
                 "say 'datasheet'"
             )

@@ -62,6 +62,9 @@ def calibrate_payload(cal: Calibration, written: list[str] | None) -> dict[str, 
         "train_rms_log_error": Calibration.rms(cal.train),
         "holdout_rms_log_error": Calibration.rms(cal.holdout) if cal.holdout else None,
         "overlay": written,
+        # Fitted fields the points did not pin down, with why (an overlay with any is written
+        # only with --allow-partial, labelled efficiency_source 'fitted, partial').
+        "partial": cal.partial(),
     }
 
 
@@ -117,5 +120,7 @@ def render_calibrate(
             f"a poor fit (RMS log error above {POOR_FIT_RMS:g}): least squares is local; "
             "try --starts 8, or start nearer with --set"
         )
+    for name, why in cal.partial().items():
+        console.print(escape(f"{name}: {why}"), highlight=False)
     if written:
         console.print(f"overlay written to {', '.join(written)}; use it with --profiles {out}")

@@ -8,7 +8,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from dualpath_plan.physics.links import PathOptions
-from dualpath_plan.profiles.schemas import EngineProfile, GpuProfile, NodeProfile
+from dualpath_plan.profiles.schemas import (
+    EngineProfile,
+    GpuProfile,
+    NodeProfile,
+    partial_fit_fields,
+)
 
 
 class Scenario(Protocol):
@@ -57,6 +62,15 @@ OPERATOR_REPLACED: tuple[str, ...] = (
 )
 
 
+# A node's efficiency_source in a few words, as every report says it.
+SOURCE_WORDS = {
+    "measured": "measured",
+    "fitted, partial": "fitted in part",
+    "transferred": "transferred",
+    "datasheet": "not calibrated",
+}
+
+
 @dataclass(frozen=True)
 class NodeEfficiencies:
     """One node profile's calibration: its source, the values that differ from the
@@ -64,7 +78,7 @@ class NodeEfficiencies:
 
     node: str
     sides: str  # "prefill and decode", "prefill" or "decode"
-    source: str  # measured, transferred or datasheet (efficiency_source)
+    source: str  # measured, fitted, partial, transferred or datasheet (efficiency_source)
     origin: str | None  # the measured node a transfer takes them from
     values: dict[str, float]
     stderr: dict[str, float]
@@ -73,6 +87,8 @@ class NodeEfficiencies:
     set_to: tuple[float, ...] = ()  # the value of each field of ``overridden``
     gpu_note: str = ""  # the node's calibration applied to another GPU (--gpu)
     engine: str = ""  # the engine profile timing its passes and steps, described
+    # Of a partial fit ("fitted, partial"): the calibration fields its fit did not pin down.
+    unconfirmed: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -112,6 +128,7 @@ class NodeEfficiencies:
                 else ""
             ),
             engine=describe_engine(engine, gpu or node.gpu) if engine is not None else "",
+            unconfirmed=partial_fit_fields(node),
         )
 
     def _shown(self, fields: list[str]) -> str:
@@ -122,6 +139,9 @@ class NodeEfficiencies:
     def describe(self) -> str:
         where = {
             "measured": "measured (its profile cites each fit or measurement)",
+            "fitted, partial": "fitted in part (calibrate --allow-partial: "
+            + (", ".join(self.unconfirmed) or "some fields")
+            + " not pinned down by the points; its profile's unconfirmed table says why)",
             "transferred": f"transferred from {self.origin} (measured there, not on this node)",
             "datasheet": "datasheet speed of light (no calibration: upper bounds)",
         }[self.source]

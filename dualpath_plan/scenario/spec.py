@@ -23,6 +23,7 @@ from pydantic import (
     field_validator,
 )
 
+from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError, echoed_input
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import PathOptions
@@ -171,6 +172,15 @@ class ScenarioSpec(BaseModel):
             )
         return v
 
+    @field_validator("ttft_slo_s", "tpot_slo_s")
+    @classmethod
+    def _plausible(cls, v: float, info: ValidationInfo) -> float:
+        # --ttft-slo 4000 (milliseconds typed where seconds are asked) planned for an hour.
+        why = plausible.problem(str(info.field_name), v)
+        if why is not None:
+            raise ValueError(why)
+        return v
+
     @field_validator("scheduler")
     @classmethod
     def _known_scheduler(cls, v: str | None) -> str | None:
@@ -223,7 +233,11 @@ class ScenarioSpec(BaseModel):
                 else "/".join((info.json_schema_extra or {}).get("flags", [name]))  # type: ignore[union-attr, arg-type]
             )
             msg = str(err["msg"]).removeprefix("Value error, ")
-            msg += echoed_input(err)  # our own checks say what they got; pydantic's do not
+            slip = plausible.explained(name, err.get("input"))
+            if slip is not None:
+                msg = slip  # a bound crossed by a unit slip (--max-utilization 80) says so
+            else:
+                msg += echoed_input(err)  # our own checks say what they got; pydantic's do not
             raise PlanInputError(msg, source=source, field=f"{field_prefix}{where}") from None
 
     def with_(self, **changes: Any) -> ScenarioSpec:
@@ -295,6 +309,9 @@ class ServingConfig:
                 or not (math.isfinite(v) and v > 0)
             ):
                 raise PlanInputError(f"expected seconds > 0, got {v!r}", field=name)
+            why = plausible.problem(name, v)
+            if why is not None:
+                raise PlanInputError(why, field=name)
 
 
 DEFAULT_SPEC = ScenarioSpec()

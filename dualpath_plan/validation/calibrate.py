@@ -26,6 +26,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError, check_seed
 from dualpath_plan.files import (
     MAX_MEASURED_BYTES,
@@ -40,6 +41,7 @@ from dualpath_plan.profiles.registry import validate_profile, write_profiles
 from dualpath_plan.profiles.schemas import (
     MAX_MAGNITUDE,
     MIN_MAGNITUDE,
+    PARTIAL_FIT_NOTE,
     NodeProfile,
     ProfileBase,
     WorkloadProfile,
@@ -108,6 +110,20 @@ class Calibration:
     correlation: list[list[float]] = field(default_factory=list)
     # The SLOs the online points were evaluated at (no headroom: max utilization 1).
     slo: ServingConfig = field(default_factory=lambda: measured_serving(ServingConfig()))
+
+    def partial(self) -> dict[str, str]:
+        """The fitted fields the points did not pin down, with why: no standard error (not
+        determined by the points), or at a bound of the search (the points pushed it out of
+        the range the field can take). A profile with such a field is not a measurement
+        (``calibrate --allow-partial`` writes it labelled so)."""
+        out: dict[str, str] = {}
+        for name, value in self.fitted.items():
+            bound = at_bound(value, self.start[name], field_bounds(name))
+            if bound is not None:
+                out[name] = f"at its bound {bound:g} (the points push it beyond)"
+            elif self.stderr.get(name) is None:
+                out[name] = "not determined by the points (no standard error)"
+        return out
 
     @staticmethod
     def rms(results: list[PointResult]) -> float:
@@ -250,7 +266,22 @@ def field_bounds(name: str) -> tuple[float, float]:
             f"{kind} field '{field}' is a count, not a continuous quantity least squares can fit",
             field="--fit",
         )
+    # Within what the quantity is in any deployment, too: the profile refuses the rest (a
+    # layer's fixed time of 5 s), so the search must not walk there.
+    quantity = plausible.QUANTITIES.get(f"{kind}.{field}")
+    if quantity is not None:
+        bounds = (max(bounds[0], quantity.low), min(bounds[1], quantity.high))
     return bounds
+
+
+def at_bound(value: float, start: float, bounds: tuple[float, float]) -> float | None:
+    """The bound ``value`` ended at (within 1e-6 of the larger of the bound and the start, so
+    that a reserve of 7e-17 GB fitted from 10 GB is at its bound 0), or None."""
+    for bound in bounds:
+        scale = max(abs(bound), abs(start))
+        if abs(value - bound) <= (1e-6 * scale if scale > 0 else 1e-12):
+            return bound
+    return None
 
 
 def _with(profile: P, values: dict[str, float]) -> P:
@@ -498,9 +529,18 @@ def standard_errors(
     return errors, basis, corr_list
 
 
-def overlay(cal: Calibration, measurements: Path) -> list[ProfileBase]:
+def overlay(
+    cal: Calibration, measurements: Path, *, allow_partial: bool = False
+) -> list[ProfileBase]:
     """The fitted profiles (the node, and the workload if any of its fields was fitted), each
-    fitted field citing the fit."""
+    fitted field citing the fit. A fit with a field the points did not pin down
+    (:meth:`Calibration.partial`) is refused (:class:`PartialFitError`) unless
+    ``allow_partial``: then the node says ``efficiency_source = "fitted, partial"`` and each
+    such field is listed in ``[unconfirmed]`` with why, so that every report says so."""
+    partial = cal.partial()
+    if partial and not allow_partial:
+        raise PartialFitError(partial)
+    partial_by_field = {_target(name): why for name, why in partial.items()}
     rms = Calibration.rms(cal.train)
     out: list[ProfileBase] = []
     for kind, profile in (("node", cal.node), ("workload", cal.workload)):
@@ -515,10 +555,18 @@ def overlay(cal: Calibration, measurements: Path) -> list[ProfileBase]:
                 f"points, RMS log error {rms:.3g})"
             ]
             unconfirmed.pop(f, None)
+            why = partial_by_field.get((kind, f))
+            if why is not None:
+                unconfirmed[f] = PARTIAL_FIT_NOTE.format(measurements.name, why)
         if isinstance(profile, NodeProfile):
-            # A fitted node is measured, whatever it was before.
+            # A fitted node is measured, whatever it was before; in part if any of its fields
+            # is not pinned down by the points.
+            node_partial = any(kind_of == "node" for kind_of, _ in partial_by_field)
             profile = profile.model_copy(
-                update={"efficiency_source": "measured", "efficiencies_from": None}
+                update={
+                    "efficiency_source": "fitted, partial" if node_partial else "measured",
+                    "efficiencies_from": None,
+                }
             )
         stderr = dict(profile.calibration_stderr)
         for name, err in cal.stderr.items():
@@ -541,9 +589,27 @@ def overlay(cal: Calibration, measurements: Path) -> list[ProfileBase]:
     return out
 
 
-def write_overlays(cal: Calibration, measurements: Path, out: Path) -> list[str]:
+def write_overlays(
+    cal: Calibration, measurements: Path, out: Path, *, allow_partial: bool = False
+) -> list[str]:
     """The fitted profiles as overlays in ``out`` (``out/<kind>/<id>.toml``): every one
-    written, through a temporary file renamed into place, or none."""
+    written, through a temporary file renamed into place, or none (none when the fit is
+    partial and ``allow_partial`` is not given: :class:`PartialFitError`)."""
     # (Over the profiles it read from DIR, as --profiles DIR: an overlay is written to be
     # updated so; never over the measurements.)
-    return write_profiles(overlay(cal, measurements), out, field="--out", reads=[measurements])
+    profiles = overlay(cal, measurements, allow_partial=allow_partial)
+    return write_profiles(profiles, out, field="--out", reads=[measurements])
+
+
+class PartialFitError(Exception):
+    """A fit with fields the points did not pin down, refused as an overlay: a gate, not bad
+    input (the CLI reports the fit and exits 1)."""
+
+    def __init__(self, fields: dict[str, str]) -> None:
+        self.fields = fields
+        listed = "; ".join(f"{name} {why}" for name, why in fields.items())
+        super().__init__(
+            f"no overlay written: {listed}. Measure more points (or give rel_stderr), fit "
+            "fewer fields (--fit), or write it labelled efficiency_source = 'fitted, "
+            "partial' with --allow-partial"
+        )

@@ -1,0 +1,319 @@
+"""What each physical quantity plausibly is, in its unit, and the unit slips that put a value
+outside: one table, read by every way a number comes in (command-line flags, ``--set``, profile
+files, traces, AIConfigurator imports), so that the same slip gets the same message everywhere.
+
+A schema's bounds (``profiles/schemas.py``: 1e-9 to 1e12 of a unit) keep the arithmetic finite;
+they take ``--ttft-slo 4000`` (milliseconds typed where seconds are asked) and a NIC of 400e9
+Gb/s (bits per second typed where Gb/s are asked), and the tool then plans, without a word, for a
+TTFT of an hour and a NIC of 4e20 bit/s. The ranges here are what any deployment has, with a
+generous margin for the next generations (the largest NIC shipping is 800 Gb/s, the range allows
+16,000; the B300's 8 TB/s of HBM, 100); outside, the value is refused, with the likely slip and
+the value it would have meant ("4000 s: a TTFT SLO is in seconds; did you mean 4?").
+
+Ranges cite what sets them; a quantity with no unit to slip (a count of layers) has its range
+and no suggestion.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Slip:
+    """A unit a user may have typed instead of the one asked: ``typed x factor`` is the value
+    in the asked unit (milliseconds typed for seconds: factor 1e-3)."""
+
+    unit: str
+    factor: float
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A quantity's name (for a message: "a TTFT SLO"), its unit (symbol and words), the
+    range any deployment has, and the slips that lead outside it."""
+
+    what: str
+    unit: str
+    unit_words: str
+    low: float
+    high: float
+    slips: tuple[Slip, ...] = ()
+    why: str = ""  # what sets the range (its source)
+
+    def problem(self, value: float) -> str | None:
+        """Why ``value`` is implausible (the likely slip and what it would have meant), or
+        None if it is plausible."""
+        if not math.isfinite(value):
+            return None  # a schema's own finiteness check says so, in its words
+        if self.low <= value <= self.high:
+            return None
+        meant = [
+            (slip, value * slip.factor)
+            for slip in self.slips
+            if self.low <= value * slip.factor <= self.high
+        ]
+        unit = f" {self.unit}" if self.unit else ""
+        span = f"{_num(self.low)} to {_num(self.high)}{unit}"
+        head = f"{_num(value)}{unit}: outside what {self.what} is ({span})"
+        if meant:
+            options = " or ".join(
+                f"{_num(v)} ({s.unit} typed for {self.unit_words})" for s, v in meant
+            )
+            return f"{head}; did you mean {options}?"
+        return f"{head}; a unit slip or a corrupt value?"
+
+
+def _num(value: float) -> str:
+    """A value as a user would type it: no exponent from 1e-4 to 1e7."""
+    if value == 0:
+        return "0"
+    if 1e-4 <= abs(value) < 1e7:
+        text = f"{value:.6g}"
+        if "e" in text:
+            text = f"{value:.6f}".rstrip("0").rstrip(".")
+        return text
+    return f"{value:.6g}"
+
+
+MS = Slip("milliseconds", 1e-3)
+US = Slip("microseconds", 1e-6)
+BIT_S = Slip("bit/s", 1e-9)  # bits per second typed for Gb/s
+BYTES_AS_GB = Slip("bytes", 1e-9)  # bytes (or B/s) typed for GB (or GB/s)
+MB_AS_GB = Slip("MB", 1e-3)
+GB_S_AS_TB_S = Slip("GB/s", 1e-3)
+B_S_AS_TB_S = Slip("B/s", 1e-12)
+KW_AS_W = Slip("kW", 1e3)
+FLOPS_AS_TFLOPS = Slip("FLOP/s", 1e-12)
+PERCENT = Slip("percent", 1e-2)
+
+
+def _efficiency(what: str) -> Quantity:
+    return Quantity(
+        what, "", "a share of 1", 1e-6, 1.0, (PERCENT,), "an achieved share of a datasheet rate"
+    )
+
+
+_NIC = "per NIC; the fastest shipping is 800 Gb/s (ConnectX-8), with room for 16x"
+_LATENCY = "a fixed time per layer or collective: microseconds in any engine, 100 ms at most"
+
+QUANTITIES: dict[str, Quantity] = {
+    # --- serving targets (flags, validation cases, baselines) ---
+    "ttft_slo_s": Quantity(
+        "a TTFT SLO",
+        "s",
+        "seconds",
+        1e-3,
+        600.0,
+        (MS,),
+        "the paper's 4 s (section 7.3); 10 minutes before a first token serves no one",
+    ),
+    "tpot_slo_s": Quantity(
+        "a TPOT SLO",
+        "s",
+        "seconds",
+        1e-5,
+        10.0,
+        (MS, US),
+        "the paper's 50 ms (section 7.3); 10 s per token serves no one",
+    ),
+    "max_utilization": Quantity(
+        "a utilization cap", "", "a share of 1", 1e-6, 1.0, (PERCENT,), "0 < U <= 1"
+    ),
+    # --- node ---
+    "node.snic_efficiency": _efficiency("the storage NIC efficiency"),
+    "node.cnic_efficiency": _efficiency("the compute NIC efficiency"),
+    "node.pcie_efficiency": _efficiency("the PCIe efficiency"),
+    "node.dram_efficiency": _efficiency("the DRAM efficiency"),
+    "node.decode_hbm_efficiency": _efficiency("the decode HBM efficiency"),
+    "node.ep_link_efficiency": _efficiency("the expert-parallel link efficiency"),
+    "node.prefill_mfu": _efficiency("the prefill MFU"),
+    "node.snic_gbit_s": Quantity(
+        "a storage NIC's line rate", "Gb/s", "Gb/s", 1.0, 16_000.0, (BIT_S,), _NIC
+    ),
+    "node.cnic_gbit_s": Quantity(
+        "a compute NIC's line rate", "Gb/s", "Gb/s", 1.0, 16_000.0, (BIT_S,), _NIC
+    ),
+    "node.snic_count": Quantity("a node's storage NICs", "NICs", "NICs", 1, 64),
+    "node.cnic_count": Quantity("a node's compute NICs", "NICs", "NICs", 1, 64),
+    "node.gpus_per_node": Quantity(
+        "a node's GPUs",
+        "GPUs",
+        "GPUs",
+        1,
+        1024,
+        (),
+        "8 in a DGX, 72 in an NVL72 rack; 1,024 leaves room",
+    ),
+    "node.dram_gbyte": Quantity(
+        "a node's host DRAM",
+        "GB",
+        "GB",
+        1.0,
+        100_000.0,
+        (BYTES_AS_GB,),
+        "2 TB in a DGX H200; 100 TB leaves room",
+    ),
+    "node.dram_gbyte_s": Quantity(
+        "a node's DRAM bandwidth",
+        "GB/s",
+        "GB/s",
+        1.0,
+        100_000.0,
+        (BYTES_AS_GB,),
+        "about 600 GB/s for two sockets of DDR5",
+    ),
+    "node.prefill_hbm_reserve_gbyte": Quantity(
+        "an HBM reserve", "GB", "GB", 0.0, 10_000.0, (BYTES_AS_GB,), "at most a GPU's HBM"
+    ),
+    "node.layer_fixed_s": Quantity(
+        "a per-layer fixed time", "s", "seconds", 0.0, 0.1, (US, MS), _LATENCY
+    ),
+    "node.ep_latency_s": Quantity(
+        "an expert-parallel latency", "s", "seconds", 0.0, 0.1, (US, MS), _LATENCY
+    ),
+    "node.tp_allreduce_latency_s": Quantity(
+        "a tensor-parallel all-reduce latency", "s", "seconds", 0.0, 0.1, (US, MS), _LATENCY
+    ),
+    # --- GPU ---
+    "gpu.hbm_gbyte": Quantity(
+        "a GPU's HBM", "GB", "GB", 1.0, 10_000.0, (BYTES_AS_GB,), "288 GB on a B300"
+    ),
+    "gpu.hbm_tbyte_s": Quantity(
+        "a GPU's HBM bandwidth",
+        "TB/s",
+        "TB/s",
+        0.01,
+        100.0,
+        (GB_S_AS_TB_S, B_S_AS_TB_S),
+        "8 TB/s on a B300",
+    ),
+    "gpu.nvlink_bidir_gbyte_s": Quantity(
+        "a GPU's NVLink bandwidth",
+        "GB/s",
+        "GB/s",
+        0.0,
+        100_000.0,
+        (BYTES_AS_GB,),
+        "1,800 GB/s on NVLink 5",
+    ),
+    "gpu.bf16_dense_tflops": Quantity(
+        "a GPU's dense BF16 rate",
+        "TFLOPS",
+        "TFLOPS",
+        1.0,
+        1e5,
+        (FLOPS_AS_TFLOPS,),
+        "2,250 on a B200",
+    ),
+    "gpu.fp8_dense_tflops": Quantity(
+        "a GPU's dense FP8 rate",
+        "TFLOPS",
+        "TFLOPS",
+        1.0,
+        1e5,
+        (FLOPS_AS_TFLOPS,),
+        "4,500 on a B200",
+    ),
+    "gpu.fp4_dense_tflops": Quantity(
+        "a GPU's dense FP4 rate",
+        "TFLOPS",
+        "TFLOPS",
+        1.0,
+        1e5,
+        (FLOPS_AS_TFLOPS,),
+        "15,000 on a B300",
+    ),
+    "gpu.tdp_w": Quantity(
+        "a GPU's power", "W", "watts", 10.0, 10_000.0, (KW_AS_W,), "1,400 W on a B300"
+    ),
+    "gpu.release_year": Quantity("a GPU's release year", "", "years", 1990, 2100),
+    # --- storage ---
+    "storage.aggregate_read_gbyte_s": Quantity(
+        "a store's read bandwidth",
+        "GB/s",
+        "GB/s",
+        0.01,
+        1e6,
+        (BYTES_AS_GB, MB_AS_GB),
+        "6.6 TB/s for 180 3FS nodes; 1 PB/s leaves room",
+    ),
+    "storage.aggregate_write_gbyte_s": Quantity(
+        "a store's write bandwidth",
+        "GB/s",
+        "GB/s",
+        0.01,
+        1e6,
+        (BYTES_AS_GB, MB_AS_GB),
+        "as its read bandwidth",
+    ),
+    "storage.max_client_read_gbyte_s": Quantity(
+        "a client's read bandwidth",
+        "GB/s",
+        "GB/s",
+        0.01,
+        1e5,
+        (BYTES_AS_GB, MB_AS_GB),
+        "40 GB/s per 3FS client",
+    ),
+    "storage.storage_nodes": Quantity("a store's nodes", "nodes", "nodes", 1, 1_000_000),
+    # --- workload and traces ---
+    "turn_tokens": Quantity(
+        "a turn's token count",
+        "tokens",
+        "tokens",
+        0.0,
+        1e8,
+        (),
+        "the longest context window of any model is 10M tokens (Llama 4 Scout)",
+    ),
+    "workload.append_tokens": Quantity(
+        "a turn's appended tokens", "tokens", "tokens", 0.0, 1e8, (), "as a turn's tokens"
+    ),
+    "workload.generated_tokens": Quantity(
+        "a turn's generated tokens", "tokens", "tokens", 0.0, 1e8, (), "as a turn's tokens"
+    ),
+    "workload.context_tokens": Quantity(
+        "a turn's cached context", "tokens", "tokens", 0.0, 1e8, (), "as a turn's tokens"
+    ),
+    "workload.max_len_tokens": Quantity(
+        "a trajectory's longest context", "tokens", "tokens", 1.0, 1e8, (), "as a turn's tokens"
+    ),
+    "workload.tool_latency_s": Quantity(
+        "a tool call's latency", "s", "seconds", 0.0, 86_400.0, (MS,), "a day at most"
+    ),
+    "workload.turns": Quantity("an agent's turns", "turns", "turns", 1.0, 1e6),
+    "workload.kv_bytes_per_token": Quantity(
+        "a model's KV bytes per token",
+        "B",
+        "bytes",
+        1.0,
+        1e8,
+        (),
+        "about 70 KB for DeepSeek-V3 in FP8; 1.3 MB for a 405B dense model in BF16",
+    ),
+    # --- model ---
+    "model.context_window_tokens": Quantity(
+        "a context window", "tokens", "tokens", 1.0, 1e9, (), "10M tokens at most today"
+    ),
+    "model.num_layers": Quantity("a model's layers", "layers", "layers", 1, 10_000),
+    "model.hidden_size": Quantity("a model's hidden size", "", "elements", 1, 1_000_000),
+}
+
+
+def explained(key: str, value: object) -> str | None:
+    """:func:`problem`'s message only where a unit slip explains the value (a value it cannot
+    explain, such as -1, keeps the schema's own message about its bounds)."""
+    why = problem(key, value)
+    return why if why is not None and "did you mean" in why else None
+
+
+def problem(key: str, value: object) -> str | None:
+    """Why ``value`` is implausible as the quantity ``key`` (see :data:`QUANTITIES`), or None
+    (also for a key the table does not hold, and for what is not a number: the schema's own
+    type check says so)."""
+    quantity = QUANTITIES.get(key)
+    if quantity is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return quantity.problem(float(value))

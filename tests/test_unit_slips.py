@@ -1,0 +1,260 @@
+"""Unit slips are caught, with the slip named, whichever way the number comes in: a flag,
+``--set``, a profile file, a trace, an import, a validation case, the Python API (issue:
+"inputs a planner cannot get wrong"). One table (``dualpath_plan/plausible.py``) serves them
+all; each case here is a value a user could type, and the line must name the quantity, the
+value and, where a unit slip explains it, the value meant."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dualpath_plan import plausible
+from dualpath_plan.errors import PlanInputError
+
+ROOT = Path(__file__).parent.parent
+
+
+def _one_line_error(result) -> str:
+    assert result.code == 2, (result.code, result.out, result.err)
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.err
+    return lines[0]
+
+
+def _says(line: str, meant: str | None) -> None:
+    """The line names what is implausible and the fix: the value meant, or that the value is
+    beyond any deployment."""
+    assert "outside what" in line, line
+    if meant is None:
+        assert "a unit slip or a corrupt value" in line, line
+    else:
+        assert f"did you mean {meant}" in line or f"or {meant} (" in line, line
+
+
+# --- flags --------------------------------------------------------------------------------
+
+FLAG_CASES = [
+    # (command line, the flag, the value meant)
+    (("size", "--ttft-slo", "4000"), "--ttft-slo", "4"),
+    (("size", "--tpot-slo", "50"), "--tpot-slo", "0.05"),
+    (("size", "--max-utilization", "80"), "--max-utilization", "0.8"),
+    (("recommend", "--budget-nodes", "8", "--ttft-slo", "2000"), "--ttft-slo", "2"),
+    (("recommend", "--budget-nodes", "8", "--tpot-slo", "40"), "--tpot-slo", "0.04"),
+    (("sweep", "--grid", "P=1:2", "--tpot-slo", "60"), "--tpot-slo", "0.06"),
+    (("sweep", "--grid", "P=1:2", "--ttft-slo", "1500"), "--ttft-slo", "1.5"),
+    (("recommend", "--budget-nodes", "8", "--max-utilization", "90"), "--max-utilization", "0.9"),
+    (("simulate", "--ttft-slo", "4000"), "--ttft-slo", "4"),
+    (("size", "--target-aps", "0.5", "--tpot-slo", "30"), "--tpot-slo", "0.03"),
+]
+
+
+@pytest.mark.parametrize(("args", "flag", "meant"), FLAG_CASES)
+def test_a_flag_in_the_wrong_unit_names_the_slip(cli, args, flag, meant) -> None:
+    line = _one_line_error(cli(*args))
+    assert flag in line
+    _says(line, meant)
+
+
+# --- --set and profile files ------------------------------------------------------------
+
+SET_CASES = [
+    # (assignment, the value meant or None: beyond any deployment with no unit to blame)
+    ("node.snic_gbit_s=400e9", "400"),  # bit/s typed for Gb/s
+    ("node.cnic_gbit_s=200000000000", "200"),
+    ("node.dram_gbyte=2048e9", "2048"),  # bytes typed for GB
+    ("node.dram_gbyte_s=600e9", "600"),
+    ("node.snic_efficiency=80", "0.8"),  # percent typed for a share of 1
+    ("node.cnic_efficiency=95", "0.95"),
+    ("node.pcie_efficiency=90", "0.9"),
+    ("node.dram_efficiency=70", "0.7"),
+    ("node.prefill_mfu=40", "0.4"),
+    ("node.decode_hbm_efficiency=85", "0.85"),
+    ("node.layer_fixed_s=5", "5e-06"),  # microseconds typed for seconds
+    ("node.ep_latency_s=20", "2e-05"),
+    ("node.tp_allreduce_latency_s=12", "1.2e-05"),
+    ("node.prefill_hbm_reserve_gbyte=12e9", "12"),
+    ("gpu.hbm_gbyte=141e9", "141"),
+    ("gpu.hbm_tbyte_s=4800", "4.8"),  # GB/s typed for TB/s
+    ("gpu.hbm_tbyte_s=4.8e12", "4.8"),  # B/s typed for TB/s
+    ("gpu.bf16_dense_tflops=989e12", "989"),  # FLOP/s typed for TFLOPS
+    ("gpu.fp8_dense_tflops=1979e12", "1979"),
+    ("gpu.tdp_w=0.7", "700"),  # kW typed for W
+    ("gpu.nvlink_bidir_gbyte_s=900e9", "900"),
+    ("storage.aggregate_read_gbyte_s=6.6e12", "6600"),
+    ("storage.max_client_read_gbyte_s=40e9", "40"),
+    ("workload.tool_latency_s=90000", "90"),  # milliseconds typed for seconds
+    ("workload.append_tokens=4e11", None),
+    ("workload.context_tokens=2e9", None),
+    ("model.context_window_tokens=10000000000", None),
+    ("node.gpus_per_node=8000", None),
+]
+
+
+@pytest.mark.parametrize(("assignment", "meant"), SET_CASES)
+def test_set_in_the_wrong_unit_names_the_slip(cli, assignment, meant) -> None:
+    line = _one_line_error(cli("--set", assignment, "size"))
+    field = assignment.split("=")[0].split(".")[1]
+    assert f"field '{field}'" in line
+    _says(line, meant)
+
+
+PROFILE_CASES = [
+    # (kind, stock id, field, slipped value, the value meant)
+    ("node", "dgx-h200", "snic_gbit_s", "400e9", "400"),
+    ("node", "dgx-h200", "snic_efficiency", "51", "0.51"),
+    ("gpu", "h200-sxm", "hbm_tbyte_s", "4800", "4.8"),
+    ("storage", "3fs", "aggregate_read_gbyte_s", "6.6e12", "6600"),
+    ("workload", "paper-64k", "tool_latency_s", "90000", "90"),
+]
+
+
+@pytest.mark.parametrize(("kind", "pid", "field", "value", "meant"), PROFILE_CASES)
+def test_a_profile_file_in_the_wrong_unit_names_the_slip(
+    cli, tmp_path, kind, pid, field, value, meant
+) -> None:
+    folder = tmp_path / "p" / kind
+    folder.mkdir(parents=True)
+    text = (ROOT / "hardware_profiles" / kind / f"{pid}.toml").read_text()
+    lines = [ln for ln in text.splitlines() if not ln.startswith(f"{field} =")]
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("["))
+    lines.insert(head, f"{field} = {value}")
+    path = folder / f"{pid}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    flag = {"node": "--node", "gpu": "--gpu", "storage": "--storage", "workload": "--workload"}
+    line = _one_line_error(cli("size", "--profiles", str(tmp_path / "p"), flag[kind], pid))
+    assert str(path) in line and f"field '{field}'" in line
+    _says(line, meant)
+    # profiles validate says the same
+    checked = cli("profiles", "validate", str(path))
+    assert checked.code == 2 and "did you mean" in checked.err
+
+
+# --- traces ------------------------------------------------------------------------------
+
+
+def _mooncake(path: Path) -> None:
+    row = {"timestamp": 0, "input_length": 400_000_000_000, "output_length": 5, "hash_ids": [1]}
+    path.write_text(json.dumps(row) + "\n")
+
+
+def _kv_cache_tester(path: Path) -> None:
+    request = {"t": 0, "type": "n", "in": 400_000_000_000, "out": 10, "hash_ids": [1]}
+    session = {"id": "s", "block_size": 64, "hash_id_scope": "local", "requests": [request]}
+    path.write_text(json.dumps(session))
+
+
+def _bailian(path: Path) -> None:
+    row = {
+        "chat_id": 1,
+        "parent_chat_id": -1,
+        "timestamp": 0,
+        "input_length": 10,
+        "output_length": 500_000_000_000,
+        "type": "text",
+        "turn": 1,
+        "hash_ids": [1],
+    }
+    path.write_text(json.dumps(row) + "\n")
+
+
+def _burstgpt(path: Path) -> None:
+    path.write_text(
+        "Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,"
+        "Log Type\n1,a,1,GPT-4,400000000000,1,400000000001,Conversation log\n"
+    )
+
+
+def _csv(path: Path) -> None:
+    path.write_text("trajectory_id,append_tokens,generated_tokens\na,400000000000,10\n")
+
+
+TRACE_CASES = [
+    ("mooncake", "t.jsonl", _mooncake, "input_length"),
+    ("kv-cache-tester", "s.json", _kv_cache_tester, "in"),
+    ("bailian", "b.jsonl", _bailian, "output_length"),
+    ("burstgpt", "b.csv", _burstgpt, "Request tokens"),
+    ("csv", "t.csv", _csv, "append_tokens"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "name", "write", "field"), TRACE_CASES)
+def test_a_trace_turn_beyond_any_context_is_named(cli, tmp_path, fmt, name, write, field) -> None:
+    # workload import --format csv took a turn of 4e11 tokens.
+    path = tmp_path / name
+    write(path)
+    line = _one_line_error(cli("workload", "import", str(path), "--format", fmt))
+    assert str(path) in line and field in line and "tokens" in line
+    _says(line, None)
+
+
+def test_a_workload_trace_file_turn_beyond_any_context_is_named(cli, tmp_path) -> None:
+    folder = tmp_path / "p" / "workload"
+    folder.mkdir(parents=True)
+    _csv(folder / "big.csv")
+    (folder / "big.toml").write_text(
+        'kind = "workload"\nname = "big"\ntrace_file = "big.csv"\nturns = 1\n'
+        "append_tokens = 1\ngenerated_tokens = 1\ncontext_tokens = 0\n"
+    )
+    line = _one_line_error(cli("size", "--profiles", str(tmp_path / "p"), "--workload", "big"))
+    assert "big.csv" in line and "append_tokens" in line
+    _says(line, None)
+
+
+# --- validation cases and the Python API ---------------------------------------------------
+
+
+def test_a_validation_case_in_the_wrong_unit_names_the_slip(cli, tmp_path) -> None:
+    case = (ROOT / "dualpath_plan" / "validation" / "cases" / "ablation-basic.toml").read_text()
+    (tmp_path / "slip.toml").write_text(case + "ttft_slo_s = 4000\n")
+    line = _one_line_error(cli("validate", "--cases", str(tmp_path)))
+    assert "slip.toml" in line and "ttft_slo_s" in line
+    _says(line, "4")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "meant"), [("ttft_slo_s", 4000, "4"), ("tpot_slo_s", 50, "0.05")]
+)
+def test_the_python_api_names_the_slip(field, value, meant) -> None:
+    from dualpath_plan import api
+    from dualpath_plan.scenario.spec import ServingConfig
+
+    with pytest.raises(PlanInputError) as spec_error:
+        api.spec(**{field: value})
+    _says(str(spec_error.value), meant)
+    with pytest.raises(PlanInputError) as config_error:
+        ServingConfig(**{field: value})
+    _says(str(config_error.value), meant)
+
+
+# --- the table itself ----------------------------------------------------------------------
+
+
+def test_the_table_suggests_only_values_inside_its_range() -> None:
+    for key, quantity in plausible.QUANTITIES.items():
+        assert quantity.low <= quantity.high, key
+        for slip in quantity.slips:
+            for typed in (quantity.high * 10, quantity.high * 1e3, quantity.high * 1e9):
+                why = quantity.problem(typed)
+                assert why is not None and str(plausible._num(typed)) in why, key
+            meant = quantity.high * 0.5
+            why = quantity.problem(meant / slip.factor)
+            if why is not None and "did you mean" in why:
+                assert plausible._num(meant) in why, (key, why)
+        assert quantity.problem(quantity.low) is None and quantity.problem(quantity.high) is None
+
+
+def test_every_schema_field_in_the_table_exists() -> None:
+    from dualpath_plan.profiles.schemas import schema_for
+
+    for key in plausible.QUANTITIES:
+        kind, dot, field = key.partition(".")
+        if dot and kind in ("gpu", "node", "storage", "workload", "model"):
+            assert field in schema_for(kind).model_fields, key
+
+
+def test_there_are_at_least_fifty_slips() -> None:
+    cases = len(FLAG_CASES) + len(SET_CASES) + len(PROFILE_CASES) + len(TRACE_CASES) + 1 + 1 + 2
+    assert cases >= 50
