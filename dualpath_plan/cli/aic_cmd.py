@@ -81,7 +81,17 @@ def import_system_cmd(
         typer.Option(
             "--cnic-count",
             help="Compute NICs per node (the file's inter_node_bw per GPU is spread over "
-            "them). Required.",
+            "them; a rack-scale file's inter_rack_bw). Required.",
+            show_default=False,
+        ),
+    ] = None,
+    cnic_gbit_s: Annotated[
+        float | None,
+        typer.Option(
+            "--cnic-gbit-s",
+            help="Line rate of each compute NIC, Gb/s, instead of the file's. Required when "
+            "the file's inter-node rate is NVLink (as fast as its intra_node_bw) and it gives "
+            "no inter_rack_bw: NVLink is no compute NIC.",
             show_default=False,
         ),
     ] = None,
@@ -102,7 +112,9 @@ def import_system_cmd(
 
     if profile_id is not None and (why := profile_id_error(profile_id)) is not None:
         raise PlanInputError(why, field="--id")
-    flags = NodeFlags(snic_count, snic_gbit_s, dram_gbyte, dram_gbyte_s, cnic_count, release_year)
+    flags = NodeFlags(
+        snic_count, snic_gbit_s, dram_gbyte, dram_gbyte_s, cnic_count, release_year, cnic_gbit_s
+    )
     gpu, node = import_system(system, flags, profile_id)
     written = write_profiles([gpu, node], out, field="--out", only_set=True, reads=[system])
     if as_json:

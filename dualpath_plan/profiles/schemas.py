@@ -138,7 +138,7 @@ PCIE_ENCODING: dict[int, float] = {3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 
 class GpuProfile(ProfileBase):
     KIND: ClassVar[str] = "gpu"
     kind: Literal["gpu"] = "gpu"
-    architecture: Literal["ampere", "hopper", "blackwell"]
+    architecture: Literal["ampere", "ada", "hopper", "blackwell"]
     release_year: PositiveInt
     bf16_dense_tflops: Positive
     fp8_dense_tflops: Positive | None = None  # None: no FP8 tensor cores (Ampere)
