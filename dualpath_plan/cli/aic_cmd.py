@@ -153,7 +153,10 @@ def check_cmd(
 ) -> None:
     """For each configuration of an AIConfigurator result: the KV read rate its seq/s implies,
     the seq/s the storage read path sustains with basic loading and with dualpath, the binding
-    link, and whether storage can feed it. The node's calibration applies (the report says
+    link, and whether storage can feed it. The row's model is the profile listing its name in
+    hf_names, with the KV dtype of its kvcache column; a worker smaller than a node gets its
+    share of the node's NICs; a result planned for another GPU than the node's is a warning
+    on stderr. The node's calibration applies (the report says
     which efficiencies); --speed-of-light takes the datasheet rates, an upper bound."""
     from dualpath_plan.outcomes.aic import check_aic
     from dualpath_plan.reports import aic as report
@@ -169,6 +172,8 @@ def check_cmd(
         options=spec.options,
         scheduling=spec.scheduling,
     )
+    for line in checked.warnings:
+        typer.echo(f"warning: {line}", err=True)
     if out is not None:
         atomic_write(out, report.check_csv(checked), field="--out")
     if as_json:

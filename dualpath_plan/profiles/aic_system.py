@@ -313,6 +313,8 @@ def import_system(
         "pcie_gen": pcie_gen,
         "nvlink_bidir_gbyte_s": intra * 2 / 1e9 if has_nvlink else 0.0,
         "tdp_w": power,
+        # AIConfigurator names a system by its file's stem.
+        "aic_systems": [path.stem] if re.fullmatch(r"[A-Za-z0-9][\w.-]*", path.stem) else [],
         "sources": {
             "architecture": cite("gpu.sm_version", sm, f"SM {sm}: {ARCHITECTURES[sm]}"),
             "release_year": flag_source("release_year"),
@@ -329,6 +331,7 @@ def import_system(
                 "no NVLink, so 0",
             ),
             "tdp_w": cite("gpu.power", power, "W"),
+            "aic_systems": [f"AIConfigurator system file {source} (its file name)"],
         },
         "unconfirmed": {
             "hbm_gbyte": (
