@@ -81,7 +81,17 @@ def import_system_cmd(
         typer.Option(
             "--cnic-count",
             help="Compute NICs per node (the file's inter_node_bw per GPU is spread over "
-            "them). Required.",
+            "them; a rack-scale file's inter_rack_bw). Required.",
+            show_default=False,
+        ),
+    ] = None,
+    cnic_gbit_s: Annotated[
+        float | None,
+        typer.Option(
+            "--cnic-gbit-s",
+            help="Line rate of each compute NIC, Gb/s, instead of the file's. Required when "
+            "the file's inter-node rate is NVLink (as fast as its intra_node_bw) and it gives "
+            "no inter_rack_bw: NVLink is no compute NIC.",
             show_default=False,
         ),
     ] = None,
@@ -102,7 +112,9 @@ def import_system_cmd(
 
     if profile_id is not None and (why := profile_id_error(profile_id)) is not None:
         raise PlanInputError(why, field="--id")
-    flags = NodeFlags(snic_count, snic_gbit_s, dram_gbyte, dram_gbyte_s, cnic_count, release_year)
+    flags = NodeFlags(
+        snic_count, snic_gbit_s, dram_gbyte, dram_gbyte_s, cnic_count, release_year, cnic_gbit_s
+    )
     gpu, node = import_system(system, flags, profile_id)
     written = write_profiles([gpu, node], out, field="--out", only_set=True, reads=[system])
     if as_json:
@@ -141,7 +153,10 @@ def check_cmd(
 ) -> None:
     """For each configuration of an AIConfigurator result: the KV read rate its seq/s implies,
     the seq/s the storage read path sustains with basic loading and with dualpath, the binding
-    link, and whether storage can feed it. The node's calibration applies (the report says
+    link, and whether storage can feed it. The row's model is the profile listing its name in
+    hf_names, with the KV dtype of its kvcache column; a worker smaller than a node gets its
+    share of the node's NICs; a result planned for another GPU than the node's is a warning
+    on stderr. The node's calibration applies (the report says
     which efficiencies); --speed-of-light takes the datasheet rates, an upper bound."""
     from dualpath_plan.outcomes.aic import check_aic
     from dualpath_plan.reports import aic as report
@@ -157,6 +172,8 @@ def check_cmd(
         options=spec.options,
         scheduling=spec.scheduling,
     )
+    for line in checked.warnings:
+        typer.echo(f"warning: {line}", err=True)
     if out is not None:
         atomic_write(out, report.check_csv(checked), field="--out")
     if as_json:

@@ -6,9 +6,14 @@ this module computes (docs/model.md section 9):
 
 - the KV read demand its throughput implies: seq/s x the KV bytes of its prefix (our model
   physics, ``kv_bytes_for_context``: prefix x KV bytes/token for full attention), GB/s;
+- the row's model: the profile listing the row's ``model`` among the names it is published
+  under (``hf_names``), its KV cache in the row's ``kvcache`` dtype (disagg: ``(p)kvcache``,
+  the prefill side writes what storage holds), bytes per token from the model's architecture
+  (``physics/model.py``);
 - the row's cluster on ``--node``: disagg, (p)workers x (p)tp x (p)pp x (p)dp prefill GPUs and
   the same for decode, each side rounded up to whole nodes; agg, num_total_gpus on nodes that
-  each prefill and decode;
+  each prefill and decode. A side of G GPUs on n nodes of g GPUs gets G / (n g) of their NICs
+  (storage and compute): a worker smaller than a node shares the node with other work;
 - the storage-bound throughput: the one assembly of that cluster (``scenario/assemble.py``)
   with a workload of one turn (context = prefix, appended = isl - prefix, generated = osl),
   solved by the closed form with only the I/O links counting (every other capacity taken as
@@ -40,7 +45,13 @@ from dualpath_plan.physics.links import IO_LINKS, LINK_TABLE, PathOptions
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.registry import Registry
-from dualpath_plan.profiles.schemas import MAX_MAGNITUDE, ModelProfile, WorkloadProfile
+from dualpath_plan.profiles.schemas import (
+    MAX_MAGNITUDE,
+    KvDtype,
+    ModelProfile,
+    NodeProfile,
+    WorkloadProfile,
+)
 from dualpath_plan.scenario.assemble import assemble
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.provenance import Efficiencies
@@ -81,6 +92,15 @@ AGG_LINKS = frozenset(
     or (link.side == "storage" and link.direction == "out")
 )
 MAX_GPUS = MAX_SIDE_NODES
+# AIConfigurator's KV-cache quant modes (aiconfigurator_core/sdk/common.py, KVCacheQuantMode:
+# bfloat16 2 B, int8 1 B, fp8 1 B per element) -> our cache dtypes. int8 has none.
+AIC_KV_DTYPES: dict[str, KvDtype] = {"bfloat16": "bf16", "fp8": "fp8"}
+# The column that names it, and the system the row was planned for, per schema.
+KV_COLUMN: dict[Schema, str] = {"disagg": "(p)kvcache", "agg": "kvcache"}
+SYSTEM_COLUMNS: dict[Schema, tuple[str, ...]] = {
+    "disagg": ("(p)system", "(d)system"),
+    "agg": ("system",),
+}
 
 
 @dataclass(frozen=True)
@@ -96,6 +116,7 @@ class AicRow:
     prefix: int
     prefill_gpus: int
     decode_gpus: int  # agg: the same GPUs as prefill
+    kv_from_row: bool = False  # the KV dtype is the row's kvcache column's, not the profile's
 
 
 @dataclass(frozen=True)
@@ -104,6 +125,8 @@ class RowCheck:
     schema: Schema
     prefill_nodes: int
     decode_nodes: int
+    prefill_nic_share: float  # of its nodes' NICs the prefill side gets: GPUs / nodes' GPUs
+    decode_nic_share: float
     kv_bytes_per_token: float
     kv_read_gbyte_s: float
     basic_seq_s: float  # inf: no I/O limit
@@ -141,6 +164,7 @@ class AicCheck:
     storage: str | None
     rows: list[RowCheck]
     efficiencies: Efficiencies  # in force on the node (its calibration, or speed of light)
+    warnings: tuple[str, ...] = ()  # one line each, for stderr
 
 
 def _seq(v: float) -> str:
@@ -237,6 +261,7 @@ def _row(
                 field="model",
             )
         models[hf] = found
+    model, kv_from_row = _kv_dtype(models[hf], cells, schema, source, n)
     seq_s = num("seq/s", integer=False, low=0)
     isl = int(num("isl"))
     osl = int(num("osl"))
@@ -289,7 +314,73 @@ def _row(
                 line=n,
                 field="num_total_gpus" if schema == "agg" else f"({name[0]})workers",
             )
-    return AicRow(n, cells, models[hf], seq_s, isl, osl, prefix, *total)
+    return AicRow(n, cells, model, seq_s, isl, osl, prefix, *total, kv_from_row=kv_from_row)
+
+
+def _kv_dtype(
+    model: ModelProfile, cells: dict[str, str], schema: Schema, source: str, line: int
+) -> tuple[ModelProfile, bool]:
+    """``model`` with the KV-cache dtype the row states (its kvcache column), and whether the
+    row stated one; the profile's own where the column is absent or empty. The bytes per token
+    follow from the architecture and the dtype (physics/model.py): DeepSeek-V3's FP8 MLA cache
+    as SGLang and TensorRT-LLM keep it, (512 + 64) x 1 B x 61 layers = 35,136 B. A DSA model's
+    FP8 cache keeps the profile's FP8 layout (fp8_flashmla: the sparse FlashMLA kernels read
+    only FlashMLA's FP8-with-scale layout)."""
+    column = KV_COLUMN[schema]
+    raw = cells.get(column, "").strip()
+    if not raw:
+        return model, False
+    dtype = AIC_KV_DTYPES.get(raw.casefold())
+    if dtype is None:
+        raise PlanInputError(
+            f"KV-cache dtype {raw!r} is not one dualpath-plan models; expected "
+            + " or ".join(AIC_KV_DTYPES),
+            source=source,
+            line=line,
+            field=column,
+        )
+    if dtype == "fp8" and model.kv_cache_dtype == "fp8_flashmla" and model.has_dsa:
+        return model, True
+    if dtype == model.kv_cache_dtype:
+        return model, True
+    return model.model_copy(update={"kv_cache_dtype": dtype}), True
+
+
+def _system_warnings(
+    schema: Schema, rows: list[AicRow], node: NodeProfile, gpu_systems: tuple[str, ...]
+) -> tuple[str, ...]:
+    """One line per AIConfigurator system the rows were planned for that is not ``node``'s GPU
+    (its profile's ``aic_systems``): a result planned for other hardware."""
+    seen = {
+        cell.strip()
+        for row in rows
+        for column in SYSTEM_COLUMNS[schema]
+        if (cell := row.fields.get(column, "")) and cell.strip()
+    }
+    known = {s.casefold() for s in gpu_systems}
+    lines = []
+    for system in sorted(seen):
+        if system.casefold() in known:
+            continue
+        its = (
+            f"which is AIConfigurator's {', '.join(gpu_systems)}"
+            if gpu_systems
+            else "whose profile names no AIConfigurator system (aic_systems)"
+        )
+        lines.append(
+            f"the result was planned for AIConfigurator system {system!r}, not the GPU of "
+            f"--node '{node.id}' ('{node.gpu}', {its}); its seq/s need not hold on this node"
+        )
+    return tuple(lines)
+
+
+def _nic_share(node: NodeProfile, share: float) -> NodeProfile:
+    """``node`` with ``share`` of its storage and compute NICs' rate (counts are whole)."""
+    if share >= 1.0:
+        return node
+    return node.model_copy(
+        update={"snic_gbit_s": node.snic_gbit_s * share, "cnic_gbit_s": node.cnic_gbit_s * share}
+    )
 
 
 def _scenario(base: Scenario, row: AicRow, source: str) -> Scenario:
@@ -342,15 +433,34 @@ def check_aic(
         registry, node=node, storage=storage, options=options, scheduling=scheduling
     )
     per_node = base.prefill_node.gpus_per_node
+    warnings = _system_warnings(
+        schema, rows, base.prefill_node, registry.gpu(base.prefill_node.gpu).aic_systems
+    )
     Bound = tuple[float, tuple[str, ...], float]
-    cache: dict[tuple[object, ...], tuple[Bound, Bound]] = {}
+    cache: dict[tuple[object, ...], tuple[Bound, Bound]] = {}  # one per distinct cluster
     checks: list[RowCheck] = []
     for row in rows:
         p = math.ceil(row.prefill_gpus / per_node)
         d = math.ceil(row.decode_gpus / per_node)
-        key = (row.model.id, row.prefix, row.isl, row.osl, p, d)
+        share_p = row.prefill_gpus / (p * per_node)
+        share_d = row.decode_gpus / (d * per_node)
+        key = (
+            row.model.id,
+            row.model.kv_cache_dtype,
+            row.prefix,
+            row.isl,
+            row.osl,
+            p,
+            d,
+            share_p,
+            share_d,
+        )
         if key not in cache:
-            sc = _scenario(base, row, source)
+            sc = replace(
+                _scenario(base, row, source),
+                prefill_node=_nic_share(base.prefill_node, share_p),
+                decode_node=_nic_share(base.decode_node, share_d),
+            )
             if schema == "disagg":
                 basic = _io_bound(sc, "basic", p, d, IO_LINKS)
                 dual = _io_bound(sc, "dualpath", p, d, IO_LINKS)
@@ -365,6 +475,8 @@ def check_aic(
                 schema=schema,
                 prefill_nodes=p,
                 decode_nodes=d,
+                prefill_nic_share=share_p,
+                decode_nic_share=share_d,
                 kv_bytes_per_token=phys.kv_bytes_per_token(row.model),
                 kv_read_gbyte_s=row.seq_s * hit / 1e9,
                 basic_seq_s=basic[0],
@@ -374,7 +486,7 @@ def check_aic(
                 decode_path_share=dual[2],
             )
         )
-    return AicCheck(source, schema, header, raw, node, storage, checks, base.efficiencies)
+    return AicCheck(source, schema, header, raw, node, storage, checks, base.efficiencies, warnings)
 
 
 __all__ = ["FEEDS", "MODE_TABLE", "OUTPUT_COLUMNS", "AicCheck", "RowCheck", "check_aic"]

@@ -31,8 +31,29 @@ from dualpath_plan.profiles.schemas import (
     NodeProfile,
 )
 
-# SM version (compute capability x 10) -> our architecture.
-ARCHITECTURES = {80: "ampere", 90: "hopper", 100: "blackwell", 103: "blackwell"}
+# SM version (compute capability x 10) -> our architecture (NVIDIA CUDA C++ Programming Guide,
+# "Compute Capabilities": 8.0 A100/A30, 8.9 Ada (L4, L40S), 9.0 Hopper, 10.0/10.3 Blackwell
+# data centre (B200/GB200, B300/GB300), 12.0 Blackwell RTX PRO).
+ARCHITECTURES = {
+    80: "ampere",
+    89: "ada",
+    90: "hopper",
+    100: "blackwell",
+    103: "blackwell",
+    120: "blackwell",
+}
+# Why the import needs each required key: the reason a file without it is refused.
+NEEDS = {
+    "gpu.mem_bw": "the GPU's HBM bandwidth",
+    "gpu.mem_capacity": "the GPU's HBM capacity",
+    "gpu.bfloat16_tc_flops": "the GPU's BF16 tensor rate",
+    "gpu.power": "the GPU's power",
+    "gpu.sm_version": "the SM version (CUDA compute capability) names the GPU's architecture",
+    "node.num_gpus_per_node": "the GPUs per node",
+    "node.inter_node_bw": "the compute NICs' rate",
+    "node.intra_node_bw": "the GPU-to-GPU rate inside a node",
+    "node.pcie_bw": "the PCIe generation",
+}
 # The keys we read: (dotted key, what it is); the FP8 and FP4 rates are optional.
 REQUIRED_KEYS = (
     "gpu.mem_bw",
@@ -45,7 +66,9 @@ REQUIRED_KEYS = (
     "node.intra_node_bw",
     "node.pcie_bw",
 )
-OPTIONAL_KEYS = ("gpu.fp8_tc_flops", "gpu.fp4_tc_flops")
+# inter_rack_bw: a rack-scale system's (GB200/GB300 NVL72) network between racks, where its
+# inter_node_bw is the NVLink inside the rack.
+OPTIONAL_KEYS = ("gpu.fp8_tc_flops", "gpu.fp4_tc_flops", "node.inter_rack_bw")
 # AIC's corrections we record but do not apply (docs/model.md section 9).
 EMPIRICAL_KEYS = (
     "gpu.mem_bw_empirical_scaling_factor",
@@ -65,7 +88,11 @@ class NodeFlags:
     dram_gbyte_s: float | None = None
     cnic_count: int | None = None
     release_year: int | None = None
+    # Optional: the compute NICs' line rate, where the file gives none that is a NIC's (its
+    # inter_node_bw is NVLink) or to override the file's.
+    cnic_gbit_s: float | None = None
 
+    OPTIONAL = ("cnic_gbit_s",)
     # Field -> its flag.
     FLAGS = {  # noqa: RUF012
         "snic_count": "--snic-count",
@@ -74,6 +101,7 @@ class NodeFlags:
         "dram_gbyte_s": "--dram-gbyte-s",
         "cnic_count": "--cnic-count",
         "release_year": "--release-year",
+        "cnic_gbit_s": "--cnic-gbit-s",
     }
 
     # Field -> the range a value must lie in: counts from one, rates and sizes positive and
@@ -85,12 +113,17 @@ class NodeFlags:
         "dram_gbyte_s": (1.0, 100_000.0),
         "cnic_count": (1, 64),
         "release_year": (2010, 2100),
+        "cnic_gbit_s": (1.0, 10_000.0),
     }
 
     def check(self) -> None:
         """Every flag given, each within its range: a bad value names its flag (it is not the
         system file's)."""
-        missing = [flag for name, flag in self.FLAGS.items() if getattr(self, name) is None]
+        missing = [
+            flag
+            for name, flag in self.FLAGS.items()
+            if getattr(self, name) is None and name not in self.OPTIONAL
+        ]
         if missing:
             raise PlanInputError(
                 "missing; an AIConfigurator system file has no storage NICs, host DRAM, "
@@ -100,6 +133,8 @@ class NodeFlags:
             )
         for name, (low, high) in self.RANGES.items():
             value = getattr(self, name)
+            if value is None and name in self.OPTIONAL:
+                continue
             if not (isinstance(value, int | float) and low <= value <= high):
                 raise PlanInputError(
                     f"expected {low:g} to {high:g}, got {value!r}", field=self.FLAGS[name]
@@ -133,6 +168,7 @@ PLAUSIBLE: dict[str, tuple[float, float, str]] = {
     "gpu.power": (10.0, 1e4, "W"),
     "node.intra_node_bw": (1e9, 1e13, "B/s"),
     "node.inter_node_bw": (1e8, 1e13, "B/s"),
+    "node.inter_rack_bw": (1e8, 1e13, "B/s"),
 }
 
 
@@ -152,6 +188,16 @@ def import_system(
             "expected a mapping with 'gpu' and 'node' (an AIConfigurator system file)",
             source=source,
         )
+    absent = [k for k in ("gpu", "node") if not isinstance(data.get(k), Mapping)]
+    if absent:
+        # AIConfigurator's systems/ folder also holds files that are no system (its
+        # attention_lane_defaults.yaml, query_versions.yaml, perf_data_reuse_manifest.yaml).
+        raise PlanInputError(
+            " and ".join(f"no '{k}' section" for k in absent)
+            + "; not an AIConfigurator system file (systems/<gpu>.yaml has both)",
+            source=source,
+            field=absent[0],
+        )
     pid = profile_id or default_id(path)
 
     def parent_line(key: str) -> int | None:
@@ -164,7 +210,7 @@ def import_system(
             if key in OPTIONAL_KEYS:
                 return None
             raise PlanInputError(
-                "missing; an AIConfigurator system file gives it",
+                f"missing from this file; the import needs it: {NEEDS[key]}",
                 source=source,
                 line=parent_line(key),
                 field=key,
@@ -206,9 +252,18 @@ def import_system(
             f"{getattr(flags, name)} (not in the AIConfigurator system file {path.name})"
         ]
 
+    known = ", ".join(f"{k} ({v})" for k, v in ARCHITECTURES.items())
+    if _lookup(data, "gpu.sm_version") is None:
+        # AIConfigurator's b60.yaml (Intel Arc Pro B60) states none: no NVIDIA architecture.
+        raise PlanInputError(
+            "missing from this file; the import needs it: the SM version (CUDA compute "
+            f"capability) names the GPU's architecture, one of {known}",
+            source=source,
+            line=lines.get("gpu"),
+            field="gpu.sm_version",
+        )
     sm = int(need("gpu.sm_version", integer=True))
     if sm not in ARCHITECTURES:
-        known = ", ".join(f"{k} ({v})" for k, v in ARCHITECTURES.items())
         raise PlanInputError(
             f"SM version {sm} is not one we model; expected {known}",
             source=source,
@@ -235,6 +290,15 @@ def import_system(
     intra = need("node.intra_node_bw")
     gpus = int(need("node.num_gpus_per_node", integer=True))
     inter = need("node.inter_node_bw")
+    inter_rack = value("node.inter_rack_bw")
+    # GPUs that talk no faster than their PCIe link have no NVLink: AIConfigurator's PCIe
+    # parts (a100_pcie, a30, h100_pcie, l4, l40s, rtx_pro_6000_server) give their PCIe rate as
+    # intra_node_bw ("PCIe Gen5 x16 without NVLink"). PCIe is PCIe: nvlink_bidir_gbyte_s = 0,
+    # and the model's GPU-to-GPU traffic takes the PCIe rate (physics/latency.py).
+    has_nvlink = intra > pcie_bw * 1.01
+    # An inter-node rate as fast as the NVLink is NVLink (GB200/GB300: "NVLink via NVSwitch
+    # within rack"), never a compute NIC.
+    nvlink_inter = has_nvlink and inter >= intra
 
     gpu_data: dict[str, Any] = {
         "kind": "gpu",
@@ -247,8 +311,10 @@ def import_system(
         "hbm_gbyte": mem_cap / 1e9,
         "hbm_tbyte_s": mem_bw / 1e12,
         "pcie_gen": pcie_gen,
-        "nvlink_bidir_gbyte_s": intra * 2 / 1e9,
+        "nvlink_bidir_gbyte_s": intra * 2 / 1e9 if has_nvlink else 0.0,
         "tdp_w": power,
+        # AIConfigurator names a system by its file's stem.
+        "aic_systems": [path.stem] if re.fullmatch(r"[A-Za-z0-9][\w.-]*", path.stem) else [],
         "sources": {
             "architecture": cite("gpu.sm_version", sm, f"SM {sm}: {ARCHITECTURES[sm]}"),
             "release_year": flag_source("release_year"),
@@ -257,9 +323,15 @@ def import_system(
             "hbm_tbyte_s": cite("gpu.mem_bw", mem_bw, "B/s / 1e12"),
             "pcie_gen": cite("node.pcie_bw", pcie_bw, f"B/s per direction: Gen{pcie_gen} x16"),
             "nvlink_bidir_gbyte_s": cite(
-                "node.intra_node_bw", intra, "B/s per GPU, one direction, x 2 / 1e9"
+                "node.intra_node_bw",
+                intra,
+                "B/s per GPU, one direction, x 2 / 1e9"
+                if has_nvlink
+                else f"B/s, no faster than pcie_bw = {pcie_bw:.12g}: the GPUs talk over PCIe, "
+                "no NVLink, so 0",
             ),
             "tdp_w": cite("gpu.power", power, "W"),
+            "aic_systems": [f"AIConfigurator system file {source} (its file name)"],
         },
         "unconfirmed": {
             "hbm_gbyte": (
@@ -280,6 +352,36 @@ def import_system(
 
     cnic_count = flags.cnic_count
     assert cnic_count is not None
+    per_nic = f"x {gpus} GPUs x 8 / {cnic_count} NICs / 1e9"
+    cnic_note: str | None = None
+    if flags.cnic_gbit_s is not None:
+        cnic_gbit_s = flags.cnic_gbit_s
+        cnic_source = flag_source("cnic_gbit_s")
+    elif inter_rack is not None:
+        cnic_gbit_s = inter_rack * gpus * 8 / cnic_count / 1e9
+        cnic_source = cite(
+            "node.inter_rack_bw", inter_rack, f"B/s per GPU, one direction, {per_nic}"
+        )
+    elif nvlink_inter:
+        raise PlanInputError(
+            f"{inter:.6g} B/s per GPU is as fast as the NVLink (intra_node_bw {intra:.6g}): "
+            "NVLink, not a compute NIC, and the file gives no inter_rack_bw; give the compute "
+            "NICs' line rate with --cnic-gbit-s",
+            source=source,
+            line=lines.get("node.inter_node_bw"),
+            field="node.inter_node_bw",
+        )
+    else:
+        cnic_gbit_s = inter * gpus * 8 / cnic_count / 1e9
+        cnic_source = cite("node.inter_node_bw", inter, f"B/s per GPU, one direction, {per_nic}")
+    if nvlink_inter:
+        cnic_note = (
+            f"The file's inter_node_bw ({inter:.6g} B/s per GPU) is NVLink between the nodes "
+            "of its rack, not a NIC: the compute NICs are "
+            + ("--cnic-gbit-s" if flags.cnic_gbit_s is not None else "inter_rack_bw")
+            + ". dualpath-plan models no NVLink between nodes: traffic between nodes of "
+            "the rack is counted on the compute NICs, a lower bound on its rate."
+        )
     empirical = [
         f"{k} = {v:.6g}"
         for k in EMPIRICAL_KEYS
@@ -293,7 +395,7 @@ def import_system(
         "gpu": pid,
         "gpus_per_node": gpus,
         "cnic_count": cnic_count,
-        "cnic_gbit_s": inter * gpus * 8 / cnic_count / 1e9,
+        "cnic_gbit_s": cnic_gbit_s,
         "snic_count": flags.snic_count,
         "snic_gbit_s": flags.snic_gbit_s,
         "dram_gbyte": flags.dram_gbyte,
@@ -302,11 +404,7 @@ def import_system(
         "sources": {
             "gpus_per_node": cite("node.num_gpus_per_node", gpus, "GPUs"),
             "cnic_count": flag_source("cnic_count"),
-            "cnic_gbit_s": cite(
-                "node.inter_node_bw",
-                inter,
-                f"B/s per GPU, one direction, x {gpus} GPUs x 8 / {cnic_count} NICs / 1e9",
-            ),
+            "cnic_gbit_s": cnic_source,
             **{
                 f: flag_source(f)
                 for f in ("snic_count", "snic_gbit_s", "dram_gbyte", "dram_gbyte_s")
@@ -327,6 +425,8 @@ def import_system(
             ),
         },
     }
+    if cnic_note is not None:
+        node_data["unconfirmed"]["cnic_gbit_s"] = cnic_note
     gpu = validate_profile(gpu_data, source=f"{source} (as a gpu profile)")
     node = validate_profile(node_data, source=f"{source} (as a node profile)")
     assert isinstance(gpu, GpuProfile) and isinstance(node, NodeProfile)

@@ -59,6 +59,8 @@ Efficiency = Annotated[float, Strict(), Field(ge=1e-6, le=1, allow_inf_nan=False
 Share = Annotated[float, Strict(), Field(ge=0, lt=1, allow_inf_nan=False)]
 # A Hugging Face repository id, "org/name".
 HfName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", max_length=200)]
+# An AIConfigurator system name: its systems/<name>.yaml file's stem (h200_sxm, gb200).
+AicSystemName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][\w.-]*$", max_length=100)]
 # A spread around a mean, as a share of it: 0 <= s <= 1.
 Spread = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]
 
@@ -151,7 +153,7 @@ PCIE_ENCODING: dict[int, float] = {3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 
 class GpuProfile(ProfileBase):
     KIND: ClassVar[str] = "gpu"
     kind: Literal["gpu"] = "gpu"
-    architecture: Literal["ampere", "hopper", "blackwell"]
+    architecture: Literal["ampere", "ada", "hopper", "blackwell"]
     release_year: PositiveInt
     bf16_dense_tflops: Positive
     fp8_dense_tflops: Positive | None = None  # None: no FP8 tensor cores (Ampere)
@@ -162,6 +164,9 @@ class GpuProfile(ProfileBase):
     pcie_lanes: PositiveInt = 16
     nvlink_bidir_gbyte_s: NonNegative  # NVIDIA's headline: both directions, all links
     tdp_w: Positive
+    # The AIConfigurator systems (systems/<name>.yaml) that are this GPU: ``aic check`` warns
+    # when a result was planned for another. Each cites the file in [sources].
+    aic_systems: tuple[AicSystemName, ...] = ()
 
     @property
     def pcie_raw_gbyte_s(self) -> float:
@@ -439,9 +444,12 @@ class ModelProfile(ProfileBase):
     # config's max_position_embeddings or the model card's context length. A workload or
     # trace turn beyond it is an input error; None (a user's profile): not checked.
     context_window_tokens: PositiveInt | None = None
-    # The Hugging Face repositories whose config this profile describes ("org/name", as
-    # AIConfigurator's result files name a model): ``aic check`` maps a row's model to the
-    # profile that lists it. Each cites the repository in [sources].
+    # The names this model is published under ("org/name" Hugging Face repositories, as
+    # AIConfigurator's result files name a model): the repository whose config the profile
+    # describes, its earlier names (meta-llama/Meta-Llama-3.1-70B) and republications of the
+    # same architecture (quantised weights: FP8, NVFP4). ``aic check`` maps a row's model to
+    # the profile that lists it (case-insensitive) and reads only its KV layout, so a
+    # quantised variant's other weights do not matter there. Each cites its source.
     hf_names: tuple[HfName, ...] = ()
     # Published counts, only to cross-check the derived ones (tests compare them).
     published_total_params_billions: Positive | None = None

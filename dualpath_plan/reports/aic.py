@@ -23,6 +23,17 @@ def _layout(r: RowCheck) -> str:
     return f"{r.prefill_nodes}P{r.decode_nodes}D ({r.row.prefill_gpus}+{r.row.decode_gpus} GPUs)"
 
 
+def _share_note(c: AicCheck) -> str | None:
+    """A line when a side fills its nodes only in part (and so gets that share of their
+    NICs), else None."""
+    if all(r.prefill_nic_share >= 1 and r.decode_nic_share >= 1 for r in c.rows):
+        return None
+    return (
+        "a side with fewer GPUs than its nodes hold gets that share of their storage and "
+        "compute NICs (e.g. 4 of 8 GPUs: half); --json gives each row's share"
+    )
+
+
 def check_payload(c: AicCheck) -> dict[str, Any]:
     return {
         "file": c.source,
@@ -30,11 +41,14 @@ def check_payload(c: AicCheck) -> dict[str, Any]:
         "node": c.node,
         "storage": c.storage,
         "efficiencies": efficiency_payload(c.efficiencies),
+        "warnings": list(c.warnings),
         "rows": [
             {
                 "line": r.row.line,
                 "model": r.row.fields["model"].strip(),
                 "model_profile": r.row.model.id,
+                "kv_cache_dtype": r.row.model.kv_cache_dtype,
+                "kv_cache_dtype_from": "kvcache column" if r.row.kv_from_row else "model profile",
                 "kv_bytes_per_token": r.kv_bytes_per_token,
                 "seq_s": r.row.seq_s,
                 "isl": r.row.isl,
@@ -44,6 +58,8 @@ def check_payload(c: AicCheck) -> dict[str, Any]:
                 "decode_gpus": r.row.decode_gpus,
                 "prefill_nodes": r.prefill_nodes,
                 "decode_nodes": r.decode_nodes,
+                "prefill_nic_share": r.prefill_nic_share,
+                "decode_nic_share": r.decode_nic_share,
                 "kv_read_gbyte_s": r.kv_read_gbyte_s,
                 "storage_bound_seq_s_basic": finite(r.basic_seq_s),
                 "storage_bound_seq_s_dualpath": finite(r.dualpath_seq_s),
@@ -100,6 +116,19 @@ def render_check(c: AicCheck, console: Console) -> None:
         "prefill nodes' SNICs read every hit byte; dualpath: both paths at the optimal split; "
         "agg: every node reads its own prefixes, no second path)"
     )
+    kv = sorted(
+        {(r.row.model.id, r.row.model.kv_cache_dtype, r.kv_bytes_per_token) for r in c.rows}
+    )
+    console.print(
+        escape(
+            "KV cache: "
+            + "; ".join(f"{m} {d}, {b:,.0f} B/token" for m, d, b in kv)
+            + (" (the kvcache column's dtype)" if any(r.row.kv_from_row for r in c.rows) else "")
+        ),
+        highlight=False,
+    )
+    if (note := _share_note(c)) is not None:
+        console.print(note, highlight=False)
 
 
 def _cell(v: float) -> str:
