@@ -33,7 +33,7 @@ from dualpath_plan.outcomes.sweep import (
 )
 from dualpath_plan.physics.modes import parse_modes
 from dualpath_plan.reports import sweep as report
-from dualpath_plan.reports.numbers import count
+from dualpath_plan.formatting import count
 from dualpath_plan.reports.text_columns import FLOAT_DIGITS
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dualpath_plan.outcomes.at_rate import RatePoints, RateReport
-from dualpath_plan.reports.numbers import finite, gbyte, per_token, seconds
+from dualpath_plan.formatting import finite, gbyte, per_token, seconds
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.recommend import COLORS, _runs, nice_ticks, tick_label
 from dualpath_plan.reports.size import inputs_payload, render_header

@@ -27,7 +27,7 @@ from dualpath_plan.outcomes.recommend import Candidate, PhasePlan, RecommendRepo
 from dualpath_plan.outcomes.serving import ModeOutcome
 from dualpath_plan.outcomes.uncertainty import Interval
 from dualpath_plan.physics.links import LINK_INDEX
-from dualpath_plan.reports.numbers import count
+from dualpath_plan.formatting import count
 from dualpath_plan.reports.provenance import (
     efficiency_line,
     efficiency_payload,
