@@ -10,15 +10,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dualpath_plan.outcomes.limits import LinkLimit
-from dualpath_plan.outcomes.serving import (
-    GAP_METRICS,
-    ModeOutcome,
-    SizeReport,
-    unreachable_reason,
-)
-from dualpath_plan.outcomes.uncertainty import Interval, OutcomeIntervals
-from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.formatting import (
     BYTE_UNITS,
     column,
@@ -30,6 +21,15 @@ from dualpath_plan.formatting import (
     percent,
     scaled_column,
 )
+from dualpath_plan.outcomes.limits import LinkLimit
+from dualpath_plan.outcomes.serving import (
+    GAP_METRICS,
+    ModeOutcome,
+    SizeReport,
+    unreachable_reason,
+)
+from dualpath_plan.outcomes.uncertainty import Interval, OutcomeIntervals
+from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.reports.provenance import (
     efficiency_line,
     efficiency_payload,
