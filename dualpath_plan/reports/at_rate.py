@@ -97,7 +97,8 @@ def curve_payload(r: RateReport, out: str | None = None) -> dict[str, Any]:
 
 
 def _rate(aps: float) -> str:
-    return number(aps, 4)
+    """The rate the user gave (--aps), echoed as given: ``0.3``, not ``0.300``."""
+    return f"{aps:g}"
 
 
 def _slos(r: RateReport) -> str:
