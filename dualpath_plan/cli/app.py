@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         # that fails on the way, standard output refusing the report included, leaves them.
         with deferred_commits() as commit_outputs:
             command = typer.main.get_command(app)  # (what app() builds: built once here)
+            tidy_help(command)
             refuse_repeated_options(command, args)
             # Not standalone: a usage error (a bad type, an unknown option, a missing argument)
             # comes back here and is printed as one line like every other bad input.
@@ -178,6 +179,37 @@ def main(argv: list[str] | None = None) -> int:
             guarded.flush()
         sys.stdout = guarded.stream
     return 0
+
+
+def _unwrapped(text: str | None) -> str | None:
+    """Help text with its source line breaks joined (paragraphs, blank-line separated, kept):
+    docstrings are wrapped at the source's width, and the help panels kept those breaks
+    inside their own wrapping (lines broken mid-sentence at every width)."""
+    if text is None:
+        return None
+    import inspect
+
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
+
+
+def tidy_help(command: Any) -> None:
+    """The help of ``command`` and every command under it, wrapped by the terminal alone:
+    source line breaks joined (:func:`_unwrapped`), and a plain flag (an option that takes no
+    value and has no --no- twin) shown without a type (typer showed ``<bool>``: a value to
+    give, where there is none)."""
+    command.help = _unwrapped(command.help)
+    command.short_help = _unwrapped(command.short_help)
+    # --help itself is made on first use (and kept): made here, to be tidied with the rest.
+    help_option = command.get_help_option(typer.Context(command))
+    for p in [*command.params, *([help_option] if help_option is not None else [])]:
+        if getattr(p, "param_type_name", "") != "option":
+            continue
+        p.help = _unwrapped(p.help)
+        if p.is_flag and not p.secondary_opts and p.metavar is None:
+            p.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        tidy_help(sub)
 
 
 def refuse_repeated_options(command: Any, args: list[str]) -> None:

@@ -44,6 +44,9 @@ def calibrate_cmd(
             "--fit",
             help="Comma list of fields to fit: node fields (FIELD or node.FIELD) and workload "
             "fields (workload.FIELD, e.g. workload.turns_spread).",
+            # Shown with spaces after the commas: one unbroken word of 70 characters was cut
+            # short by narrow terminals ("prefill_mfu,pref...").
+            show_default=", ".join(DEFAULT_FIT),
         ),
     ] = ",".join(DEFAULT_FIT),
     holdout: Annotated[

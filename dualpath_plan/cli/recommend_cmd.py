@@ -50,7 +50,7 @@ def recommend_cmd(
         float | None,
         typer.Option(
             "--budget-cost",
-            help="Money to spend, with --prefill-node-cost/--decode-node-cost (for "
+            help="Money to spend, with --prefill-node-cost and --decode-node-cost (for "
             "mixed hardware).",
             show_default=False,
         ),

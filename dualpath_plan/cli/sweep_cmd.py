@@ -20,6 +20,7 @@ from dualpath_plan.cli.common import (
 )
 from dualpath_plan.cli.options import given_flags, scenario_options
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.formatting import count
 from dualpath_plan.outcomes.objectives import objective_of
 from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.sweep import (
@@ -33,7 +34,6 @@ from dualpath_plan.outcomes.sweep import (
 )
 from dualpath_plan.physics.modes import parse_modes
 from dualpath_plan.reports import sweep as report
-from dualpath_plan.reports.numbers import count
 from dualpath_plan.reports.text_columns import FLOAT_DIGITS
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec

@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dualpath_plan.formatting import finite
 from dualpath_plan.outcomes.aic import OUTPUT_COLUMNS, AicCheck, RowCheck
-from dualpath_plan.reports.numbers import finite
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 
 

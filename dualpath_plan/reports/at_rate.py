@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import html
 import io
+import math
 import textwrap
 from typing import Any
 
@@ -18,8 +19,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dualpath_plan.formatting import column, duration, durations, finite, gbyte, number, percent
 from dualpath_plan.outcomes.at_rate import RatePoints, RateReport
-from dualpath_plan.reports.numbers import finite, gbyte, per_token, seconds
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.recommend import COLORS, _runs, nice_ticks, tick_label
 from dualpath_plan.reports.size import inputs_payload, render_header
@@ -96,12 +97,8 @@ def curve_payload(r: RateReport, out: str | None = None) -> dict[str, Any]:
 
 
 def _rate(aps: float) -> str:
-    return f"{aps:.4g}"
-
-
-def _ttft(seconds: float) -> str:
-    """A TTFT in s, or in ms below a tenth of a second (a small model at the speed of light)."""
-    return f"{seconds:,.2f} s" if seconds >= 0.1 else f"{seconds * 1e3:.1f} ms"
+    """The rate the user gave (--aps), echoed as given: ``0.3``, not ``0.300``."""
+    return f"{aps:g}"
 
 
 def _slos(r: RateReport) -> str:
@@ -131,23 +128,23 @@ def render_rate(r: RateReport, console: Console) -> None:
     aps = float(r.aps[0])
     turns = r.scenario.turn_demand.trajectory_turns.mean
     table = Table(
-        title=f"online at {_rate(aps)} agents/s ({aps * turns:.3g} turns/s): Poisson agent "
+        title=f"online at {_rate(aps)} agents/s ({number(aps * turns)} turns/s): Poisson agent "
         f"arrivals, {_slos(r)}"
     )
     cols = ("mode", "util.", "TTFT", "TPOT", "agent JCT", "KV working set", "SLOs")
     for col in cols:
         table.add_column(col, justify="left" if col in ("mode", "SLOs") else "right")
     for m, p in r.modes.items():
-        util = f"{float(p.utilization[0]):.0%}"
+        util = percent(float(p.utilization[0]))
         if bool(p.beyond[0]):
             table.add_row(m, util, "-", "-", "-", "-", "beyond capacity")
             continue
         table.add_row(
             m,
             util,
-            _ttft(float(p.ttft_s[0])),
-            per_token(float(p.tpot_s[0])),
-            seconds(float(p.agent_jct_s[0])),
+            duration(float(p.ttft_s[0])),
+            duration(float(p.tpot_s[0])),
+            duration(float(p.agent_jct_s[0])),
             gbyte(float(p.kv_working_set_gbyte[0])),
             _slo_cell(r, m, 0),
         )
@@ -185,14 +182,30 @@ def render_curve(r: RateReport, console: Console, out: str | None = None) -> Non
         table.add_column(f"{m} TTFT", justify="right")
         table.add_column(f"{m} TPOT", justify="right")
     slo = r.config.ttft_slo_s
-    for i, aps in enumerate(r.aps):
-        cells = [_rate(float(aps))]
-        for p in r.modes.values():
-            if bool(p.beyond[i]):
-                cells += ["beyond", "beyond"]
-                continue
-            ttft = float(p.ttft_s[i])
-            cells += [_ttft(ttft) + (" *" if ttft > slo else ""), per_token(float(p.tpot_s[i]))]
+    # Each column one unit and one precision (beyond capacity: said in words).
+    rates = column([float(a) for a in r.aps])
+    shown: list[tuple[list[str], list[str]]] = []
+    for p in r.modes.values():
+        beyond = [bool(b) for b in p.beyond]
+        ttfts = durations(
+            [math.nan if b else float(t) for t, b in zip(p.ttft_s, beyond, strict=True)]
+        )
+        tpots = durations(
+            [math.nan if b else float(t) for t, b in zip(p.tpot_s, beyond, strict=True)]
+        )
+        shown.append(
+            (
+                [
+                    "beyond" if b else t + (" *" if float(v) > slo else "")
+                    for t, v, b in zip(ttfts, p.ttft_s, beyond, strict=True)
+                ],
+                ["beyond" if b else t for t, b in zip(tpots, beyond, strict=True)],
+            )
+        )
+    for i in range(r.aps.size):
+        cells = [rates[i]]
+        for ttft_cells, tpot_cells in shown:
+            cells += [ttft_cells[i], tpot_cells[i]]
         table.add_row(*cells)
     console.print(table)
     console.print(f"*: above the TTFT SLO ({slo:g} s)")
@@ -201,7 +214,7 @@ def render_curve(r: RateReport, console: Console, out: str | None = None) -> Non
             "beyond: beyond capacity, the rate's turns/s at or over the mode's saturated "
             "turns/s ("
             + ", ".join(
-                f"{m} {p.saturated_turns_per_s:.3g} turns/s = {p.capacity_aps:.3g} agents/s"
+                f"{m} {number(p.saturated_turns_per_s)} turns/s = {number(p.capacity_aps)} agents/s"
                 for m, p in r.modes.items()
             )
             + ")"

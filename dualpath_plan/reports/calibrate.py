@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dualpath_plan.formatting import number, percent
 from dualpath_plan.validation.calibrate import ONLINE_METRICS, Calibration, PointResult
 
 # RMS log error above which calibrate suggests more starts: 5% per point on average.
@@ -78,13 +79,14 @@ def render_calibrate(
         err = cal.stderr.get(f)
         t.add_row(
             f,
-            f"{cal.start[f]:.4g}",
-            f"{v:.4g}",
-            f"{err:.2g} ({err / abs(v):.0%})"
+            # Each row its own field (a share, GB, seconds): 4 significant digits a cell.
+            number(cal.start[f], 4),
+            number(v, 4),
+            f"{number(err, 2)} ({percent(err / abs(v))})"
             if err is not None and v
             else "-"
             if err is None
-            else f"{err:.2g}",
+            else number(err, 2),
         )
     console.print(t)
     basis = cal.stderr_basis
@@ -103,17 +105,17 @@ def render_calibrate(
                 x.point.metric,
                 x.point.mode,
                 f"{x.point.prefill_nodes}P{x.point.decode_nodes}D",
-                f"{x.point.value:.4g}",
-                f"{x.model:.4g}",
-                f"{x.error:+.1%}",
+                number(x.point.value, 4),
+                number(x.model, 4),
+                percent(x.error, 1, sign=True),
             )
     console.print(r)
     if any(x.point.metric in ONLINE_METRICS for x in [*cal.train, *cal.holdout]):
         console.print(escape(slo_line(cal)), highlight=False)
     train_rms, held_rms = Calibration.rms(cal.train), Calibration.rms(cal.holdout)
     console.print(
-        f"RMS log error: fit {train_rms:.3g}"
-        + (f", held out {held_rms:.3g}" if cal.holdout else "")
+        f"RMS log error: fit {number(train_rms)}"
+        + (f", held out {number(held_rms)}" if cal.holdout else "")
     )
     if train_rms > POOR_FIT_RMS and starts == 1:
         console.print(

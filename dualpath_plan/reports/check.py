@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dualpath_plan.reports.numbers import count
+from dualpath_plan.formatting import count
 from dualpath_plan.validation.check import MetricDiff
 
 

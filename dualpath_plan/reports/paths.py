@@ -10,11 +10,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dualpath_plan.formatting import finite
 from dualpath_plan.outcomes.paths import BOUNDS_MODE, MixedResult, PathsResult
 from dualpath_plan.physics.links import LINK_TABLE, NicRates, link
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.physics.modes import mode as mode_named
-from dualpath_plan.reports.numbers import finite
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.size import limits_payload
 from dualpath_plan.scenario import Scenario

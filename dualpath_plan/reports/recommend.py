@@ -23,11 +23,11 @@ from rich.table import Table
 from dualpath_plan import __version__
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import atomic_write
+from dualpath_plan.formatting import column, count, interval_text, number, with_interval
 from dualpath_plan.outcomes.recommend import Candidate, PhasePlan, RecommendReport, score
 from dualpath_plan.outcomes.serving import ModeOutcome
 from dualpath_plan.outcomes.uncertainty import Interval
 from dualpath_plan.physics.links import LINK_INDEX
-from dualpath_plan.reports.numbers import count
 from dualpath_plan.reports.provenance import (
     efficiency_line,
     efficiency_payload,
@@ -121,8 +121,8 @@ def free_range_text(r: RecommendReport) -> str:
     if not math.isfinite(r.pd_min):
         return "none (some link is over capacity at every P/D)"
     if not math.isfinite(r.pd_max):
-        return f"P/D >= {r.pd_min:.3g}"
-    return f"{r.pd_min:.3g} <= P/D <= {r.pd_max:.3g}"
+        return f"P/D >= {number(r.pd_min)}"
+    return f"{number(r.pd_min)} <= P/D <= {number(r.pd_max)}"
 
 
 def coincide_text(r: RecommendReport) -> str | None:
@@ -226,7 +226,7 @@ def _ranks(r: RecommendReport, mode: str) -> list[int | None]:
 def _fmt(v: float | None, objective: str) -> str:
     if v is None:
         return "n/a"
-    return f"{v:,.0f}" if objective == "jct_s" else f"{v:.3g}"
+    return f"{v:,.0f}" if objective == "jct_s" else number(v)
 
 
 def _mode_name(m: str) -> str:
@@ -262,8 +262,8 @@ def render_recommend(r: RecommendReport, console: Console, phases: PhasePlan | N
             return "n/a"
         v = {
             "JCT": f"{o.jct_s:,.0f} s",
-            "APS": f"{o.aps:.3g}",
-            "turns/s": f"{o.throughput_turns_per_s:.3g}",
+            "APS": number(o.aps),
+            "turns/s": number(o.throughput_turns_per_s),
         }[what]
         rec = r.recommended.get(m)  # type: ignore[call-overload]
         return f"[bold green]{v} <[/bold green]" if rec is not None and rec.candidate is c else v
@@ -318,12 +318,10 @@ def _answer_interval(r: RecommendReport, mode: str) -> str:
     jct, aps = iv.get("jct_s"), iv.get("aps")
     if jct is not None:
         hours = _hours(r)  # one unit for every recommendation's JCT and its interval
-        parts.append(
-            f"JCT {_seconds(o.jct_s, hours)} ({_seconds(jct.low, hours)} to "
-            f"{_seconds(jct.high, hours)})"
-        )
+        shown = [_seconds(v, hours) for v in (o.jct_s, jct.low, jct.high)]
+        parts.append(f"JCT {with_interval(*shown)}")
     if aps is not None:
-        parts.append(f"APS {o.aps:.3g} ({aps.low:.3g} to {aps.high:.3g})")
+        parts.append(f"APS {interval_text(o.aps, aps.low, aps.high, column)}")
     return ": " + ", ".join(parts) if parts else ""
 
 
@@ -415,10 +413,10 @@ def recommend_markdown(
         o = rec.candidate.modes[m]
         assert o is not None
         interval = _answer_interval(r, m).removeprefix(": ")
-        outcome = interval or f"JCT {o.jct_s:,.0f} s, APS {o.aps:.3g}"
+        outcome = interval or f"JCT {o.jct_s:,.0f} s, APS {number(o.aps)}"
         lines.append(
             f"- **{r.label(m)}**: {rec.candidate.prefill_nodes}P{rec.candidate.decode_nodes}D "
-            f"({rec.candidate.gpus} GPUs): {o.throughput_turns_per_s:.3g} turns/s, "
+            f"({rec.candidate.gpus} GPUs): {number(o.throughput_turns_per_s)} turns/s, "
             + outcome
             + f". {rec.why}."
         )

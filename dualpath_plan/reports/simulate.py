@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dualpath_plan.formatting import column, duration, durations, finite, gbyte, number, percent
 from dualpath_plan.outcomes.simulation import Distribution, SimResult, TurnRecord
-from dualpath_plan.reports.numbers import finite, gbyte, per_token, seconds
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.recommend import nice_ticks, tick_label
 from dualpath_plan.reports.size import scenario_line
@@ -155,20 +155,16 @@ def _slo(r: SimResult, slo: ServingConfig) -> dict[str, Any]:
 
 
 def _s(v: float | None) -> str:
-    """A latency or duration: "-" where there is none, ms below a second."""
-    if v is None or not math.isfinite(v):
-        return "-"
-    if v == 0:
-        return "0 s"
-    return per_token(v) if v < 1 else seconds(v)
+    """A latency or duration: "-" where there is none, in the unit that suits it."""
+    return "-" if v is None else duration(v)
 
 
 def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:+.1%}"
+    return "-" if v is None else percent(v, 1, sign=True)
 
 
 def _ratio(v: float, none: str = "-") -> str:
-    return f"{v:.2f}" if math.isfinite(v) else none
+    return number(v) if math.isfinite(v) else none
 
 
 def _agents(n: int) -> str:
@@ -196,8 +192,8 @@ def render_simulate(
     c = r.config
     console.print(scenario_line(sc))
     load = (
-        f"online: Poisson arrivals at {c.aps:g} agents/s for {_s(c.duration_s)}, measured after "
-        f"{_s(c.warmup_s)}"
+        f"online: Poisson arrivals at {number(c.aps or 0.0)} agents/s for {_s(c.duration_s)}, "
+        f"measured after {_s(c.warmup_s)}"
         if c.online
         else f"offline: {_agents(c.agents or 0)} started together"
     )
@@ -222,7 +218,9 @@ def render_simulate(
         ("wait for a decode slot", r.decode_wait_s),
         ("agent JCT", r.agent_jct_s),
     ):
-        t.add_row(name, _s(d.mean), _s(d.p50), _s(d.p90), _s(d.p99))
+        # A row is one quantity: one unit and one precision across its statistics.
+        stats = [math.nan if v is None else v for v in (d.mean, d.p50, d.p90, d.p99)]
+        t.add_row(name, *durations(stats))
     console.print(t)
     if c.online:
         console.print(
@@ -247,23 +245,23 @@ def render_simulate(
         else "10% to 50% of the turns done"
     )
     console.print(
-        f"throughput {r.throughput_turns_per_s:,.4g} turns/s ({where}, {span})"
-        + (f"; offered {r.offered_turns_per_s:,.4g} turns/s" if c.online else "")
+        f"throughput {number(r.throughput_turns_per_s)} turns/s ({where}, {span})"
+        + (f"; offered {number(r.offered_turns_per_s)} turns/s" if c.online else "")
     )
     jct_what = "mean of the agents arriving in the span" if c.online else "all agents done"
-    share = f"{r.decode_path_fraction:.0%}" if r.reads else "no reads"
+    share = percent(r.decode_path_fraction) if r.reads else "no reads"
     console.print(
         f"JCT {_s(r.jct_s)} ({jct_what}); turns {r.turns:,} of {_agents(r.agents)}; "
         f"decode-path share of reads {share}"
     )
     console.print(
-        f"decode: {r.decode_batch_mean:,.1f} sequences on average of the "
+        f"decode: {number(r.decode_batch_mean)} sequences on average of the "
         f"{r.decode_batch_max:,} its HBM holds"
     )
     console.print(
         f"storage reads max/avg across nodes {_ratio(r.snic_max_over_avg, 'no reads')}, prefill "
         f"GPUs' busy time max/avg {_ratio(r.prefill_max_over_avg)} (mean over "
-        f"{r.window_s:g} s windows)"
+        f"{_s(r.window_s)} windows)"
     )
     if r.working_set_gbyte.size:
         console.print(
@@ -276,13 +274,13 @@ def render_simulate(
         links.add_column(col, justify="left" if col == "link" else "right")
     for s in r.servers:
         if s.queued:
-            busy = f"{s.mean_utilization:.0%}" if math.isfinite(s.mean_utilization) else "-"
+            busy = percent(s.mean_utilization)
             links.add_row(s.name, str(s.servers), busy)
     console.print(links)
     fixed = [s.name for s in r.servers if not s.queued]
     if fixed:
         console.print(
-            f"not queued (below {c.queued_utilization:.0%} utilization at the analytical "
+            f"not queued (below {percent(c.queued_utilization)} utilization at the analytical "
             f"optimum: crossed in size/capacity): {', '.join(fixed)}"
         )
     if compare is not None:
@@ -292,8 +290,7 @@ def render_simulate(
         beyond = "beyond capacity"
         cmp.add_row(
             "throughput (turns/s)",
-            f"{r.throughput_turns_per_s:,.4g}",
-            f"{compare.throughput_turns_per_s:,.4g}",
+            *column([r.throughput_turns_per_s, compare.throughput_turns_per_s]),
             _pct(_error(finite(r.throughput_turns_per_s), compare.throughput_turns_per_s)),
         )
         cmp.add_row(
@@ -331,7 +328,7 @@ def render_simulate(
         console.print(escape("; ".join(notes)))
     console.print(efficiency_line(sc))
     console.print(
-        f"{r.events:,} events in {r.wall_s:.1f} s ({r.events / max(r.wall_s, 1e-9):,.0f} events/s)"
+        f"{r.events:,} events in {_s(r.wall_s)} ({number(r.events / max(r.wall_s, 1e-9))} events/s)"
     )
 
 
@@ -387,16 +384,59 @@ def turn_line(rec: TurnRecord) -> str:
     )
 
 
+# The chart's turns/s is averaged over this many mean turn cycles: turns finish in waves (a
+# prefill batch's turns together, agents in step after an offline start), so a 10 s window
+# holds one wave or two and the raw series is a comb (32, 64, 64, 32 turns/s); over a few
+# cycles the waves average out and the curve shows the trend (ramp, plateau, drain).
+AVERAGE_CYCLES = 3.0
+# ... but over no more than this share of the run, so that the curve keeps its shape.
+AVERAGE_AT_MOST = 0.2
+
+
+@dataclass(frozen=True)
+class SmoothedRate:
+    """Turns/s per window, each the centred average over ``windows`` windows (fewer at the
+    run's ends), ``span_s`` seconds of the run."""
+
+    turns_per_s: np.ndarray
+    windows: int
+    span_s: float
+
+
+def smoothed_rate(r: SimResult) -> SmoothedRate:
+    """The chart's turns/s: the completions of the ``k`` windows around each (k odd, centred)
+    over their length. ``k`` from the run itself: ``AVERAGE_CYCLES`` mean turn cycles, a turn
+    cycle being the mean time a turn is in the cluster by Little's law (mean turns in flight
+    over the mean turns/s), in whole windows, at most ``AVERAGE_AT_MOST`` of the run."""
+    done = r.turns_done.astype(np.float64)
+    length = np.asarray(r.window_length_s, dtype=np.float64)
+    n = done.size
+    if n == 0:
+        return SmoothedRate(np.zeros(1), 1, 0.0)
+    total_s = float(length.sum())
+    mean_rate = float(done.sum()) / total_s if total_s > 0 else 0.0
+    cycle_s = float(np.mean(r.in_flight)) / mean_rate if mean_rate > 0 else 0.0
+    k = math.ceil(AVERAGE_CYCLES * cycle_s / r.window_s) if math.isfinite(cycle_s) else 1
+    k = max(min(k, math.floor(AVERAGE_AT_MOST * n)), 1)
+    k += 1 - k % 2  # odd: centred on its window
+    h = k // 2
+    # Sums over [i - h, i + h] by cumulative sums (the ends take the windows there are).
+    c_done = np.concatenate([[0.0], np.cumsum(done)])
+    c_len = np.concatenate([[0.0], np.cumsum(length)])
+    lo = np.clip(np.arange(n) - h, 0, n)
+    hi = np.clip(np.arange(n) + h + 1, 0, n)
+    span = c_len[hi] - c_len[lo]
+    rate = np.divide(c_done[hi] - c_done[lo], span, out=np.zeros(n), where=span > 0)
+    return SmoothedRate(rate, k, k * r.window_s)
+
+
 def simulate_svg(sc: Scenario, r: SimResult, width: int = 800, height: int = 420) -> str:
     """Turns/s and the busiest storage-reading node's GB/s over the average node's, per window,
     and the KV working set, over time."""
     left, right, top, bottom = 70, 70, 40, 50
     x_max = float(r.window_end_s[-1]) if r.window_end_s.size else 1.0
-    rate = (
-        r.turns_done / np.where(r.window_length_s > 0, r.window_length_s, 1.0)
-        if r.turns_done.size
-        else np.zeros(1)
-    )
+    smooth = smoothed_rate(r)
+    rate = smooth.turns_per_s
     ws = r.working_set_gbyte if r.working_set_gbyte.size else np.zeros(1)
     y_ticks = nice_ticks(float(max(rate.max(), 1e-9)))
     ws_ticks = nice_ticks(float(max(ws.max(), 1e-9)))
@@ -416,6 +456,10 @@ def simulate_svg(sc: Scenario, r: SimResult, width: int = 800, height: int = 420
         f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="14">'
         f"simulation: {sc.model.id} {sc.prefill_nodes}P{sc.decode_nodes}D, {r.mode}, "
         f"{r.scheduler} scheduler</text>",
+        f'<text class="window" x="{width / 2}" y="34" text-anchor="middle" font-size="11">'
+        f"turns/s: each point the mean over the {duration(smooth.span_s)} around it "
+        f"({smooth.windows} windows of {duration(r.window_s)}: "
+        f"{number(AVERAGE_CYCLES, 1)} mean turn cycles, or a fifth of the run if less)</text>",
     ]
     x_step = x_ticks[1] - x_ticks[0] if len(x_ticks) > 1 else 1.0
     for v in x_ticks:
@@ -450,7 +494,7 @@ def simulate_svg(sc: Scenario, r: SimResult, width: int = 800, height: int = 420
     out += [
         f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">time (s)</text>',
         f'<text x="16" y="{height / 2}" transform="rotate(-90 16 {height / 2})" '
-        'text-anchor="middle" fill="#1f77b4">turns/s per window</text>',
+        'text-anchor="middle" fill="#1f77b4">turns/s (averaged: see above)</text>',
         f'<text x="{width - 14}" y="{height / 2}" transform="rotate(90 {width - 14} '
         f'{height / 2})" text-anchor="middle" fill="#d62728">KV working set (GB)</text>',
         "</svg>",

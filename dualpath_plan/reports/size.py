@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dualpath_plan.formatting import (
+    BYTE_UNITS,
+    column,
+    count,
+    durations,
+    finite,
+    interval_column,
+    number,
+    percent,
+    scaled_column,
+)
 from dualpath_plan.outcomes.limits import LinkLimit
 from dualpath_plan.outcomes.serving import (
     GAP_METRICS,
@@ -19,7 +30,6 @@ from dualpath_plan.outcomes.serving import (
 )
 from dualpath_plan.outcomes.uncertainty import Interval, OutcomeIntervals
 from dualpath_plan.physics.modes import MODE_TABLE
-from dualpath_plan.reports.numbers import count, finite, gbyte, per_token, seconds
 from dualpath_plan.reports.provenance import (
     efficiency_line,
     efficiency_payload,
@@ -145,23 +155,6 @@ def scenario_line(sc: Scenario) -> str:
     )
 
 
-def _unit(seconds: list[float]) -> tuple[float, str]:
-    """One unit for a column of durations (hours when the longest is an hour or more)."""
-    return (3600.0, "h") if max(seconds, default=0.0) >= 3600 else (1.0, "s")
-
-
-def _duration(seconds: float, unit: tuple[float, str]) -> str:
-    scale, name = unit
-    if not math.isfinite(seconds):
-        return "-"
-    return f"{seconds / scale:,.2f} {name}" if scale > 1 or seconds < 60 else f"{seconds:,.0f} s"
-
-
-def _with_interval(text: str, i: Interval | None, fmt: Callable[[float], str]) -> str:
-    """``value (low to high)``: the interval in the value's own unit."""
-    return f"{text} ({fmt(i.low)} to {fmt(i.high)})" if i is not None else text
-
-
 def render_header(sc: Scenario, console: Console) -> None:
     """The cluster, its nodes, storage and workload, and the cache-compute ratio: the first
     lines of every ``size`` report of one cluster."""
@@ -179,7 +172,14 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
 
     render_header(sc, console)
     modes = r.modes
-    jct = _unit([o.jct_s for o in modes.values()])
+    # Each column formatted as one: one unit and one precision (dualpath_plan/formatting.py).
+    os_ = list(modes.values())
+    max_tps = column([o.saturated_turns_per_s for o in os_])
+    jcts = interval_column(
+        [o.jct_s for o in os_], [_pair(bound(m, "jct_s")) for m in modes], durations
+    )
+    ttfts = durations([o.ttft_s for o in os_])
+    tpots = durations([o.tpot_s for o in os_])
     offline = Table(title=f"offline: {count(cfg.agents, 'agent')} started together (RL rollout)")
     for col in (
         "mode",
@@ -192,27 +192,23 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
         "DE share",
     ):
         offline.add_column(col, justify="left" if col in ("mode", "binding") else "right")
-    for m, o in modes.items():
+    for k, (m, o) in enumerate(modes.items()):
         offline.add_row(
             m + (" L" if o.latency_bound else ""),  # (beside the JCT, it wrapped its interval)
-            f"{o.saturated_turns_per_s:.3g}",
-            _with_interval(
-                _duration(o.jct_s, jct),
-                bound(m, "jct_s"),
-                lambda v: _duration(v, jct),
-            ),
-            f"{o.drain_s / o.jct_s:.0%}",
-            seconds(o.ttft_s),
-            per_token(o.tpot_s),
+            max_tps[k],
+            jcts[k],
+            percent(o.drain_s / o.jct_s),
+            ttfts[k],
+            tpots[k],
             o.bottleneck,
-            "-" if MODE_TABLE[m].io_free else f"{o.decode_path_fraction:.0%}",
+            "-" if MODE_TABLE[m].io_free else percent(o.decode_path_fraction),
         )
     console.print(offline)
     if any(MODE_TABLE[m].io_free for m in modes):
         console.print("DE share: the hit KV read through the decode nodes (oracle: no reads, -)")
     few = {m: o for m, o in modes.items() if o.latency_bound}
     if few:
-        running = ", ".join(f"{m} {o.throughput_turns_per_s:.3g}" for m, o in few.items())
+        running = ", ".join(f"{m} {number(o.throughput_turns_per_s)}" for m, o in few.items())
         console.print(
             "L: JCT set by each agent's critical path (turns x (TTFT + generated x "
             "TPOT)), not by throughput: too few agents to fill the cluster (turns/s while all "
@@ -229,16 +225,27 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
     cols = ("mode", "APS", "util.", "TTFT at APS", "TPOT at APS", "APS limit", "KV working set")
     for col in cols:
         online.add_column(col, justify="left" if col == "mode" else "right")
-    for m, o in modes.items():
-        reached = o.aps_limit != "unreachable"
+    reached = [o.aps_limit != "unreachable" for o in os_]
+
+    def shown(values: list[float]) -> list[float]:  # "-" where the mode reaches no rate
+        return [v if ok else math.nan for v, ok in zip(values, reached, strict=True)]
+
+    apss = interval_column(
+        [o.aps for o in os_],
+        [_pair(bound(m, "aps")) if ok else None for m, ok in zip(modes, reached, strict=True)],
+    )
+    online_ttfts = durations(shown([o.online_ttft_s for o in os_]))
+    online_tpots = durations(shown([o.online_tpot_s for o in os_]))
+    working_sets = scaled_column(shown([o.working_set_gbyte for o in os_]), BYTE_UNITS)
+    for k, (m, o) in enumerate(modes.items()):
         online.add_row(
             m,
-            _with_interval(f"{o.aps:.3g}", bound(m, "aps") if reached else None, _g3),
-            f"{o.binding_utilization:.0%}" if reached else "-",
-            f"{o.online_ttft_s:.2f} s" if reached else "-",
-            per_token(o.online_tpot_s) if reached else "-",
+            apss[k],
+            percent(o.binding_utilization) if reached[k] else "-",
+            online_ttfts[k],
+            online_tpots[k],
             o.aps_limit,
-            gbyte(o.working_set_gbyte) if reached else "-",
+            working_sets[k],
         )
     console.print(online)
     console.print(
@@ -283,8 +290,8 @@ GAP_LABELS = {
 assert set(GAP_LABELS) == set(GAP_METRICS)
 
 
-def _g3(v: float) -> str:
-    return f"{v:.3g}"
+def _pair(i: Interval | None) -> tuple[float, float] | None:
+    return None if i is None else (i.low, i.high)
 
 
 def sizing_payload(r: SizingReport, intervals: OutcomeIntervals | None = None) -> dict[str, Any]:
@@ -351,7 +358,27 @@ def render_sizing(
     cols = ("mode", "nodes", "P", "D", "GPUs", "APS", *(("util.",) if aps else ()), jct_col)
     for col in (*cols, "binding (or why not)"):
         table.add_column(col, justify="right" if col[0] not in "mb" else "left")
-    unit = _unit([s.outcome.jct_s for s in r.modes.values() if s.outcome is not None])
+    found = {m: s.outcome for m, s in r.modes.items() if s.outcome is not None}
+    apss = dict(
+        zip(
+            found,
+            interval_column(
+                [o.aps for o in found.values()], [_pair(iv.get(m, {}).get("aps")) for m in found]
+            ),
+            strict=True,
+        )
+    )
+    jcts = dict(
+        zip(
+            found,
+            interval_column(
+                [o.jct_s for o in found.values()],
+                [_pair(iv.get(m, {}).get("jct_s")) for m in found],
+                durations,
+            ),
+            strict=True,
+        )
+    )
     for m, s in r.modes.items():
         if s.outcome is None:
             table.add_row(m, *["-"] * (len(cols) - 1), f"[red]{s.reason}[/red]")
@@ -362,13 +389,9 @@ def render_sizing(
             str(s.prefill_nodes),
             str(s.decode_nodes),
             str(s.gpus),
-            _with_interval(f"{s.outcome.aps:.3g}", iv.get(m, {}).get("aps"), _g3),
-            *((f"{s.outcome.binding_utilization:.0%}",) if aps else ()),
-            _with_interval(
-                _duration(s.outcome.jct_s, unit),
-                iv.get(m, {}).get("jct_s"),
-                lambda v: _duration(v, unit),
-            ),
+            apss[m],
+            *((percent(s.outcome.binding_utilization),) if aps else ()),
+            jcts[m],
             s.outcome.bottleneck,
         )
     console.print(table)

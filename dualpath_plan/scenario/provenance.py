@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from dualpath_plan.formatting import number
 from dualpath_plan.physics.links import PathOptions
 from dualpath_plan.profiles.schemas import (
     EngineProfile,
@@ -133,7 +134,7 @@ class NodeEfficiencies:
 
     def _shown(self, fields: list[str]) -> str:
         return ", ".join(
-            f"{LABELS[f][0]} {self.values[f] * LABELS[f][1]:.3g}{LABELS[f][2]}" for f in fields
+            f"{LABELS[f][0]} {number(self.values[f] * LABELS[f][1])}{LABELS[f][2]}" for f in fields
         )
 
     def describe(self) -> str:

@@ -1,0 +1,85 @@
+"""``--help`` wrapped by the terminal (issue 34): at COLUMNS 60, 80 and 120, no line wider than
+the terminal, for the top-level help and every command's; at 80 and 120 no word split either
+(every word of the help is a word of the same help unwrapped). At 60 the options table leaves
+its help column some 17 characters and cuts a longer word short ("--paper-assumpt..."): not
+met yet, and tested as such (``xfail``). A plain flag shows no ``<bool>``."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import typer
+
+from dualpath_plan.cli.app import app, load_command, main
+
+WIDTHS = (120, 80, 60)
+WHOLE_WORDS = (120, 80)
+# Box-drawing and padding: not words.
+_FRAME = re.compile(r"[\s│╭╮╰╯─┃┏┓┗┛━]+")
+
+
+def _commands() -> list[list[str]]:
+    """Every command's arguments to its help: the program's, each command's, each
+    subcommand's."""
+    load_command(["--help"])
+    root = typer.main.get_command(app)
+    out: list[list[str]] = [[]]
+
+    def walk(cmd: object, path: list[str]) -> None:
+        for name, sub in getattr(cmd, "commands", {}).items():
+            out.append([*path, name])
+            walk(sub, [*path, name])
+
+    walk(root, [])
+    return out
+
+
+COMMANDS = _commands()
+
+
+def _help(args: list[str], width: int, capsys: pytest.CaptureFixture[str], mp) -> str:
+    mp.setenv("COLUMNS", str(width))
+    mp.delenv("TERMINAL_WIDTH", raising=False)
+    assert main([*args, "--help"]) == 0
+    return capsys.readouterr().out
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _FRAME.split(text) if w}
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(a) or "dualpath-plan")
+def test_help_fits_the_terminal_and_splits_no_word(
+    args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = _words(_help(args, 1000, capsys, monkeypatch))
+    for width in WIDTHS:
+        text = _help(args, width, capsys, monkeypatch)
+        wide = [line for line in text.splitlines() if len(line) > width]
+        assert not wide, (width, wide[:3])
+        if width in WHOLE_WORDS:
+            split = sorted(_words(text) - whole)
+            assert not split, (width, split[:10])
+            assert "…" not in text, width
+
+
+@pytest.mark.xfail(reason="rich's options table cuts long words at 60 columns", strict=False)
+def test_no_word_split_at_60_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for args in COMMANDS:
+        whole = _words(_help(args, 1000, capsys, monkeypatch))
+        text = _help(args, 60, capsys, monkeypatch)
+        assert not sorted(_words(text) - whole), args
+
+
+def test_plain_flags_show_no_type(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for args in COMMANDS:
+        text = _help(args, 120, capsys, monkeypatch)
+        assert "<bool>" not in text, args
+    # A flag with a --no- twin still shows both names.
+    text = _help(["size"], 120, capsys, monkeypatch)
+    assert "--help" in text
