@@ -85,6 +85,7 @@ MB_AS_GB = Slip("MB", 1e-3)
 GB_S_AS_TB_S = Slip("GB/s", 1e-3)
 B_S_AS_TB_S = Slip("B/s", 1e-12)
 KW_AS_W = Slip("kW", 1e3)
+MW_AS_W = Slip("mW", 1e-3)
 FLOPS_AS_TFLOPS = Slip("FLOP/s", 1e-12)
 PERCENT = Slip("percent", 1e-2)
 
@@ -226,7 +227,7 @@ QUANTITIES: dict[str, Quantity] = {
         "15,000 on a B300",
     ),
     "gpu.tdp_w": Quantity(
-        "a GPU's power", "W", "watts", 10.0, 10_000.0, (KW_AS_W,), "1,400 W on a B300"
+        "a GPU's power", "W", "watts", 10.0, 10_000.0, (KW_AS_W, MW_AS_W), "1,400 W on a B300"
     ),
     "gpu.release_year": Quantity("a GPU's release year", "", "years", 1990, 2100),
     # --- storage ---
@@ -299,6 +300,50 @@ QUANTITIES: dict[str, Quantity] = {
     ),
     "model.num_layers": Quantity("a model's layers", "layers", "layers", 1, 10_000),
     "model.hidden_size": Quantity("a model's hidden size", "", "elements", 1, 1_000_000),
+    # --- AIConfigurator system files (aic import-system), in their own units ---
+    "aic.gpu.mem_bw": Quantity(
+        "a GPU's HBM bandwidth",
+        "B/s",
+        "B/s",
+        1e10,
+        1e14,
+        (Slip("GB/s", 1e9), Slip("TB/s", 1e12)),
+        "8 TB/s on a B300; tens of GB/s on the smallest accelerators",
+    ),
+    "aic.gpu.mem_capacity": Quantity(
+        "a GPU's HBM", "B", "bytes", 1e9, 1e13, (Slip("GB", 1e9),), "288 GB on a B300"
+    ),
+    **{
+        f"aic.gpu.{dtype}_tc_flops": Quantity(
+            f"a GPU's {name} tensor rate",
+            "FLOP/s",
+            "FLOP/s",
+            1e12,
+            1e17,
+            (Slip("TFLOPS", 1e12),),
+            "15 PFLOPS of FP4 on a B300",
+        )
+        for dtype, name in (("bfloat16", "BF16"), ("fp8", "FP8"), ("fp4", "FP4"))
+    },
+    "aic.gpu.power": Quantity(
+        "a GPU's power", "W", "watts", 10.0, 1e4, (KW_AS_W, MW_AS_W), "1,400 W on a B300"
+    ),
+    **{
+        f"aic.node.{key}": Quantity(
+            what,
+            "B/s",
+            "B/s",
+            low,
+            1e13,
+            (Slip("GB/s", 1e9),),
+            "1.8 TB/s of NVLink 5 at most; a NIC's tens of GB/s",
+        )
+        for key, what, low in (
+            ("intra_node_bw", "a GPU's bandwidth inside a node", 1e9),
+            ("inter_node_bw", "a GPU's bandwidth between nodes", 1e8),
+            ("inter_rack_bw", "a GPU's bandwidth between racks", 1e8),
+        )
+    },
 }
 
 

@@ -203,6 +203,61 @@ def test_a_workload_trace_file_turn_beyond_any_context_is_named(cli, tmp_path) -
     _says(line, None)
 
 
+# --- imports -------------------------------------------------------------------------------
+
+AIC = ROOT / "tests" / "data" / "aic" / "h200_sxm.yaml"
+AIC_FLAGS = {
+    "--snic-count": "2",
+    "--snic-gbit-s": "400",
+    "--dram-gbyte": "2048",
+    "--dram-gbyte-s": "614.4",
+    "--cnic-count": "8",
+    "--release-year": "2024",
+}
+IMPORT_FLAG_CASES = [
+    ("--snic-gbit-s", "400e9", "400"),
+    ("--cnic-gbit-s", "400000000000", "400"),
+    ("--dram-gbyte", "2048e9", "2048"),
+    ("--dram-gbyte-s", "614.4e9", "614.4"),
+]
+IMPORT_FILE_CASES = [
+    # (the file's key, its line, the slipped value, the value meant)
+    ("gpu.mem_bw", "  mem_bw: ", "4800", "4.8e+12"),  # GB/s written where B/s are asked
+    ("gpu.power", "  power: ", "0.7", "700"),  # kW
+    ("node.intra_node_bw", "  intra_node_bw: ", "450", "4.5e+11"),  # GB/s
+    ("node.inter_node_bw", "  inter_node_bw: ", "50", "5e+10"),
+]
+
+
+@pytest.mark.parametrize(("flag", "value", "meant"), IMPORT_FLAG_CASES)
+def test_an_import_flag_in_the_wrong_unit_names_the_slip(cli, tmp_path, flag, value, meant) -> None:
+    flags = {**AIC_FLAGS, flag: value}
+    args = [a for pair in flags.items() for a in pair]
+    line = _one_line_error(
+        cli("aic", "import-system", str(AIC), "--out", str(tmp_path / "o"), *args)
+    )
+    assert flag in line
+    _says(line, meant)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(("key", "prefix", "value", "meant"), IMPORT_FILE_CASES)
+def test_an_imported_file_in_the_wrong_unit_names_the_slip(
+    cli, tmp_path, key, prefix, value, meant
+) -> None:
+    lines = [
+        f"{prefix}{value}" if t.startswith(prefix) else t for t in AIC.read_text().splitlines()
+    ]
+    path = tmp_path / "h200_sxm.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    args = [a for pair in AIC_FLAGS.items() for a in pair]
+    line = _one_line_error(
+        cli("aic", "import-system", str(path), "--out", str(tmp_path / "o"), *args)
+    )
+    assert str(path) in line and f"field '{key}'" in line
+    _says(line, meant)
+
+
 # --- validation cases and the Python API ---------------------------------------------------
 
 
@@ -256,5 +311,17 @@ def test_every_schema_field_in_the_table_exists() -> None:
 
 
 def test_there_are_at_least_fifty_slips() -> None:
-    cases = len(FLAG_CASES) + len(SET_CASES) + len(PROFILE_CASES) + len(TRACE_CASES) + 1 + 1 + 2
+    # Each quantity and each way in: flags, --set, profile files, traces, imports, validation
+    # cases and the Python API.
+    cases = (
+        len(FLAG_CASES)
+        + len(SET_CASES)
+        + len(PROFILE_CASES)
+        + len(TRACE_CASES)
+        + len(IMPORT_FLAG_CASES)
+        + len(IMPORT_FILE_CASES)
+        + 1  # a workload's trace file
+        + 1  # a validation case
+        + 2  # the Python API
+    )
     assert cases >= 50

@@ -15,12 +15,14 @@ every byte count to GB of 1e9 B, so it reads 151.4 GB, not the 141 of NVIDIA's d
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import MAX_PROFILE_BYTES, load_yaml, number
 from dualpath_plan.profiles.registry import validate_profile
@@ -104,16 +106,16 @@ class NodeFlags:
         "cnic_gbit_s": "--cnic-gbit-s",
     }
 
-    # Field -> the range a value must lie in: counts from one, rates and sizes positive and
-    # below any real server's (a NIC far beyond 1.6 Tb/s, 64 TB of DRAM, a GPU before 2010).
-    RANGES = {  # noqa: RUF012
-        "snic_count": (1, 64),
-        "snic_gbit_s": (1.0, 10_000.0),
-        "dram_gbyte": (1.0, 64_000.0),
-        "dram_gbyte_s": (1.0, 100_000.0),
-        "cnic_count": (1, 64),
-        "release_year": (2010, 2100),
-        "cnic_gbit_s": (1.0, 10_000.0),
+    # Field -> its quantity in the plausibility table (dualpath_plan/plausible.py): the range
+    # a value must lie in, and the unit slips named outside it.
+    QUANTITIES = {  # noqa: RUF012
+        "snic_count": "node.snic_count",
+        "snic_gbit_s": "node.snic_gbit_s",
+        "dram_gbyte": "node.dram_gbyte",
+        "dram_gbyte_s": "node.dram_gbyte_s",
+        "cnic_count": "node.cnic_count",
+        "release_year": "gpu.release_year",
+        "cnic_gbit_s": "node.cnic_gbit_s",
     }
 
     def check(self) -> None:
@@ -131,14 +133,17 @@ class NodeFlags:
                 "--dram-gbyte 2048 --dram-gbyte-s 500 --cnic-count 8 --release-year 2024)",
                 field=", ".join(missing),
             )
-        for name, (low, high) in self.RANGES.items():
+        for name, key in self.QUANTITIES.items():
             value = getattr(self, name)
             if value is None and name in self.OPTIONAL:
                 continue
-            if not (isinstance(value, int | float) and low <= value <= high):
-                raise PlanInputError(
-                    f"expected {low:g} to {high:g}, got {value!r}", field=self.FLAGS[name]
-                )
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise PlanInputError(f"expected a number, got {value!r}", field=self.FLAGS[name])
+            why = plausible.problem(key, value)
+            if why is None and not math.isfinite(value):
+                why = f"expected a finite number, got {value!r}"
+            if why is not None:
+                raise PlanInputError(why, field=self.FLAGS[name])
 
 
 def default_id(path: Path) -> str:
@@ -154,22 +159,6 @@ def _lookup(data: Any, key: str) -> Any:
             return None
         value = value[part]
     return value
-
-
-# What a GPU or node of any generation has, generously (the B300's 8 TB/s of HBM and 288 GB,
-# 15 PFLOPS of FP4, 1.8 TB/s of NVLink; the smallest accelerators' tens of GB/s): outside,
-# a value is a unit slip, refused (AIConfigurator's units: bytes, B/s, FLOP/s, W).
-PLAUSIBLE: dict[str, tuple[float, float, str]] = {
-    "gpu.mem_bw": (1e10, 1e14, "B/s"),
-    "gpu.mem_capacity": (1e9, 1e13, "B"),
-    "gpu.bfloat16_tc_flops": (1e12, 1e17, "FLOP/s"),
-    "gpu.fp8_tc_flops": (1e12, 1e17, "FLOP/s"),
-    "gpu.fp4_tc_flops": (1e12, 1e17, "FLOP/s"),
-    "gpu.power": (10.0, 1e4, "W"),
-    "node.intra_node_bw": (1e9, 1e13, "B/s"),
-    "node.inter_node_bw": (1e8, 1e13, "B/s"),
-    "node.inter_rack_bw": (1e8, 1e13, "B/s"),
-}
 
 
 def import_system(
@@ -224,18 +213,12 @@ def import_system(
             low=low,
             high=MAX_MAGNITUDE * 1e12,
         )
-        if key in PLAUSIBLE:
-            lo, hi, unit = PLAUSIBLE[key]
-            if not lo <= got <= hi:
-                # A value off by a unit prefix (mem_bw: 4800 for 4.8e12 B/s) made a GPU with
-                # an HBM of 4.8e-09 TB/s and a TPOT of 3.7e9 ms, silently (found in a trial).
-                raise PlanInputError(
-                    f"{got:.6g} {unit} is outside what a GPU or node has ({lo:.3g} to "
-                    f"{hi:.3g} {unit}); AIConfigurator states it in {unit}: a unit slip?",
-                    source=source,
-                    line=lines.get(key),
-                    field=key,
-                )
+        # A value off by a unit prefix (mem_bw: 4800 for 4.8e12 B/s) made a GPU with an HBM
+        # of 4.8e-09 TB/s and a TPOT of 3.7e9 ms, silently (found in a trial): the
+        # plausibility table holds the file's keys as aic.KEY, in AIConfigurator's units.
+        why = plausible.problem(f"aic.{key}", got)
+        if why is not None:
+            raise PlanInputError(why, source=source, line=lines.get(key), field=key)
         return got
 
     def need(key: str, **kw: Any) -> float:
