@@ -15,7 +15,9 @@ not come through here; only human text does. The rules:
 - units scaled to the value (s/ms/us/h, MB/GB/TB), one unit for a whole column;
 - one precision within a column (:func:`column`): every cell with the same decimals;
 - an interval whose ends print as the value prints once, as ``0.584 (no spread)``
-  (:func:`with_interval`).
+  (:func:`with_interval`);
+- a value as it was given (a flag, a profile field) keeps its digits, up to 6 or all of them,
+  written out positionally: ``0.00004023``, not ``4.023e-05`` (:func:`plain`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 # Significant digits a report gives a figure unless it says otherwise: the model's inputs
 # (efficiencies, bandwidths) are known to a few percent, so a fourth digit would be noise.
@@ -75,6 +78,28 @@ def number(v: float, sig: int = SIG) -> str:
     return _fixed(v, _decimals(v, sig))
 
 
+def plain(v: float, sig: int | None = 6) -> str:
+    """A value as it was given (a flag, a profile field, an SLO): its shortest form to ``sig``
+    significant digits (all of them, as Python's ``repr``, for None), trailing zeros dropped,
+    written out without exponent below 10^6 ("0.00004023", "400", "0.05"); "-" where it is not
+    finite. Not grouped, so that it reads as the value a user would type."""
+    if not math.isfinite(v):
+        return MISSING
+    short = repr(float(v)) if sig is None else f"{v:.{sig}g}"
+    if abs(v) >= EXPONENT_FROM:
+        return short if "e" in short else f"{float(short):.{sig or 17}g}"
+    text = format(Decimal(short).normalize(), "f")
+    return "0" if not text.strip("-0.") else text
+
+
+def fixed(v: float, decimals: int) -> str:
+    """A figure to a given number of decimals, grouped, "-" where it is not finite (a chart's
+    tick labels: every tick with the decimals of the step between them)."""
+    if not math.isfinite(v):
+        return MISSING
+    return _fixed(v, max(decimals, 0))
+
+
 def column_decimals(values: Sequence[float], sig: int = SIG) -> int | None:
     """The decimals of a column of figures: its largest value's for ``sig`` significant
     digits, raised (by at most ``EXTRA_DECIMALS``) to give each smaller value 2; None where
@@ -98,6 +123,32 @@ def column(values: Sequence[float], sig: int = SIG) -> list[str]:
         else:
             out.append(_fixed(v, decimals))
     return out
+
+
+def unit_column(values: Sequence[float], units: Sequence[str], sig: int = SIG) -> list[str]:
+    """A column whose rows carry their own units (a table of links: TFLOP/s beside GB/s): the
+    rows of each unit formatted together as :func:`column` (one precision per unit), the unit
+    after each figure."""
+    out = [""] * len(values)
+    for u in dict.fromkeys(units):
+        rows = [i for i, w in enumerate(units) if w == u]
+        for i, text in zip(rows, column([values[i] for i in rows], sig), strict=True):
+            out[i] = text if text == MISSING or not u else f"{text} {u}"
+    return out
+
+
+def trimmed_column(values: Sequence[float], sig: int) -> list[str]:
+    """:func:`column` to many digits (a recorded metric and its value now, to 8), less the
+    trailing zeros every fixed-point cell shares: one precision still, but 2,048 beside 2,048
+    is not "2,048.0000000"."""
+    cells = column(values, sig)
+    fixed_cells = [i for i, c in enumerate(cells) if "." in c and "e" not in c]
+    while fixed_cells and all(cells[i].endswith("0") for i in fixed_cells):
+        for i in fixed_cells:
+            cells[i] = cells[i][:-1]
+    for i in fixed_cells:
+        cells[i] = cells[i].removesuffix(".")
+    return cells
 
 
 @dataclass(frozen=True)

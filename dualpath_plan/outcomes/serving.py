@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.formatting import plain
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
 from dualpath_plan.outcomes.online import OnlineAps, online_aps, online_aps_each, online_queue
 from dualpath_plan.physics import model as phys
@@ -351,7 +352,7 @@ def sustained(sc: Scenario, mode: OutcomeMode, sat: Saturated) -> float:
         )
         raise InfeasibleError(
             f"in {mode}, a prefill GPU cannot hold {held}: its share of the weights and the "
-            f"{reserve:g} GB reserve {left}; add prefill nodes{hint}",
+            f"{plain(reserve)} GB reserve {left}; add prefill nodes{hint}",
             field="prefill_nodes",
         )
     sol = sat.solution
@@ -670,6 +671,6 @@ def unreachable_reason(o: ModeOutcome, cfg: ServingConfig, named: bool = True) -
         )
     return (
         f"{f'in {o.mode} ' if named else ''}even one agent sees TTFT {o.online_ttft_s:.2f} s (SLO "
-        f"{cfg.ttft_slo_s:g} s) and TPOT {o.online_tpot_s * 1e3:.1f} ms (SLO "
-        f"{cfg.tpot_slo_s * 1e3:g} ms)"
+        f"{plain(cfg.ttft_slo_s)} s) and TPOT {o.online_tpot_s * 1e3:.1f} ms (SLO "
+        f"{plain(cfg.tpot_slo_s * 1e3)} ms)"
     )

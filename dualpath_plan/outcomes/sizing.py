@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.formatting import plain
 from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.serving import (
     ModeOutcome,
@@ -156,7 +157,7 @@ def smallest_cluster(
     found = meets(hi)
     while found is None:
         if hi >= max_nodes:
-            what = f"{goal:g} agents/s" if target == "aps" else f"a JCT of {goal:g} s"
+            what = f"{plain(goal)} agents/s" if target == "aps" else f"a JCT of {plain(goal)} s"
             reason = f"no cluster of up to {max_nodes:,} nodes reaches {what}"
             if target == "deadline" and last[0] is not None:
                 reason += _jct_floor_note(sc, mode, cfg, last[0], goal)  # hi is max_nodes

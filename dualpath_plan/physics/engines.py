@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
+from dualpath_plan.formatting import plain
 from dualpath_plan.memo import KeyedMemo
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.latency import (
@@ -66,8 +67,8 @@ class Scheduler:
     def describe(self) -> str:
         if self.policy == "ideal":
             return "ideal"
-        extra = f", load cv {self.load_cv:g}" if self.policy == "round_robin" else ""
-        return f"{self.policy}, {self.requests_per_engine:g} requests per engine{extra}"
+        extra = f", load cv {plain(self.load_cv)}" if self.policy == "round_robin" else ""
+        return f"{self.policy}, {plain(self.requests_per_engine)} requests per engine{extra}"
 
 
 @dataclass(frozen=True)

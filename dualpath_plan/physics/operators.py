@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.formatting import plain
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.latency import network_byte_s_per_gpu
 from dualpath_plan.profiles.schemas import (
@@ -77,11 +78,11 @@ class Layout:
         parts = [f"TP{self.tp}"]
         dp, ep = float(np.max(self.dp)), float(np.max(self.ep))
         if dp > 1:
-            parts.append(f"DP{dp:g} attention")
+            parts.append(f"DP{plain(dp)} attention")
         if ep > 1:
-            parts.append(f"EP{ep:g}")
+            parts.append(f"EP{plain(ep)}")
         if self.moe_tp_scalar > 1 and ep > 1:
-            parts.append(f"MoE TP{self.moe_tp_scalar:g}")
+            parts.append(f"MoE TP{plain(self.moe_tp_scalar)}")
         return " ".join(parts)
 
     @property

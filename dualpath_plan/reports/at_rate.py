@@ -19,7 +19,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dualpath_plan.formatting import column, duration, durations, finite, gbyte, number, percent
+from dualpath_plan.formatting import (
+    column,
+    duration,
+    durations,
+    finite,
+    gbyte,
+    number,
+    percent,
+    plain,
+)
 from dualpath_plan.outcomes.at_rate import RatePoints, RateReport
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.recommend import COLORS, _runs, nice_ticks, tick_label
@@ -98,12 +107,12 @@ def curve_payload(r: RateReport, out: str | None = None) -> dict[str, Any]:
 
 def _rate(aps: float) -> str:
     """The rate the user gave (--aps), echoed as given: ``0.3``, not ``0.300``."""
-    return f"{aps:g}"
+    return f"{plain(aps)}"
 
 
 def _slos(r: RateReport) -> str:
     cfg = r.config
-    return f"SLO TTFT {cfg.ttft_slo_s:g} s and TPOT {cfg.tpot_slo_s * 1e3:g} ms"
+    return f"SLO TTFT {plain(cfg.ttft_slo_s)} s and TPOT {plain(cfg.tpot_slo_s * 1e3)} ms"
 
 
 def _slo_cell(r: RateReport, m: str, i: int) -> str:
@@ -208,7 +217,7 @@ def render_curve(r: RateReport, console: Console, out: str | None = None) -> Non
             cells += [ttft_cells[i], tpot_cells[i]]
         table.add_row(*cells)
     console.print(table)
-    console.print(f"*: above the TTFT SLO ({slo:g} s)")
+    console.print(f"*: above the TTFT SLO ({plain(slo)} s)")
     if any(bool(p.beyond.any()) for p in r.modes.values()):
         console.print(
             "beyond: beyond capacity, the rate's turns/s at or over the mode's saturated "
@@ -323,7 +332,7 @@ def curve_svg(r: RateReport, width: int = 800, height: int = 480) -> str:
     )
     out.append(
         f'<text x="{left + w - 4}" y="{y_slo - 5:.1f}" text-anchor="end" fill="#333">'
-        f"TTFT SLO {slo:g} s</text>"
+        f"TTFT SLO {plain(slo)} s</text>"
     )
     # Modes that coincide draw over each other: the last mode first, each wider than the next,
     # so a line on top of another leaves it visible at its edges.

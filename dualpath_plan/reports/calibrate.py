@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dualpath_plan.formatting import number, percent
+from dualpath_plan.formatting import number, percent, plain
 from dualpath_plan.validation.calibrate import ONLINE_METRICS, Calibration, PointResult
 
 # RMS log error above which calibrate suggests more starts: 5% per point on average.
@@ -42,8 +42,8 @@ def _slo(cal: Calibration) -> dict[str, float]:
 def slo_line(cal: Calibration) -> str:
     """What the online points (APS, TTFT, TPOT) were evaluated at."""
     return (
-        f"online points at TTFT <= {cal.slo.ttft_slo_s:g} s and TPOT <= "
-        f"{cal.slo.tpot_slo_s * 1e3:g} ms (--ttft-slo, --tpot-slo), no headroom (max "
+        f"online points at TTFT <= {plain(cal.slo.ttft_slo_s)} s and TPOT <= "
+        f"{plain(cal.slo.tpot_slo_s * 1e3)} ms (--ttft-slo, --tpot-slo), no headroom (max "
         "utilization 1: a measured APS is what the system sustained)"
     )
 
@@ -119,7 +119,7 @@ def render_calibrate(
     )
     if train_rms > POOR_FIT_RMS and starts == 1:
         console.print(
-            f"a poor fit (RMS log error above {POOR_FIT_RMS:g}): least squares is local; "
+            f"a poor fit (RMS log error above {plain(POOR_FIT_RMS)}): least squares is local; "
             "try --starts 8, or start nearer with --set"
         )
     for name, why in cal.partial().items():

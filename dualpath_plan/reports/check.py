@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dualpath_plan.formatting import count
+from dualpath_plan.formatting import count, number, percent, trimmed_column
 from dualpath_plan.validation.check import MetricDiff
 
 
@@ -35,8 +35,12 @@ def check_payload(diffs: list[MetricDiff], updated: bool, show_all: bool) -> dic
     }
 
 
-def _num(v: float | str | None) -> str:
-    return "-" if v is None else v if isinstance(v, str) else f"{v:.8g}"
+def _pair(baseline: float | str | None, now: float | str | None) -> list[str]:
+    """A metric's recorded value and its value now, 8 significant digits (a change within a
+    tolerance shows) and one precision for the two; "-" where there is none."""
+    nums = [v for v in (baseline, now) if isinstance(v, int | float)]
+    texts = iter(trimmed_column([float(v) for v in nums], 8))
+    return ["-" if v is None else v if isinstance(v, str) else next(texts) for v in (baseline, now)]
 
 
 def render_check(
@@ -53,10 +57,9 @@ def render_check(
             table.add_row(
                 escape(d.scenario),
                 escape(d.metric),
-                escape(_num(d.baseline)),
-                escape(_num(d.value)),
-                f"{d.change:+.3%}" if math.isfinite(d.change) else "new/gone",
-                f"{d.rel_tol:g}",
+                *map(escape, _pair(d.baseline, d.value)),
+                percent(d.change, 3, sign=True) if math.isfinite(d.change) else "new/gone",
+                number(d.rel_tol),
                 f"[red]changed ({d.direction})[/red]" if d.regressed else "ok",
             )
         console.print(table)

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dualpath_plan.formatting import plain
 from dualpath_plan.outcomes.engine import EngineResult
 from dualpath_plan.physics.operators import BOUNDS, CATEGORIES
 
@@ -50,7 +51,7 @@ def render_engine(r: EngineResult, console: Console) -> None:
     console.print(
         escape(
             f"{r.model.id} on {r.node.id} ({r.gpu.id}), {r.query.phase}, "
-            f"{r.layout.describe()} ({gpus:g} GPU{'s' if gpus != 1 else ''} per replica)"
+            f"{r.layout.describe()} ({plain(gpus)} GPU{'s' if gpus != 1 else ''} per replica)"
         )
     )
     console.print(escape(_headline(r)))
@@ -75,7 +76,7 @@ def render_engine(r: EngineResult, console: Console) -> None:
     )
     console.print(
         f"memory per GPU: weights {r.weight_gbyte_per_gpu:,.1f} GB, KV "
-        f"{r.kv_gbyte_per_gpu:,.2f} GB of {r.gpu.hbm_gbyte:g} GB"
+        f"{r.kv_gbyte_per_gpu:,.2f} GB of {plain(r.gpu.hbm_gbyte)} GB"
     )
     console.print(
         "bound: flops (FLOPs at the curve's efficiency for the shape), hbm (bytes at its "

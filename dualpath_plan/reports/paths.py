@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dualpath_plan.formatting import finite
+from dualpath_plan.formatting import column, finite, number, percent, plain, unit_column
 from dualpath_plan.outcomes.paths import BOUNDS_MODE, MixedResult, PathsResult
 from dualpath_plan.physics.links import LINK_TABLE, NicRates, link
 from dualpath_plan.physics.modes import MODE_TABLE
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 
 def _fmt(v: float) -> str:
-    return "none" if math.isinf(v) else f"{v:.4g}"
+    """A P/D bound: 4 significant digits (a ratio of node counts read against whole splits)."""
+    return "none" if math.isinf(v) else plain(v, 4)
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,8 @@ def render_bounds(v: BoundsView, console: Console) -> None:
     console.print(
         f"[bold]Bottleneck-free P/D range[/bold] ({which}; "
         f"prefill {sc.prefill_node.id}, decode {sc.decode_node.id}; g={pn.gpus_per_node}, "
-        f"s={rates.snic_per_cnic:g}, B={rates.cnic_line / 1e9:g} GB/s, "
-        f"M={pn.dram_gbyte_s:g} GB/s; scheduler {bounds_scheduler(sc)})"
+        f"s={plain(rates.snic_per_cnic)}, B={plain(rates.cnic_line / 1e9)} GB/s, "
+        f"M={plain(pn.dram_gbyte_s)} GB/s; scheduler {bounds_scheduler(sc)})"
     )
     console.print(
         f"  {_fmt(pd_min)} <= P/D <= {_fmt(pd_max)}   "
@@ -104,7 +105,9 @@ def render_bounds(v: BoundsView, console: Console) -> None:
             console.print(f"  paper assumptions: {paper}")
         else:
             moved = [
-                f"the {which} bound by {d:+.4g}" for which, d in (("lower", lo), ("upper", hi)) if d
+                f"the {which} bound by {'+' if d > 0 else ''}{plain(d, 4)}"
+                for which, d in (("lower", lo), ("upper", hi))
+                if d
             ] or ["neither bound"]
             console.print(
                 f"  the extended terms move {' and '.join(moved)} (paper assumptions: {paper})"
@@ -125,9 +128,8 @@ def render_bounds(v: BoundsView, console: Console) -> None:
 def _dual_reading(c: Constraint) -> str:
     k = link(c.link)
     where = "the storage cluster" if k.side == "storage" else f"group {c.group}"
-    return (
-        f"1% more {k.resource.replace('_', ' ')} on {where} buys {c.dual_per_percent:.3g} turns/s"
-    )
+    more = f"1% more {k.resource.replace('_', ' ')} on {where}"
+    return f"{more} buys {number(c.dual_per_percent)} turns/s"
 
 
 def duals_payload(sol: LPSolution) -> list[dict[str, Any]]:
@@ -141,7 +143,7 @@ def duals_payload(sol: LPSolution) -> list[dict[str, Any]]:
             "dual_turns_per_s_per_percent": c.dual_per_percent,
             "reading": _dual_reading(c)
             if len(tight) == 1
-            else f"the LP's share of the tie: {c.dual_per_percent:.3g} turns/s per 1%",
+            else f"the LP's share of the tie: {number(c.dual_per_percent)} turns/s per 1%",
         }
         for c in tight
     ]
@@ -153,7 +155,7 @@ def duals_payload(sol: LPSolution) -> list[dict[str, Any]]:
                 "name": " + ".join(c.name for c in tight),
                 "dual_turns_per_s_per_percent": total,
                 "reading": f"{len(tight)} constraints bind together: 1% more of all of them "
-                f"buys {total:.3g} turns/s; one raised alone may buy less, down to nothing",
+                f"buys {number(total)} turns/s; one raised alone may buy less, down to nothing",
             },
         )
     return out
@@ -206,16 +208,24 @@ def _bar(u: float, width: int = 12) -> str:
     return "█" * n + "·" * (width - n)
 
 
-def _amount(v: float | None, unit: str) -> str:
+def _scaled(v: float | None, unit: str) -> tuple[float, str]:
+    """A link's amount per second in the unit its table cell shows (None: no limit)."""
     if v is None:
-        return "no limit"
+        return math.nan, ""
     if unit.startswith("FLOP"):
-        return f"{v / 1e12:.3g} TFLOP/s"
+        return v / 1e12, "TFLOP/s"
     if unit.startswith("token"):
-        return f"{v:,.0f} tok/s"
+        return v, "tok/s"
     if unit.startswith("request"):
-        return f"{v:.3g} req/s"
-    return f"{v / 1e9:.3g} GB/s"
+        return v, "req/s"
+    return v / 1e9, "GB/s"
+
+
+def _amounts(values: list[float | None], unit: list[str]) -> list[str]:
+    """A column of link amounts: each unit's rows with one precision; "no limit" for None."""
+    scaled = [_scaled(v, u) for v, u in zip(values, unit, strict=True)]
+    cells = unit_column([a for a, _ in scaled], [u for _, u in scaled])
+    return ["no limit" if v is None else c for v, c in zip(values, cells, strict=True)]
 
 
 def render_paths(r: PathsResult, console: Console) -> None:
@@ -224,7 +234,7 @@ def render_paths(r: PathsResult, console: Console) -> None:
     console.print(
         f"[bold]{r.mode}[/bold]: {sc.model.id} on {sc.prefill_nodes}P{sc.decode_nodes}D "
         f"({sc.prefill_node.id} / {sc.decode_node.id}), {sc.workload.id}: "
-        f"[bold]{r.saturated_turns_per_s:.4g} turns/s[/bold], "
+        f"[bold]{number(r.saturated_turns_per_s, 4)} turns/s[/bold], "
         + ("" if io_free else f"DE-path share {x:.1%}, ")
         + f"binding: [red]{' + '.join(r.binding)}[/red]"
     )
@@ -244,16 +254,18 @@ def render_paths(r: PathsResult, console: Console) -> None:
     table = Table(title="per-node load, capacity and utilization (█ used, · free)")
     for col in ("link", "load", "capacity", "util", "derated by"):
         table.add_column(col, justify="right" if col in ("load", "capacity") else "left")
-    for k in LINK_TABLE:
+    units = [r.limits[k.name].unit for k in LINK_TABLE]
+    loads = _amounts([r.limits[k.name].load_per_node for k in LINK_TABLE], units)
+    caps = _amounts([r.limits[k.name].capacity_per_node for k in LINK_TABLE], units)
+    for k, load, cap in zip(LINK_TABLE, loads, caps, strict=True):
         lim = r.limits[k.name]
-        unit = lim.unit
         tight = k.name in r.binding
         name = f"[red bold]{k.name}[/red bold]" if tight else k.name
         table.add_row(
             name,
-            _amount(lim.load_per_node, unit),
-            _amount(lim.capacity_per_node, unit),
-            f"{_bar(lim.utilization)} {lim.utilization:4.0%}",
+            load,
+            cap,
+            f"{_bar(lim.utilization)} {percent(lim.utilization):>4}",
             "; ".join(lim.derated_by),
         )
     console.print(table)
@@ -308,7 +320,8 @@ def _mixed_efficiencies(m: MixedResult) -> Efficiencies:
 def render_mixed(m: MixedResult, console: Console) -> None:
     sol = m.solution
     console.print(
-        f"[bold]{m.mode}[/bold] (LP): [bold]{sol.throughput_turns_per_s:.4g} turns/s[/bold], "
+        f"[bold]{m.mode}[/bold] (LP): "
+        f"[bold]{number(sol.throughput_turns_per_s, 4)} turns/s[/bold], "
         f"DE-path share {sol.decode_path_fraction:.1%}, prefill "
         f"{', '.join(f'{g.name} x {g.nodes}' for g in m.prefill)}, decode "
         f"{', '.join(f'{g.name} x {g.nodes}' for g in m.decode)}; binding: "
@@ -317,14 +330,15 @@ def render_mixed(m: MixedResult, console: Console) -> None:
     t1 = Table(title="routing and split per class and group pair")
     for col in ("class", "prefill group", "decode group", "turns/s", "DE-path share"):
         t1.add_column(col)
-    for (c, p, d), v in sol.split.items():
-        t1.add_row(c, p, d, f"{sol.routing[(c, p, d)]:.4g}", f"{v:.1%}")
+    routed = column([sol.routing[key] for key in sol.split], 4)
+    for ((c, p, d), v), turns in zip(sol.split.items(), routed, strict=True):
+        t1.add_row(c, p, d, turns, percent(v, 1))
     console.print(t1)
     t2 = Table(title="constraint utilization")
     for col in ("constraint", "utilization"):
         t2.add_column(col)
     for con in sorted(sol.constraints, key=lambda con: -con.utilization):
-        t2.add_row(escape(con.name), f"{_bar(con.utilization)} {con.utilization:4.0%}")
+        t2.add_row(escape(con.name), f"{_bar(con.utilization)} {percent(con.utilization):>4}")
     console.print(t2)
     console.print(escape(efficiency_line(_mixed_efficiencies(m))), highlight=False)
     _render_duals(sol, console)

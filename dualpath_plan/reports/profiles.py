@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dualpath_plan.errors import printable
+from dualpath_plan.formatting import number, plain
 from dualpath_plan.profiles.schemas import ProfileBase
 from dualpath_plan.reports.derived import Derived
 
@@ -54,6 +55,11 @@ def show_payload(profile: ProfileBase, derived: list[Derived], origin: str) -> d
     }
 
 
+def _value(value: object) -> str:
+    """A field as stored: a float with all its digits, written out (0.00004023, not 4.023e-05)."""
+    return plain(value, None) if isinstance(value, float) else str(value)
+
+
 def render_show(profile: ProfileBase, derived: list[Derived], console: Console) -> None:
     table = Table(title=escape(f"{profile.kind} '{profile.id}': {profile.name}"))
     table.add_column("field")
@@ -68,7 +74,7 @@ def render_show(profile: ProfileBase, derived: list[Derived], console: Console) 
         if name not in profile.model_fields_set:
             note = note or "default"
         err = profile.calibration_stderr.get(name)
-        shown = f"{value} ± {err:.2g}" if err is not None else str(value)
+        shown = _value(value) + (f" ± {number(err, 2)}" if err is not None else "")
         table.add_row(name, escape(shown), escape(note))
     console.print(table)
     if "*" in profile.sources or "*" in profile.unconfirmed:
@@ -81,7 +87,7 @@ def render_show(profile: ProfileBase, derived: list[Derived], console: Console) 
         for col in ("quantity", "value", "unit", "how"):
             dt.add_column(col)
         for d in derived:
-            dt.add_row(d.name, f"{d.value:,.4g}", d.unit, d.how)
+            dt.add_row(d.name, number(d.value, 4), d.unit, d.how)
         console.print(dt)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dualpath_plan.formatting import plain
 from dualpath_plan.outcomes.uncertainty import METRICS, Interval, OutcomeIntervals
 from dualpath_plan.profiles.schemas import NodeProfile
 from dualpath_plan.scenario import Scenario
@@ -81,9 +82,9 @@ def node_line(node: NodeProfile, gpu_id: str) -> str:
     """A node's datasheet specs in a line: GPUs, storage and compute NICs, DRAM."""
     return (
         f"{node.id}: {node.gpus_per_node} x {gpu_id}, SNIC {node.snic_count} x "
-        f"{node.snic_gbit_s:g} Gb/s, CNIC {node.cnic_count} x {node.cnic_gbit_s:g} Gb/s "
+        f"{plain(node.snic_gbit_s)} Gb/s, CNIC {node.cnic_count} x {plain(node.cnic_gbit_s)} Gb/s "
         f"(PCIe Gen{node.cnic_pcie_gen} x{node.cnic_pcie_lanes}), DRAM {node.dram_gbyte:,.0f} GB "
-        f"at {node.dram_gbyte_s:g} GB/s"
+        f"at {plain(node.dram_gbyte_s)} GB/s"
     )
 
 

@@ -23,7 +23,7 @@ from rich.table import Table
 from dualpath_plan import __version__
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import atomic_write
-from dualpath_plan.formatting import column, count, interval_text, number, with_interval
+from dualpath_plan.formatting import column, count, interval_text, number, plain, with_interval
 from dualpath_plan.outcomes.recommend import Candidate, PhasePlan, RecommendReport, score
 from dualpath_plan.outcomes.serving import ModeOutcome
 from dualpath_plan.outcomes.uncertainty import Interval
@@ -106,7 +106,7 @@ def inputs_lines(r: RecommendReport) -> list[str]:
     at = (
         f"{count(cfg.agents, 'agent')} started together"
         if r.objective == "jct_s"
-        else f"SLOs TTFT {cfg.ttft_slo_s:g} s, TPOT {cfg.tpot_slo_s * 1e3:g} ms"
+        else f"SLOs TTFT {plain(cfg.ttft_slo_s)} s, TPOT {plain(cfg.tpot_slo_s * 1e3)} ms"
         if r.objective == "aps"
         else "saturated"
     )
@@ -383,7 +383,7 @@ def recommend_markdown(
         "- storage: "
         + (
             f"`{sc.storage.id}` ({sc.storage.name}: {sc.storage.aggregate_read_gbyte_s:,.0f} GB/s "
-            f"aggregate read, at most {sc.storage.max_client_read_gbyte_s:g} GB/s per client "
+            f"aggregate read, at most {plain(sc.storage.max_client_read_gbyte_s)} GB/s per client "
             "node)"
             if sc.storage
             else "unlimited (no storage-cluster limit)"
@@ -394,7 +394,8 @@ def recommend_markdown(
         + r.budget.describe(sc.prefill_node.gpus_per_node, sc.decode_node.gpus_per_node),
         f"- objective: {r.objective} ({inputs_lines(r)[1].rpartition('(')[2].rstrip(')')})",
         f"- offline: {count(r.config.agents, 'agent')} started together; online: SLOs TTFT "
-        f"{r.config.ttft_slo_s:g} s, TPOT {r.config.tpot_slo_s * 1e3:g} ms, the busiest link at "
+        f"{plain(r.config.ttft_slo_s)} s, TPOT {plain(r.config.tpot_slo_s * 1e3)} ms, "
+        "the busiest link at "
         f"most {r.config.max_utilization:.0%} (--max-utilization)",
         "- bottleneck-free P/D range (paper eq. 9, extended, derated by the scheduler as "
         f"every solver derates): {free_range_text(r)}; a split "

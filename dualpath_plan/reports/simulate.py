@@ -14,7 +14,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dualpath_plan.formatting import column, duration, durations, finite, gbyte, number, percent
+from dualpath_plan.formatting import (
+    column,
+    duration,
+    durations,
+    finite,
+    gbyte,
+    number,
+    percent,
+    plain,
+)
 from dualpath_plan.outcomes.simulation import Distribution, SimResult, TurnRecord
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.recommend import nice_ticks, tick_label
@@ -233,8 +242,8 @@ def render_simulate(
         if verdict["why"] != "the measured means":
             said += f" ({verdict['why']})"
         console.print(
-            f"SLOs (means): TTFT {_s(r.ttft_s.mean)} against {slo.ttft_slo_s:g} s, TPOT "
-            f"{_s(r.tpot_s.mean)} against {slo.tpot_slo_s * 1e3:g} ms: {said}"
+            f"SLOs (means): TTFT {_s(r.ttft_s.mean)} against {plain(slo.ttft_slo_s)} s, TPOT "
+            f"{_s(r.tpot_s.mean)} against {plain(slo.tpot_slo_s * 1e3)} ms: {said}"
         )
     span = f"{_s(r.throughput_span_s[0])} to {_s(r.throughput_span_s[1])}"
     where = (

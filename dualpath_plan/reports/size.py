@@ -19,6 +19,7 @@ from dualpath_plan.formatting import (
     interval_column,
     number,
     percent,
+    plain,
     scaled_column,
 )
 from dualpath_plan.outcomes.limits import LinkLimit
@@ -134,14 +135,14 @@ def workload_text(sc: Scenario) -> str:
         # The trace's own means, not the profile's: the model runs on the trace.
         return (
             f"trace {sc.workload.trace_file}: {count(counts.mean, 'turn', '.4g')}, longest "
-            f"{counts.longest:g}, {d.mean(d.context_tokens):,.0f} prompt tokens, "
+            f"{plain(counts.longest)}, {d.mean(d.context_tokens):,.0f} prompt tokens, "
             f"{d.mean(d.generated_tokens):.4g} generated"
         )
     w = sc.workload
     spread = f" ±{w.turns_spread:.0%}" if w.turns_spread else ""
     return (
         f"{count(counts.mean, 'turn', 'g')}{spread}, {w.context_tokens:,.0f} context, "
-        f"{w.append_tokens:g} appended, {w.generated_tokens:g} generated"
+        f"{plain(w.append_tokens)} appended, {plain(w.generated_tokens)} generated"
     )
 
 
@@ -219,8 +220,8 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
         "critical paths: fewer agents left than keep it busy)"
     )
     online = Table(
-        title=f"online: Poisson agent arrivals, SLO TTFT {cfg.ttft_slo_s:g} s and TPOT "
-        f"{cfg.tpot_slo_s * 1e3:g} ms, busiest link at most {cfg.max_utilization:.0%}"
+        title=f"online: Poisson agent arrivals, SLO TTFT {plain(cfg.ttft_slo_s)} s and TPOT "
+        f"{plain(cfg.tpot_slo_s * 1e3)} ms, busiest link at most {cfg.max_utilization:.0%}"
     )
     cols = ("mode", "APS", "util.", "TTFT at APS", "TPOT at APS", "APS limit", "KV working set")
     for col in cols:
@@ -348,10 +349,11 @@ def render_sizing(
     iv = intervals.by_mode if intervals is not None else {}
     aps = r.target == "aps"
     what = (
-        f"{r.goal:g} agents/s under TTFT {spec.ttft_slo_s:g} s, TPOT {spec.tpot_slo_s * 1e3:g} "
+        f"{plain(r.goal)} agents/s under TTFT {plain(spec.ttft_slo_s)} s, "
+        f"TPOT {plain(spec.tpot_slo_s * 1e3)} "
         f"ms, busiest link at most {spec.max_utilization:.0%}"
         if aps
-        else f"{count(spec.agents, 'agent')} within {r.goal:g} s"
+        else f"{count(spec.agents, 'agent')} within {plain(r.goal)} s"
     )
     table = Table(title=f"smallest cluster for {what}")
     jct_col = f"JCT, {count(spec.agents, 'agent')}"

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import AtomicWriter, BlockWriter
+from dualpath_plan.formatting import column, plain
 from dualpath_plan.outcomes.objectives import OBJECTIVE_TABLE, Objective, lower_is_better
 from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.sweep import SweepSummary, binding_label
@@ -409,25 +410,37 @@ def sweep_payload(
     }
 
 
-# The summary table's columns: (row key, header, format); short headers, so that the table
-# fits a 100-column terminal (the file written by --out has every column by its full name).
-_TABLE = (
+# The summary table's columns: (row key, header, format: a format string for a cell, or the
+# significant digits of a column of figures, one precision for the column); short headers, so
+# that the table fits a 100-column terminal (the file written by --out has every column by its
+# full name).
+_TABLE: tuple[tuple[str, str, str | int], ...] = (
     ("agents", "agents", "{:,d}"),
     ("gpus", "GPUs", "{:d}"),
-    ("throughput_turns_per_s", "turns/s", "{:.4g}"),
-    ("throughput_per_gpu", "per GPU", "{:.3g}"),
+    ("throughput_turns_per_s", "turns/s", 4),
+    ("throughput_per_gpu", "per GPU", 3),
     ("jct_s", "JCT s", "{:,.0f}"),
-    ("aps", "APS", "{:.3g}"),
+    ("aps", "APS", 3),
     ("aps_limit", "limit", "{}"),
     ("decode_path_fraction", "DE share", "{:.0%}"),
     ("bottleneck", "binding", "{}"),
 )
 
 
-def _cell(v: object, fmt: str) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return ""
-    return fmt.format(v)
+def _missing(v: object) -> bool:
+    return v is None or (isinstance(v, float) and not math.isfinite(v))
+
+
+def _summary_cells(values: list[object], fmt: str | int) -> list[str]:
+    """A column of the summary: a figure column (``fmt`` its significant digits) with one
+    precision, a grid axis (``fmt`` "") as the grid gave it, else each cell by its format; ""
+    where a value is missing."""
+    if fmt == "":
+        return ["" if _missing(v) else plain(float(cast(float, v)), 12) for v in values]
+    if isinstance(fmt, int):
+        texts = iter(column([float(cast(float, v)) for v in values if not _missing(v)], fmt))
+        return ["" if _missing(v) else next(texts) for v in values]
+    return ["" if _missing(v) else fmt.format(v) for v in values]
 
 
 def _header(name: str, extra: list[str]) -> str:
@@ -470,8 +483,8 @@ def render_sweep(
         pad_edge=False,
     )
     # A profile axis's value as the grid gave it (to the 12 digits of a range's points), not
-    # to 4: 123456 is not 1.235e+05.
-    cols = [(c, _header(c, extra), "{:,.12g}") for c in extra]
+    # to 4: 123456 is not 1.235e+05, 0.00004 not 4e-05.
+    cols: list[tuple[str, str, str | int]] = [(c, _header(c, extra), "") for c in extra]
     cols += [
         t
         for t in _TABLE
@@ -487,20 +500,24 @@ def render_sweep(
             no_wrap=key != "bottleneck",
             overflow="fold",
         )
-    for mode in modes:
-        part = summary.modes.get(mode)
-        for r in part.best if part is not None else []:
-            split = f"{r['P']}P{r['D']}D"
-            # The oracle reads nothing: no share of reads, "-" as in size's table.
-            io_free = MODE_TABLE[cast(ModeName, mode)].io_free
-            table.add_row(
-                mode,
-                split,
-                *[
-                    "-" if io_free and key == "decode_path_fraction" else _cell(r.get(key), fmt)
-                    for key, _, fmt in cols
-                ],
-            )
+    rows = [
+        (mode, r)
+        for mode in modes
+        if (part := summary.modes.get(mode)) is not None
+        for r in part.best
+    ]
+    by_col = [_summary_cells([r.get(key) for _, r in rows], fmt) for key, _, fmt in cols]
+    for i, (mode, r) in enumerate(rows):
+        # The oracle reads nothing: no share of reads, "-" as in size's table.
+        io_free = MODE_TABLE[cast(ModeName, mode)].io_free
+        table.add_row(
+            mode,
+            f"{r['P']}P{r['D']}D",
+            *[
+                "-" if io_free and key == "decode_path_fraction" else cells[i]
+                for (key, _, _), cells in zip(cols, by_col, strict=True)
+            ],
+        )
     if summary.feasible:
         console.print(table)
     said: dict[tuple[int, int, str | None], list[str]] = {}  # modes that say the same

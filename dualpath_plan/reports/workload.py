@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from typing import Any
 
@@ -9,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dualpath_plan.formatting import duration, number
 from dualpath_plan.outcomes.workload_import import ImportResult
 from dualpath_plan.physics.traces import GroupStats
 
@@ -66,7 +68,7 @@ def render_import(result: ImportResult, console: Console) -> None:
         table.add_row(*_group_row("sub-agents", s.subagents))
     console.print(table)
     console.print(
-        f"turns per session: mean {s.turns_mean:,.3g}, p50 {s.turns_p50:,.0f}, "
+        f"turns per session: mean {number(s.turns_mean)}, p50 {s.turns_p50:,.0f}, "
         f"p90 {s.turns_p90:,.0f}, max {s.turns_max:,}"
     )
     console.print(
@@ -75,8 +77,10 @@ def render_import(result: ImportResult, console: Console) -> None:
     )
     if s.arrival_rate_per_s is not None and s.arrival_cv is not None:
         console.print(
-            f"arrivals: {s.arrival_rate_per_s:,.4g} requests/s over {s.span_s:,.1f} s, "
-            f"gaps' coefficient of variation {s.arrival_cv:.3g} (1 = Poisson)"
+            f"arrivals: {number(s.arrival_rate_per_s, 4)} requests/s over "
+            f"{duration(s.span_s if s.span_s is not None else math.nan)}, "
+            f"gaps' coefficient of variation {number(s.arrival_cv)} "
+            "(1 = Poisson)"
         )
     else:
         console.print(

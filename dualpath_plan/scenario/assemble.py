@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from dualpath_plan.formatting import duration, number, plain
 from dualpath_plan.physics.engines import (
     DecodeGroup,
     PrefillEngine,
@@ -69,7 +70,7 @@ class Factor:
         if self.value is None:
             return self.what
         v = float(np.asarray(self.value)[index]) if np.ndim(self.value) else float(self.value)
-        return f"{self.what} x{v:.4g}"
+        return f"{self.what} x{number(v)}"
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,7 @@ def side_capacity(
         (
             Factor(
                 f"storage '{sc.storage.id}' serves a client at most "
-                f"{sc.storage.max_client_read_gbyte_s:g} GB/s (max_client_read_gbyte_s)"
+                f"{plain(sc.storage.max_client_read_gbyte_s)} GB/s (max_client_read_gbyte_s)"
             ),
         )
         if sc.storage is not None and o.storage_limit
@@ -263,7 +264,7 @@ def side_capacity(
         cap_note = (
             f"batch cap {_fmt(prefill.batch_cap)} requests per GPU "
             f"({_fmt(np.asarray(prefill.free_hbm_bytes) / 1e9)} GB HBM free / "
-            f"{prefill.kv_bytes_per_request / 1e9:.3g} GB "
+            f"{number(prefill.kv_bytes_per_request / 1e9)} GB "
             f"{'one layer' if mode.layerwise else 'KV'} per request)"
         )
         if mode.layerwise:
@@ -282,7 +283,7 @@ def side_capacity(
                 Factor(f"{cap_note}, no layer-wise prefill"),
                 Factor(
                     f"forward pass {_fmt(prefill.t0_s)} s + {_fmt(prefill.u_s)} s per request "
-                    f"(KV copy {prefill.copy_s * 1e3:.3g} ms serialized with compute)"
+                    f"(KV copy {duration(prefill.copy_s)} serialized with compute)"
                 ),
                 imb_gpu,
             )
@@ -307,11 +308,11 @@ def side_capacity(
             f", {decode.operators.describe()}, communication and fixed operators "
             f"{_fmt(floor_ms)} ms per step"
             if decode.operators is not None
-            else f", decode_hbm_efficiency {node.decode_hbm_efficiency:g}, latency floor "
-            f"{_fmt(floor_ms)} ms per step (layer_fixed_s {node.layer_fixed_s:g}, "
-            f"ep_latency_s {node.ep_latency_s:g}, ep_link_efficiency "
-            f"{node.ep_link_efficiency:g}, tp_allreduce_latency_s "
-            f"{node.tp_allreduce_latency_s:g})"
+            else f", decode_hbm_efficiency {plain(node.decode_hbm_efficiency)}, latency floor "
+            f"{_fmt(floor_ms)} ms per step (layer_fixed_s {plain(node.layer_fixed_s)}, "
+            f"ep_latency_s {plain(node.ep_latency_s)}, ep_link_efficiency "
+            f"{plain(node.ep_link_efficiency)}, tp_allreduce_latency_s "
+            f"{plain(node.tp_allreduce_latency_s)})"
             if e
             else ", speed of light: no latency floor"
         )
@@ -414,8 +415,8 @@ def _take(values: Num, index: np.ndarray | None) -> np.ndarray:
 def _fmt(v: Num) -> str:
     a = np.asarray(v, dtype=np.float64)
     if a.ndim == 0:
-        return f"{float(a):.3g}"
-    return f"{float(a.min()):.3g}..{float(a.max()):.3g}" if a.size else "-"
+        return number(float(a))
+    return f"{number(float(a.min()))}..{number(float(a.max()))}" if a.size else "-"
 
 
 @dataclass(frozen=True)

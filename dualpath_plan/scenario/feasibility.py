@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
+from dualpath_plan.formatting import plain
 from dualpath_plan.physics.engines import check_weights_fit, decode_group
 from dualpath_plan.scenario.bundle import Scenario
 
@@ -43,11 +44,11 @@ def check_decode_fits(sc: Scenario) -> None:
     keeps = (
         f"keep{'s' if D == 1 else ''} {free:,.2f} GB beside the"
         if r == 1
-        else f"run {r:g} model replicas (one per node), each keeping {free:,.2f} GB beside its"
+        else f"run {plain(r)} model replicas (one per node), each keeping {free:,.2f} GB beside its"
     )
     raise InfeasibleError(
         f"{D:,} decode node{'s' if D != 1 else ''} ({D:,} x {node.gpus_per_node} x "
-        f"{gpu.hbm_gbyte:g} GB = {hbm:,.0f} GB of HBM) {keeps} "
+        f"{plain(gpu.hbm_gbyte)} GB = {hbm:,.0f} GB of HBM) {keeps} "
         f"{sc.model.id} weights, less than one request's KV at the end of its generation "
         f"({group.kv_bytes_per_sequence / 1e9:,.2f} GB for {prompt:,.0f} context + {gen:,.0f} "
         "generated tokens): not one request fits; add decode nodes or choose a GPU with more HBM",

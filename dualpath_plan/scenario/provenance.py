@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from dualpath_plan.formatting import number
+from dualpath_plan.formatting import number, plain
 from dualpath_plan.physics.links import PathOptions
 from dualpath_plan.profiles.schemas import (
     EngineProfile,
@@ -160,7 +160,7 @@ class NodeEfficiencies:
             text += f"; {self.gpu_note}"
         if self.overridden:
             # With the value: one set to its datasheet value is in no other part of the line.
-            given = (f"{f}={v:g}" for f, v in zip(self.overridden, self.set_to, strict=True))
+            given = (f"{f}={plain(v)}" for f, v in zip(self.overridden, self.set_to, strict=True))
             text += f"; --set {', '.join(given)}"
         return text
 
