@@ -91,6 +91,13 @@ class Turn(NamedTuple):
     hit_tokens: float
     timestamp_s: float | None = None
     subagent: bool = False
+    # For ``workload hitcurve`` (physics/hitcurve.py), which needs each request's blocks in order:
+    # the request's hash ids and the hash scope they are in (formats with hashes), or the tokens
+    # its prompt shares with its session's previous request before the last-token cap (formats
+    # without: its blocks are derived from the session's growing prefix).
+    hash_ids: Sequence[int] | None = None
+    scope: str = ""
+    shared_tokens: float | None = None
 
     @property
     def append_tokens(self) -> float:
@@ -280,7 +287,7 @@ def _mooncake(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
                 else f"request-{index}"
             )
             hit = cached_tokens(prefix_blocks(ids, seen) * block, inp)
-            yield Turn(session, inp, out, hit, ts / 1000.0)
+            yield Turn(session, inp, out, hit, ts / 1000.0, False, ids)
         if not has_session:
             read.notes.append(
                 f"no '{session_field}' in the trace: each request is a one-turn session of its "
@@ -305,6 +312,7 @@ class _KvtSession:
     seen: set[int]
     main: str
     count: _Count
+    scope: str  # the hash scope: the file's main session ("local"), or "" for all ("global")
     subagents: int = 0
 
     def walk(self, requests: object, where: str, session: str, sub: bool) -> Iterator[Turn]:
@@ -358,7 +366,7 @@ class _KvtSession:
                     field=at,
                 )
             hit = cached_tokens(prefix_blocks(ids, self.seen) * self.block, inp)
-            yield Turn(session, inp, out, hit, None, sub)
+            yield Turn(session, inp, out, hit, None, sub, ids, self.scope)
 
 
 def _kv_cache_tester(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
@@ -435,7 +443,7 @@ def _kv_cache_tester(paths: Sequence[Path], options: ImportOptions) -> TraceRead
                 )
             sessions.add(main)
 
-            session = _KvtSession(source, block, seen, main, count)
+            session = _KvtSession(source, block, seen, main, count, "" if seen is shared else main)
             yield from session.walk(data["requests"], "requests", main, False)
             subagents += session.subagents
         read.notes.append(
@@ -521,7 +529,7 @@ def _bailian(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
             root_of[chat] = root
             seen = scopes.setdefault(root, set())
             hit = cached_tokens(prefix_blocks(ids, seen) * block, inp)
-            yield Turn(root, inp, out, hit, ts)
+            yield Turn(root, inp, out, hit, ts, False, ids, root)
         read.notes.append(
             "sessions are chat trees (parent_chat_id followed to the root), each its own hash scope"
         )
@@ -619,9 +627,11 @@ def _burstgpt(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
             ts = number(
                 row["Timestamp"], source=source, line=line, field="Timestamp", low=0, text=True
             )
-            hit = cached_tokens(previous.get(session, 0), inp)
+            shared = min(previous.get(session, 0), inp)
             previous[session] = inp + out
-            yield Turn(session, inp, out, hit, ts)
+            yield Turn(
+                session, inp, out, cached_tokens(shared, inp), ts, False, None, session, shared
+            )
 
     read.turns = turns()
     return read
@@ -656,7 +666,17 @@ def _csv(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
             )
             hit = float(mix.cached_tokens[i])
             a = float(mix.append_tokens[i])
-            yield Turn(session, hit + a, float(mix.generated_tokens[i]), hit, None)
+            yield Turn(
+                session,
+                hit + a,
+                float(mix.generated_tokens[i]),
+                hit,
+                None,
+                False,
+                None,
+                session,
+                hit,
+            )
         if not mix.context_given:
             read.notes.append(
                 "no context_tokens column: a turn's context is everything before it in its "
