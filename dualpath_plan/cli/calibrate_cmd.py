@@ -26,7 +26,7 @@ from dualpath_plan.validation.calibrate import (
 @scenario_options(
     groups=("profiles", "serving", "scheduling", "terms"),
     # A point gives its own agents; a measured APS keeps no headroom (max utilization 1).
-    exclude=("prefill_node", "decode_node", "agents", "max_utilization"),
+    exclude=("prefill_node", "decode_node", "agents", "max_utilization", "slo_percentile"),
 )
 def calibrate_cmd(
     spec: ScenarioSpec,

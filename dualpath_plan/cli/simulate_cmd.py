@@ -113,7 +113,10 @@ def _compare(sc: Scenario, r: SimResult, slo: ServingConfig) -> report.Analytica
     )
 
 
-@scenario_options(groups=("profiles", "cluster", "serving", "terms"), exclude=("max_utilization",))
+@scenario_options(
+    groups=("profiles", "cluster", "serving", "terms"),
+    exclude=("max_utilization", "slo_percentile"),
+)
 def simulate_cmd(
     spec: ScenarioSpec,
     mode: Annotated[

@@ -20,7 +20,7 @@ from dualpath_plan.cli.common import (
 )
 from dualpath_plan.cli.options import given_flags, scenario_options
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.formatting import count, plain
+from dualpath_plan.formatting import count
 from dualpath_plan.outcomes.objectives import objective_of
 from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.sweep import (
@@ -178,8 +178,7 @@ def sweep(
         inputs = (
             "" if agents_axis else f"offline JCT of {count(cfg.agents, 'agent')} started together; "
         ) + (
-            f"online SLOs TTFT {plain(cfg.ttft_slo_s)} s, "
-            f"TPOT {plain(cfg.tpot_slo_s * 1e3)} ms, busiest "
+            f"online SLOs {', '.join(cfg.slo_parts)}, busiest "
             f"link at most {cfg.max_utilization:.0%}"
         )
         report.render_sweep(summary, objective, modes, extra, out, stdout, aps, inputs, agents_axis)

@@ -26,7 +26,7 @@ from dualpath_plan.outcomes.online import online_queue
 from dualpath_plan.outcomes.serving import agent_time_s, kv_working_set_gbyte, runnable
 from dualpath_plan.physics.modes import REPORT_MODES, ModeName
 from dualpath_plan.scenario.bundle import Scenario
-from dualpath_plan.scenario.spec import ServingConfig
+from dualpath_plan.scenario.spec import ServingConfig, SloPercentiles
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,9 @@ class RatePoints:
         return [self.reason(i) for i in range(self.aps.size)]
 
 
-def rate_points(sc: Scenario, mode: ModeName, aps: np.ndarray) -> RatePoints:
+def rate_points(
+    sc: Scenario, mode: ModeName, aps: np.ndarray, percentiles: SloPercentiles | None = None
+) -> RatePoints:
     """TTFT, TPOT, agent JCT, KV working set and utilization of ``sc``'s cluster in ``mode`` at
     each arrival rate of ``aps`` (agents/s, finite and >= 0; any shape, flattened). Raises
     InfeasibleError where the cluster cannot run in the mode (as ``size`` says), ValueError
@@ -83,12 +85,20 @@ def rate_points(sc: Scenario, mode: ModeName, aps: np.ndarray) -> RatePoints:
     sat, t_max = runnable(sc, mode)
     # The queue of one cluster; ``at`` broadcasts its one-entry arrays over the rates.
     q = online_queue(sc, sat.assembly, sat.solution)
-    ttft, tpot = q.at(rates)
+    # TTFT and TPOT as the SLOs hold them (means, or ``percentiles``); the agent's lifetime and
+    # the working set by Little's law from the means.
+    mean_ttft, mean_tpot = q.at(rates)
+    ttft, tpot = (mean_ttft, mean_tpot) if percentiles is None else q.at(rates, percentiles)
     lam = rates * q.turns
     beyond = (lam >= t_max) | ~(np.isfinite(ttft) & np.isfinite(tpot))
     ttft = np.where(beyond, math.inf, ttft)
     tpot = np.where(beyond, math.inf, tpot)
-    agent = np.asarray(agent_time_s(sc, ttft, tpot), dtype=np.float64)
+    agent = np.asarray(
+        agent_time_s(
+            sc, np.where(beyond, math.inf, mean_ttft), np.where(beyond, math.inf, mean_tpot)
+        ),
+        dtype=np.float64,
+    )
     working = np.asarray(kv_working_set_gbyte(sc, rates, agent), dtype=np.float64)
     return RatePoints(
         mode=mode,
@@ -135,7 +145,7 @@ def rate_report(
     last: InfeasibleError | None = None
     for m in modes:
         try:
-            out[m] = rate_points(sc, m, rates)
+            out[m] = rate_points(sc, m, rates, cfg.slo_percentiles)
         except InfeasibleError as exc:
             last = exc
             infeasible[m] = exc.detail

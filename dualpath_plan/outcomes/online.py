@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ from dualpath_plan.physics.engines import DecodeGroup, PrefillEngine
 from dualpath_plan.physics.links import LINK_TABLE
 from dualpath_plan.scenario.assemble import Assembly
 from dualpath_plan.scenario.bundle import Scenario
-from dualpath_plan.scenario.spec import ServingConfig
+from dualpath_plan.scenario.spec import ServingConfig, SloPercentiles
 from dualpath_plan.solvers.closed_form import Solution
 
 # What stops a higher APS, by code (``OnlineAps.limit``): the first three are what binds just
@@ -124,9 +125,38 @@ class OnlineQueue:
     order: np.ndarray  # the clusters sorted by their decode group
     starts: np.ndarray  # where each group's clusters start in that order (and the end)
 
-    def at(self, aps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def at(
+        self, aps: np.ndarray, percentiles: SloPercentiles | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """TTFT and TPOT at an arrival rate of ``aps`` agents/s per cluster (inf where the
-        queue is unstable)."""
+        queue is unstable): their means, or with ``percentiles`` the quantiles it names
+        (``ttft_quantile``, ``tpot_quantile``; None for a mean)."""
+        w = self.waits(aps)
+        if percentiles is None or percentiles.ttft is None:
+            ttft = w.mean_ttft_s
+        else:
+            ttft = w.ttft_quantile(percentiles.ttft / 100.0)
+        lam = w.turns_per_s
+        if len(self.groups) == 1:
+            b_d = decode_little_batch(self.groups[0], lam, self.generated)
+            tpot = _tpot(self.groups[0], b_d, percentiles)
+        else:  # per decode group, over its clusters
+            by_group = lam[self.order]
+            gen = np.asarray(self.generated, dtype=np.float64)
+            gen = gen[self.order] if gen.ndim else gen
+            sorted_tpot = np.empty_like(by_group)
+            for g, group in enumerate(self.groups):
+                s = slice(self.starts[g], self.starts[g + 1])
+                if s.start < s.stop:
+                    b_d = decode_little_batch(group, by_group[s], gen[s] if gen.ndim else gen)
+                    sorted_tpot[s] = _tpot(group, b_d, percentiles)
+            tpot = np.empty_like(lam)
+            tpot[self.order] = sorted_tpot
+        return np.where(w.unstable, math.inf, ttft), np.where(w.unstable, math.inf, tpot)
+
+    def waits(self, aps: np.ndarray) -> PrefillWaits:
+        """What a turn's TTFT is made of at an arrival rate of ``aps`` agents/s per cluster:
+        the fixed part, the running pass's residual and the queues' waits (``PrefillWaits``)."""
         pm = self.prefill
         lam = np.asarray(aps, dtype=np.float64) * self.turns
         # The waits are the mean GPU's; whether the queue is stable, the busiest GPU's (the
@@ -153,7 +183,7 @@ class OnlineQueue:
             # The I/O queues a turn's read passes, one after another: on each side its
             # busiest link's Kingman G/D/1 wait (c^2 + 0) / 2 x rho / (1 - rho) / mu, the
             # M/D/1 wait for Poisson arrivals, summed (``_io_wait``).
-            wait_io = _io_wait(lam, self.t_io, self.io_nodes, c2)
+            wait_io, io_busy = _io_wait(lam, self.t_io, self.io_nodes, c2)
             # The running pass: at or above one request per pass (b >= 1, the GPU always busy)
             # a request waits out its residual, tau(b)/2, then its own pass. Below that a pass
             # holds one request and the GPU idles between passes; the scheduler deals the
@@ -172,22 +202,91 @@ class OnlineQueue:
             )
             wait_running = np.minimum(wait_idle, tau_own / 2.0)
             ttft = pm.read_latency_s + wait_running + tau_own + wait_batches + wait_io
-        if len(self.groups) == 1:
-            b_d = decode_little_batch(self.groups[0], lam, self.generated)
-            tpot = decode_step(self.groups[0], np.maximum(b_d, 1.0))
-        else:  # per decode group, over its clusters
-            by_group = lam[self.order]
-            gen = np.asarray(self.generated, dtype=np.float64)
-            gen = gen[self.order] if gen.ndim else gen
-            sorted_tpot = np.empty_like(by_group)
-            for g, group in enumerate(self.groups):
-                s = slice(self.starts[g], self.starts[g + 1])
-                if s.start < s.stop:
-                    b_d = decode_little_batch(group, by_group[s], gen[s] if gen.ndim else gen)
-                    sorted_tpot[s] = decode_step(group, np.maximum(b_d, 1.0))
-            tpot = np.empty_like(lam)
-            tpot[self.order] = sorted_tpot
-        return np.where(unstable, math.inf, ttft), np.where(unstable, math.inf, tpot)
+            # The chance a turn finds a queue: that of each queue it passes, taken as
+            # independent (the batches' rho_cap, each I/O side's rho).
+            queued_share = 1.0 - (1.0 - np.clip(rho_cap, 0.0, 1.0)) * (1.0 - io_busy)
+        return PrefillWaits(
+            turns_per_s=lam,
+            unstable=unstable,
+            mean_ttft_s=ttft,
+            fixed_s=pm.read_latency_s + tau_own,
+            # The running pass's wait is at most the pass: uniform over twice its mean (the
+            # whole pass where the GPU is always busy; less where it idles and the scheduler's
+            # regular arrivals find it free more often than not).
+            residual_s=2.0 * wait_running,
+            queued_s=wait_batches + wait_io,
+            queued_share=queued_share,
+        )
+
+
+def _tpot(group: DecodeGroup, b_d: np.ndarray, percentiles: SloPercentiles | None) -> np.ndarray:
+    """The decode step at Little's batch ``b_d`` (a mean TPOT), or with a TPOT percentile
+    the step at the batch's quantile: the sequences decoding are an M/G/infinity population,
+    Poisson of mean b_d, taken at its normal approximation b_d + z_p sqrt(b_d). A turn's TPOT
+    averages the step over its tokens, so this bounds its quantile from above
+    (docs/model.md section 6c)."""
+    if percentiles is not None and percentiles.tpot is not None:
+        z = NormalDist().inv_cdf(percentiles.tpot / 100.0)
+        b_d = b_d + z * np.sqrt(np.maximum(b_d, 0.0))
+    return decode_step(group, np.maximum(b_d, 1.0))
+
+
+@dataclass(frozen=True)
+class PrefillWaits:
+    """A turn's TTFT at a rate, per cluster, in parts (docs/model.md section 6c): fixed (the
+    read not hidden and its own pass), the running pass's residual (uniform on [0, residual_s]
+    where the GPU is always busy, 0 otherwise) and the queues' waits (mean ``queued_s``; a turn
+    waits at all with probability ``queued_share``, and then an exponential time: the
+    heavy-traffic shape of a G/G/1 wait). Their mean is ``mean_ttft_s``, the online model's
+    TTFT."""
+
+    turns_per_s: np.ndarray
+    unstable: np.ndarray
+    mean_ttft_s: np.ndarray
+    fixed_s: np.ndarray
+    residual_s: np.ndarray
+    queued_s: np.ndarray
+    queued_share: np.ndarray
+
+    def ttft_quantile(self, p: float) -> np.ndarray:
+        """The p-quantile of the TTFT (0 < p < 1): fixed_s plus that of U + W, U uniform on
+        [0, a] and W zero with probability 1 - pi, else exponential of mean m / pi, found on its
+        distribution function by bisection (``_sum_quantile``)."""
+        return self.fixed_s + _sum_quantile(p, self.residual_s, self.queued_s, self.queued_share)
+
+
+# Bisection steps of ``_sum_quantile``: its bracket is at most the residual wide, 60 halvings
+# narrow it to 1e-18 of that.
+_QUANTILE_STEPS = 60
+
+
+def _sum_quantile(p: float, a: np.ndarray, m: np.ndarray, pi: np.ndarray) -> np.ndarray:
+    """The p-quantile of U + W: U uniform on [0, a] (a >= 0), W zero with probability 1 - pi
+    and exponential of rate theta = pi / m otherwise. Its distribution function is
+    (1 - pi) min(t / a, 1) + pi G(t), G that of U + an exponential: for t <= a
+    (t - (1 - e^(-theta t)) / theta) / a, beyond 1 - (e^(-theta (t - a)) - e^(-theta t)) /
+    (theta a). The quantile lies between W's (and U's, p a) and a more than W's."""
+    a = np.asarray(a, dtype=np.float64)
+    shape = np.broadcast_shapes(a.shape, np.shape(m), np.shape(pi))
+    a, m, pi = (np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for v in (a, m, pi))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        waits = (pi > 0.0) & (m > 0.0)
+        theta = np.where(waits, pi / np.where(m > 0.0, m, 1.0), 1.0)
+        pi = np.where(waits, np.clip(pi, 0.0, 1.0), 0.0)
+        q_w = np.where(pi > 1.0 - p, np.log(pi / (1.0 - p)) / theta, 0.0)
+        lo = np.maximum(q_w, p * a)
+        hi = a + q_w
+        flat = a > 0.0
+        safe_a = np.where(flat, a, 1.0)
+        for _ in range(_QUANTILE_STEPS):
+            t = (lo + hi) / 2.0
+            u = np.where(flat, np.minimum(t / safe_a, 1.0), 1.0)
+            inside = (t - (1.0 - np.exp(-theta * t)) / theta) / safe_a
+            beyond = 1.0 - (np.exp(-theta * (t - a)) - np.exp(-theta * t)) / (theta * safe_a)
+            g = np.where(flat, np.where(t <= a, inside, beyond), 1.0 - np.exp(-theta * t))
+            below = (1.0 - pi) * u + pi * g < p
+            lo, hi = np.where(below, t, lo), np.where(below, hi, t)
+    return np.where(np.isfinite(m) & np.isfinite(a), (lo + hi) / 2.0, math.inf)
 
 
 @dataclass(frozen=True)
@@ -197,9 +296,13 @@ class OnlineAps:
 
     aps: np.ndarray
     limit: np.ndarray
-    ttft_s: np.ndarray
+    ttft_s: np.ndarray  # the SLOs' statistic: the mean, or the percentile they hold
     tpot_s: np.ndarray
     slo_aps: np.ndarray  # the SLOs' own APS, before the max_utilization headroom
+    # The means at the APS (the same as ttft_s and tpot_s unless the SLOs hold percentiles):
+    # what Little's law reads (the agents' lifetime, the KV working set).
+    mean_ttft_s: np.ndarray
+    mean_tpot_s: np.ndarray
 
     def limit_names(self) -> list[str]:
         return [APS_LIMITS[int(k)] for k in np.atleast_1d(self.limit)]
@@ -271,7 +374,9 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
     )
 
 
-def _io_wait(lam: np.ndarray, t_io: np.ndarray, io_nodes: np.ndarray, c2: Any) -> np.ndarray:
+def _io_wait(
+    lam: np.ndarray, t_io: np.ndarray, io_nodes: np.ndarray, c2: Any
+) -> tuple[np.ndarray, np.ndarray]:
     """The mean wait of a turn's read in the I/O queues, at ``lam`` turns/s: per side (``t_io``,
     ``io_nodes``: clusters x sides), its busiest link's G/D/1 wait, summed over the sides a
     read passes (storage, then a node's SNIC: a tandem, each queue taken on its own). A side
@@ -285,12 +390,14 @@ def _io_wait(lam: np.ndarray, t_io: np.ndarray, io_nodes: np.ndarray, c2: Any) -
     of a SNIC rate picked the other side's node count) and by 5% where storage and the nodes'
     links cross; the sum is continuous in every rate."""
     total: np.ndarray | float = 0.0
+    free: np.ndarray | float = 1.0  # the chance a turn finds no I/O queue (sides independent)
     for side in range(t_io.shape[1]):
         t_s, servers = t_io[:, side], io_nodes[:, side]
         rho = lam / t_s
         wait = c2 * rho * servers / (2.0 * t_s * (1.0 - rho))
         total = total + np.where(np.isfinite(t_s), wait, 0.0)
-    return np.asarray(total, dtype=np.float64)
+        free = free * (1.0 - np.clip(np.where(np.isfinite(t_s), rho, 0.0), 0.0, 1.0))
+    return np.asarray(total, dtype=np.float64), 1.0 - np.asarray(free, dtype=np.float64)
 
 
 # Clusters up to which a number is laid out over them (np.full) rather than broadcast: a few
@@ -362,8 +469,9 @@ def online_aps(q: OnlineQueue, cfg: ServingConfig) -> OnlineAps:
     """The largest arrival rate with TTFT <= SLO and TPOT <= SLO per cluster, by a bracketing
     search between 0 and the saturated rate, and what stops a higher one."""
     turns = q.turns
+    pct = cfg.slo_percentiles
     low = np.full(q.t_max.shape, 1e-9 / turns)
-    low_ttft, low_tpot = q.at(low)
+    low_ttft, low_tpot = q.at(low, pct)
     reachable = (low_ttft <= cfg.ttft_slo_s) & (low_tpot <= cfg.tpot_slo_s)
     lo = np.where(reachable, low, 0.0)
     hi = np.where(reachable, q.t_max / turns, 0.0)
@@ -384,7 +492,7 @@ def online_aps(q: OnlineQueue, cfg: ServingConfig) -> OnlineAps:
         mid = (lo + hi) / 2
         use_chord = (chord > lo) & (chord < hi) & (hi - lo <= width[1] / 2)
         x = np.where(use_chord, chord, mid)
-        t_on, p_on = q.at(x)
+        t_on, p_on = q.at(x, pct)
         ok = (t_on <= cfg.ttft_slo_s) & (p_on <= cfg.tpot_slo_s) & active
         bad = ~ok & active
         s_x = _slack(t_on, p_on, cfg)
@@ -400,7 +508,7 @@ def online_aps(q: OnlineQueue, cfg: ServingConfig) -> OnlineAps:
         # not show), so an array of clusters gives what each one gives alone.
         active &= hi - lo > _BISECTION_REL * lo
     slo_aps = lo
-    t_hi, p_hi = q.at(np.minimum(slo_aps * 1.0001 + 1e-12, q.t_max / turns))
+    t_hi, p_hi = q.at(np.minimum(slo_aps * 1.0001 + 1e-12, q.t_max / turns), pct)
     limit = np.where(
         ~np.isfinite(t_hi),
         0,
@@ -413,13 +521,24 @@ def online_aps(q: OnlineQueue, cfg: ServingConfig) -> OnlineAps:
     aps = np.where(capped, cap, slo_aps)
     limit = np.where(capped, 4, limit)
     limit = np.where(reachable, limit, 3)
-    t_on, p_on = q.at(aps)
+    t_on, p_on = q.at(aps, pct)
+    ttft = np.where(reachable, t_on, low_ttft)
+    tpot = np.where(reachable, p_on, low_tpot)
+    if pct.ttft is None and pct.tpot is None:
+        mean_ttft, mean_tpot = ttft, tpot
+    else:
+        t_mean, p_mean = q.at(aps)
+        low_t, low_p = q.at(low)
+        mean_ttft = np.where(reachable, t_mean, low_t)
+        mean_tpot = np.where(reachable, p_mean, low_p)
     return OnlineAps(
         aps=aps,
         limit=limit,
-        ttft_s=np.where(reachable, t_on, low_ttft),
-        tpot_s=np.where(reachable, p_on, low_tpot),
+        ttft_s=ttft,
+        tpot_s=tpot,
         slo_aps=slo_aps,
+        mean_ttft_s=mean_ttft,
+        mean_tpot_s=mean_tpot,
     )
 
 

@@ -548,7 +548,9 @@ def mode_outcome(
     t_on, p_on = float(on.ttft_s[0]), float(on.tpot_s[0])
     limit = on.limit_names()[0]
     gpus = P * sc.prefill_node.gpus_per_node
-    working_set = kv_working_set_gbyte(sc, aps, agent_time_s(sc, t_on, p_on))
+    # Little's law reads the means (the same as t_on and p_on unless the SLOs hold percentiles).
+    t_mean, p_mean = float(on.mean_ttft_s[0]), float(on.mean_tpot_s[0])
+    working_set = kv_working_set_gbyte(sc, aps, agent_time_s(sc, t_mean, p_mean))
     return ModeOutcome(
         mode=mode,
         throughput_turns_per_s=x,

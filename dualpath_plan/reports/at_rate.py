@@ -112,7 +112,7 @@ def _rate(aps: float) -> str:
 
 def _slos(r: RateReport) -> str:
     cfg = r.config
-    return f"SLO TTFT {plain(cfg.ttft_slo_s)} s and TPOT {plain(cfg.tpot_slo_s * 1e3)} ms"
+    return "SLO {} and {}".format(*cfg.slo_parts)
 
 
 def _slo_cell(r: RateReport, m: str, i: int) -> str:
@@ -140,7 +140,16 @@ def render_rate(r: RateReport, console: Console) -> None:
         title=f"online at {_rate(aps)} agents/s ({number(aps * turns)} turns/s): Poisson agent "
         f"arrivals, {_slos(r)}"
     )
-    cols = ("mode", "util.", "TTFT", "TPOT", "agent JCT", "KV working set", "SLOs")
+    pct = r.config.slo_percentiles
+    cols = (
+        "mode",
+        "util.",
+        pct.name("TTFT"),
+        pct.name("TPOT"),
+        "agent JCT",
+        "KV working set",
+        "SLOs",
+    )
     for col in cols:
         table.add_column(col, justify="left" if col in ("mode", "SLOs") else "right")
     for m, p in r.modes.items():
@@ -188,7 +197,7 @@ def render_curve(r: RateReport, console: Console, out: str | None = None) -> Non
     )
     table.add_column("APS", justify="right")
     for m in r.modes:
-        table.add_column(f"{m} TTFT", justify="right")
+        table.add_column(f"{m} {r.config.slo_percentiles.name('TTFT')}", justify="right")
         table.add_column(f"{m} TPOT", justify="right")
     slo = r.config.ttft_slo_s
     # Each column one unit and one precision (beyond capacity: said in words).

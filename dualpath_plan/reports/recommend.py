@@ -106,7 +106,7 @@ def inputs_lines(r: RecommendReport) -> list[str]:
     at = (
         f"{count(cfg.agents, 'agent')} started together"
         if r.objective == "jct_s"
-        else f"SLOs TTFT {plain(cfg.ttft_slo_s)} s, TPOT {plain(cfg.tpot_slo_s * 1e3)} ms"
+        else f"SLOs {', '.join(cfg.slo_parts)}"
         if r.objective == "aps"
         else "saturated"
     )
@@ -393,8 +393,8 @@ def recommend_markdown(
         "- budget: "
         + r.budget.describe(sc.prefill_node.gpus_per_node, sc.decode_node.gpus_per_node),
         f"- objective: {r.objective} ({inputs_lines(r)[1].rpartition('(')[2].rstrip(')')})",
-        f"- offline: {count(r.config.agents, 'agent')} started together; online: SLOs TTFT "
-        f"{plain(r.config.ttft_slo_s)} s, TPOT {plain(r.config.tpot_slo_s * 1e3)} ms, "
+        f"- offline: {count(r.config.agents, 'agent')} started together; online: SLOs "
+        f"{', '.join(r.config.slo_parts)}, "
         "the busiest link at "
         f"most {r.config.max_utilization:.0%} (--max-utilization)",
         "- bottleneck-free P/D range (paper eq. 9, extended, derated by the scheduler as "

@@ -25,6 +25,7 @@ from pydantic import (
 
 from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError, echoed_input
+from dualpath_plan.formatting import plain
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import PathOptions
 
@@ -116,6 +117,13 @@ class ScenarioSpec(BaseModel):
         "--tpot-slo", help="TPOT SLO, seconds (paper 7.3).", group="serving", default=0.050,
         gt=0, allow_inf_nan=False,
     )  # fmt: skip
+    slo_percentile: str | None = _opt(
+        "--slo-percentile",
+        help="Hold the SLOs on a percentile of the turns, not their mean: P (both) or "
+        "P_TTFT,P_TPOT, each above 0 and below 100 or 'mean' (90,99: p90 TTFT and p99 TPOT). "
+        "A tail approximation of the waits (docs/model.md section 6c).",
+        group="serving", default=None,
+    )  # fmt: skip
     max_utilization: float = _opt(
         "--max-utilization",
         help="Headroom: the busiest link's utilization at most U, 0 < U <= 1 (default 0.8, a "
@@ -179,6 +187,16 @@ class ScenarioSpec(BaseModel):
         why = plausible.problem(str(info.field_name), v)
         if why is not None:
             raise ValueError(why)
+        return v
+
+    @field_validator("slo_percentile")
+    @classmethod
+    def _percentiles(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                SloPercentiles.parse(v)
+            except PlanInputError as exc:
+                raise ValueError(exc.detail) from None
         return v
 
     @field_validator("scheduler")
@@ -267,7 +285,13 @@ class ScenarioSpec(BaseModel):
 
     @property
     def serving(self) -> ServingConfig:
-        return ServingConfig(self.agents, self.ttft_slo_s, self.tpot_slo_s, self.max_utilization)
+        return ServingConfig(
+            self.agents,
+            self.ttft_slo_s,
+            self.tpot_slo_s,
+            self.max_utilization,
+            SloPercentiles.parse(self.slo_percentile),
+        )
 
     @property
     def storage_id(self) -> str | None:
@@ -280,6 +304,74 @@ def _default(name: str) -> Any:
 
 
 @dataclass(frozen=True)
+class SloPercentiles:
+    """Which percentile of its turns each SLO holds (0 < p < 100; None: the mean, the
+    default). ``--slo-percentile 90`` (both) or ``90,99`` (TTFT, TPOT), as Vidur's planner
+    holds p90 TTFT and p99 TBT (docs/model.md section 6c)."""
+
+    ttft: float | None = None
+    tpot: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("ttft", "tpot"):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0.0 < float(v) < 100.0:
+                raise PlanInputError(
+                    f"expected a percentile above 0 and below 100, got {v!r}",
+                    field="--slo-percentile",
+                )
+            if float(v) < 1.0:
+                raise PlanInputError(
+                    f"{v!r}: a percentile is 0 to 100; did you mean {v * 100:g}?",
+                    field="--slo-percentile",
+                )
+
+    @classmethod
+    def parse(cls, text: str | None) -> SloPercentiles:
+        """``--slo-percentile``'s text: None or '' (the means), 'P' (both SLOs) or 'P,Q'
+        (TTFT, TPOT), each a number or 'mean'."""
+        if text is None or not text.strip():
+            return cls()
+        parts = [p.strip() for p in text.split(",")]
+        if len(parts) > 2:
+            raise PlanInputError(
+                f"expected P or P_TTFT,P_TPOT, got {text!r}", field="--slo-percentile"
+            )
+        values: list[float | None] = []
+        for part in parts:
+            if part == "mean":
+                values.append(None)
+                continue
+            try:
+                v = float(part)
+            except ValueError:
+                raise PlanInputError(
+                    f"expected a percentile (a number above 0 and below 100) or 'mean', got "
+                    f"{part!r}",
+                    field="--slo-percentile",
+                ) from None
+            values.append(v)
+        ttft, tpot = values if len(values) == 2 else (values[0], values[0])
+        return cls(ttft, tpot)
+
+    def name(self, metric: Literal["TTFT", "TPOT"]) -> str:
+        """'TTFT' for a mean SLO, 'p90 TTFT' for a percentile one (TPOT alike)."""
+        v = self.ttft if metric == "TTFT" else self.tpot
+        return metric if v is None else f"p{v:g} {metric}"
+
+    @property
+    def words(self) -> str:
+        """How the SLOs read: 'means', 'p90' or 'p90 TTFT, p99 TPOT'."""
+        if self.ttft is None and self.tpot is None:
+            return "means"
+        t = "mean" if self.ttft is None else f"p{self.ttft:g}"
+        d = "mean" if self.tpot is None else f"p{self.tpot:g}"
+        return t if t == d else f"{t} TTFT, {d} TPOT"
+
+
+@dataclass(frozen=True)
 class ServingConfig:
     """What the outcome models need beyond the cluster: agents started together (offline), the
     SLOs and the busiest link's utilization cap (online); the defaults are the spec's."""
@@ -288,6 +380,18 @@ class ServingConfig:
     ttft_slo_s: float = _default("ttft_slo_s")
     tpot_slo_s: float = _default("tpot_slo_s")
     max_utilization: float = _default("max_utilization")
+    # Percentile SLOs (None: on the means, as the paper states them).
+    slo_percentiles: SloPercentiles = SloPercentiles()
+
+    @property
+    def slo_parts(self) -> tuple[str, str]:
+        """The SLOs as every report writes them: ('TTFT 4 s', 'TPOT 50 ms'), or with
+        percentiles ('p90 TTFT 4 s', 'p99 TPOT 50 ms')."""
+        pct = self.slo_percentiles
+        return (
+            f"{pct.name('TTFT')} {plain(self.ttft_slo_s)} s",
+            f"{pct.name('TPOT')} {plain(self.tpot_slo_s * 1e3)} ms",
+        )
 
     def __post_init__(self) -> None:
         # The spec's own bounds, for a library caller too (agents=0 divided by zero, -5 gave a
