@@ -258,6 +258,12 @@ class NodeProfile(ProfileBase):
     )
     kind: Literal["node"] = "node"
     gpu: str
+    # What a node costs (issue 32; docs/model.md section 12): per hour (a public list price,
+    # said so in [sources]), or capital over amortization_years; and its power draw.
+    price_usd_per_hour: Positive | None = None
+    capital_usd: Positive | None = None
+    amortization_years: Positive | None = None
+    power_w: Positive | None = None
     gpus_per_node: PositiveInt
     cnic_count: PositiveInt
     cnic_gbit_s: Positive
@@ -383,6 +389,17 @@ class StorageProfile(ProfileBase):
     aggregate_write_gbyte_s: Positive
     # Most one client node can read (beyond that the client's own NIC is the limit).
     max_client_read_gbyte_s: Positive
+    # A store of finite size (issue 32; docs/model.md section 12): one storage node's KV
+    # capacity and read/write bandwidth, so that --storage-nodes N gives N of them and
+    # size --target-aps the count a target needs. None: not known (the store is not sized).
+    capacity_tbyte_per_node: Positive | None = None
+    read_gbyte_s_per_node: Positive | None = None
+    write_gbyte_s_per_node: Positive | None = None
+    # What a storage node costs: per hour, or capital over amortization_years; and its power.
+    price_usd_per_node_hour: Positive | None = None
+    capital_usd_per_node: Positive | None = None
+    amortization_years: Positive | None = None
+    power_w_per_node: Positive | None = None
 
 
 # --- model ---------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from dualpath_plan.reports.provenance import (
     intervals_line,
     intervals_payload,
 )
+from dualpath_plan.reports.store import store_lines, store_payload
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ServingConfig
 
@@ -115,6 +116,7 @@ def size_payload(r: SizeReport, intervals: OutcomeIntervals | None = None) -> di
         modes[m].update(interval_fields(intervals, m))
     return {
         "inputs": inputs_payload(sc, cfg),
+        **({"store": store_payload(sc)} if sc.store is not None else {}),
         "efficiencies": efficiency_payload(sc),
         "intervals": intervals_payload(intervals) if intervals is not None else None,
         "gb_per_pflop": r.gb_per_pflop,
@@ -162,6 +164,8 @@ def render_header(sc: Scenario, console: Console) -> None:
     console.print(scenario_line(sc))
     d = sc.turn_demand
     console.print(f"cache-compute ratio {d.gb_per_pflop:.1f} GB/PFLOP, hit rate {d.hit_rate:.1%}")
+    for line in store_lines(sc):
+        console.print(escape(line))
 
 
 def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | None = None) -> None:
