@@ -193,8 +193,8 @@ def test_storage_nodes_scale_capacity_and_bandwidth() -> None:
         sc = Scenario.from_ids(registry, storage_nodes=n)
         assert sc.storage is not None and sc.store is not None
         assert sc.storage.storage_nodes == n
-        assert sc.storage.aggregate_read_gbyte_s == pytest.approx(n * prof.read_gbyte_s_per_node)
-        assert sc.store.capacity_bytes == pytest.approx(n * prof.capacity_tbyte_per_node * 1e12)
+        assert sc.storage.aggregate_read_gbyte_s == pytest.approx(n * prof.node_read_gbyte_s)
+        assert sc.store.capacity_bytes == pytest.approx(n * prof.node_capacity_tbyte * 1e12)
 
 
 @pytest.mark.parametrize(

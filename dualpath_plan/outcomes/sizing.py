@@ -80,9 +80,9 @@ def store_size(
     st = sc.storage
     if (
         st is None
-        or st.capacity_tbyte_per_node is None
-        or st.read_gbyte_s_per_node is None
-        or st.write_gbyte_s_per_node is None
+        or st.node_capacity_tbyte is None
+        or st.node_read_gbyte_s is None
+        or st.node_write_gbyte_s is None
     ):
         return None
     d = sc.turn_demand
@@ -90,12 +90,12 @@ def store_size(
     read = turns_s * d.mean(d.hit_bytes) / 1e9
     write = turns_s * d.mean(d.generated_kv_bytes + d.append_writeback_bytes) / 1e9
     for_bw = max(
-        math.ceil(read / (max_utilization * st.read_gbyte_s_per_node)),
-        math.ceil(write / (max_utilization * st.write_gbyte_s_per_node)),
+        math.ceil(read / (max_utilization * st.node_read_gbyte_s)),
+        math.ceil(write / (max_utilization * st.node_write_gbyte_s)),
         1,
     )
     capacity_tb = o.working_set_gbyte / 1e3
-    for_cap = max(math.ceil(capacity_tb / st.capacity_tbyte_per_node), 1)
+    for_cap = max(math.ceil(capacity_tb / st.node_capacity_tbyte), 1)
     return StoreSize(
         nodes=max(for_bw, for_cap),
         nodes_for_bandwidth=for_bw,

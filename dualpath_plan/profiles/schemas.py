@@ -2,7 +2,8 @@
 
 Conventions (issue 2):
 - the unit is part of every field name: ``_gbit_s`` (1e9 bit/s), ``_gbyte_s`` (1e9 B/s),
-  ``_tbyte_s`` (1e12 B/s), ``_gbyte`` (1e9 B), ``_tflops`` (1e12 FLOP/s, dense), ``_w`` (watts),
+  ``_tbyte_s`` (1e12 B/s), ``_gbyte`` (1e9 B), ``_tbyte`` (1e12 B), ``_tflops`` (1e12 FLOP/s,
+  dense), ``_w`` (watts),
   ``_tokens``; counts (layers, heads, dims) and dimensionless factors (``_efficiency``,
   ``_share``) have no unit;
 - unknown keys are rejected (``extra="forbid"``);
@@ -258,12 +259,6 @@ class NodeProfile(ProfileBase):
     )
     kind: Literal["node"] = "node"
     gpu: str
-    # What a node costs (issue 32; docs/model.md section 12): per hour (a public list price,
-    # said so in [sources]), or capital over amortization_years; and its power draw.
-    price_usd_per_hour: Positive | None = None
-    capital_usd: Positive | None = None
-    amortization_years: Positive | None = None
-    power_w: Positive | None = None
     gpus_per_node: PositiveInt
     cnic_count: PositiveInt
     cnic_gbit_s: Positive
@@ -392,14 +387,9 @@ class StorageProfile(ProfileBase):
     # A store of finite size (issue 32; docs/model.md section 12): one storage node's KV
     # capacity and read/write bandwidth, so that --storage-nodes N gives N of them and
     # size --target-aps the count a target needs. None: not known (the store is not sized).
-    capacity_tbyte_per_node: Positive | None = None
-    read_gbyte_s_per_node: Positive | None = None
-    write_gbyte_s_per_node: Positive | None = None
-    # What a storage node costs: per hour, or capital over amortization_years; and its power.
-    price_usd_per_node_hour: Positive | None = None
-    capital_usd_per_node: Positive | None = None
-    amortization_years: Positive | None = None
-    power_w_per_node: Positive | None = None
+    node_capacity_tbyte: Positive | None = None
+    node_read_gbyte_s: Positive | None = None
+    node_write_gbyte_s: Positive | None = None
 
 
 # --- model ---------------------------------------------------------------------------------

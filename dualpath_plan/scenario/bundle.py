@@ -204,7 +204,7 @@ def sized_store(
         raise PlanInputError("nodes of no store: give --storage", field="--storage-nodes")
     missing = [
         f
-        for f in ("capacity_tbyte_per_node", "read_gbyte_s_per_node", "write_gbyte_s_per_node")
+        for f in ("node_capacity_tbyte", "node_read_gbyte_s", "node_write_gbyte_s")
         if getattr(storage, f) is None
     ]
     if missing:
@@ -213,13 +213,13 @@ def sized_store(
             source=f"storage '{storage.id}'",
             field="--storage-nodes",
         )
-    assert storage.read_gbyte_s_per_node and storage.write_gbyte_s_per_node
-    assert storage.capacity_tbyte_per_node
+    assert storage.node_read_gbyte_s and storage.node_write_gbyte_s
+    assert storage.node_capacity_tbyte
     sized = storage.model_copy(
         update={
             "storage_nodes": nodes,
-            "aggregate_read_gbyte_s": nodes * storage.read_gbyte_s_per_node,
-            "aggregate_write_gbyte_s": nodes * storage.write_gbyte_s_per_node,
+            "aggregate_read_gbyte_s": nodes * storage.node_read_gbyte_s,
+            "aggregate_write_gbyte_s": nodes * storage.node_write_gbyte_s,
         }
     )
-    return sized, nodes * storage.capacity_tbyte_per_node * 1e12
+    return sized, nodes * storage.node_capacity_tbyte * 1e12
