@@ -66,8 +66,10 @@ def load_profiles(*dirs: str | Path, sets: Sequence[str] = ()) -> Registry:
 def spec(**fields: Any) -> ScenarioSpec:
     """A scenario as a user states it: ``ScenarioSpec``'s fields (``model``, ``workload``,
     ``node``, ``prefill_node``, ``decode_node``, ``prefill_nodes``, ``decode_nodes``,
-    ``agents``, ``ttft_slo_s``, ``tpot_slo_s``, ``max_utilization``, ``scheduler``, ...),
-    validated as the command line's: a bad one is a ``PlanInputError`` naming it."""
+    ``agents``, ``ttft_slo_s``, ``tpot_slo_s``, ``max_utilization``, ``scheduler``, the store's
+    ``storage_capacity="500TB"`` or ``storage_nodes=N``, ...), validated as the command line's:
+    a bad one is a ``PlanInputError`` naming it. ``scenario(spec(...)).store`` is the store's
+    capacity against the working set where it changes a number (docs/model.md section 12)."""
     return ScenarioSpec.build(fields)
 
 

@@ -163,6 +163,8 @@ class Unit:
 TIME_UNITS = (Unit("h", 3600.0), Unit("s", 1.0), Unit("ms", 1e-3), Unit("us", 1e-6))
 # Sizes in GB (1e9 B), largest first.
 BYTE_UNITS = (Unit("TB", 1e3), Unit("GB", 1.0), Unit("MB", 1e-3))
+# Rates in GB/s, largest first.
+RATE_UNITS = (Unit("TB/s", 1e3), Unit("GB/s", 1.0), Unit("MB/s", 1e-3))
 
 
 def unit_for(values: Sequence[float], units: Sequence[Unit]) -> Unit:

@@ -4,6 +4,8 @@ writes these powers of ten where it converts a field named in those units."""
 
 from __future__ import annotations
 
+import re
+
 BITS_PER_BYTE = 8.0
 
 
@@ -21,3 +23,30 @@ def shares(weights: list[float]) -> list[float]:
         weights = [w / top for w in weights]
         total = sum(weights)
     return [w / total for w in weights]
+
+
+# Decimal and binary byte units of a capacity typed with its unit (``--tiers ssd:2TB``,
+# ``--storage-capacity 500TB``): one table for every flag that takes bytes.
+BYTE_UNITS = {
+    "B": 1.0,
+    "KB": 1e3,
+    "MB": 1e6,
+    "GB": 1e9,
+    "TB": 1e12,
+    "PB": 1e15,
+    "KIB": 2.0**10,
+    "MIB": 2.0**20,
+    "GIB": 2.0**30,
+    "TIB": 2.0**40,
+    "PIB": 2.0**50,
+}
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]+)\s*")
+
+
+def parse_bytes(text: str) -> float | None:
+    """``500TB``, ``1.5 PiB``, ``64GB``: bytes (the unit required, case-insensitive: a bare
+    number says nothing of its unit), or None when ``text`` is not such a size."""
+    match = _SIZE.fullmatch(text)
+    if match is None or match.group(2).upper() not in BYTE_UNITS:
+        return None
+    return float(match.group(1)) * BYTE_UNITS[match.group(2).upper()]

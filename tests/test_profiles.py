@@ -34,7 +34,17 @@ REQUIRED = {
     ],
     "workload": ["paper-32k", "paper-48k", "paper-64k"],
 }
-UNIT_SUFFIXES = ("_gbit_s", "_gbyte_s", "_tbyte_s", "_gbyte", "_tflops", "_w", "_tokens", "_s")
+UNIT_SUFFIXES = (
+    "_gbit_s",
+    "_gbyte_s",
+    "_tbyte_s",
+    "_gbyte",
+    "_tbyte",
+    "_tflops",
+    "_w",
+    "_tokens",
+    "_s",
+)
 
 
 def test_every_required_id_is_listed(cli) -> None:

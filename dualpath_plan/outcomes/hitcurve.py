@@ -14,25 +14,12 @@ from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.workload_import import trace_files
 from dualpath_plan.physics.hitcurve import BlockCollector, HitCurve, hit_curve
 from dualpath_plan.physics.traces import ImportOptions, read_trace
+from dualpath_plan.units import BYTE_UNITS
 
 # Block size in tokens for the formats without hashes (csv, burstgpt): vLLM's default KV block
 # (docs.vllm.ai, CacheConfig.block_size = 16), as the Bailian default here.
 HASHLESS_BLOCK_SIZE = 16
 MAX_CAPACITY_BLOCKS = 1 << 50
-# Decimal and binary byte units of a tier's capacity.
-BYTE_UNITS = {
-    "B": 1.0,
-    "KB": 1e3,
-    "MB": 1e6,
-    "GB": 1e9,
-    "TB": 1e12,
-    "PB": 1e15,
-    "KIB": 2.0**10,
-    "MIB": 2.0**20,
-    "GIB": 2.0**30,
-    "TIB": 2.0**40,
-    "PIB": 2.0**50,
-}
 _CAPACITY = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*")
 
 

@@ -52,7 +52,7 @@ from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import PrefillEngine
 from dualpath_plan.physics.links import LINKS, Num
 from dualpath_plan.physics.modes import MODE_TABLE, REPORT_MODES, ModeName
-from dualpath_plan.physics.workload import TurnCounts
+from dualpath_plan.physics.workload import TurnCounts, trajectory_tokens
 from dualpath_plan.scenario.assemble import Assembly, SideMemo, assemble
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.feasibility import check_feasible
@@ -382,7 +382,7 @@ def kv_working_set_gbyte(sc: Scenario, aps: Num, agent_s: Num) -> Num:
     context grows from nothing to the total) x KV bytes per token, in GB; 0 at no arrivals
     (an unbounded agent time there holds nothing). Vectorized over ``aps`` and ``agent_s``."""
     d = sc.turn_demand
-    total = sc.workload.total_tokens or (d.mean(d.context_tokens) + d.mean(d.generated_tokens))
+    total = trajectory_tokens(sc.workload, d)
     per_token = phys.kv_bytes_per_token(sc.model)
     rate, time = np.asarray(aps, dtype=np.float64), np.asarray(agent_s, dtype=np.float64)
     with np.errstate(invalid="ignore"):

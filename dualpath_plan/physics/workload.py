@@ -345,6 +345,14 @@ class TurnDemand:
         return (self.mean(self.hit_bytes) / 1e9) / (self.mean(self.prefill_flops) / 1e15)
 
 
+def trajectory_tokens(workload: WorkloadProfile, d: TurnDemand) -> float:
+    """A trajectory's tokens at its end (its context grows from nothing to this): the
+    profile's ``total_tokens``, else the mean turn's context plus its generated tokens. The
+    KV working set (outcomes/serving.py) and the store's (physics/store.py) hold half of it
+    per live agent."""
+    return workload.total_tokens or (d.mean(d.context_tokens) + d.mean(d.generated_tokens))
+
+
 def _tokens_text(value: float) -> str:
     return f"{value:,.10g}"
 

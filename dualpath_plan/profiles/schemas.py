@@ -2,7 +2,8 @@
 
 Conventions (issue 2):
 - the unit is part of every field name: ``_gbit_s`` (1e9 bit/s), ``_gbyte_s`` (1e9 B/s),
-  ``_tbyte_s`` (1e12 B/s), ``_gbyte`` (1e9 B), ``_tflops`` (1e12 FLOP/s, dense), ``_w`` (watts),
+  ``_tbyte_s`` (1e12 B/s), ``_gbyte`` (1e9 B), ``_tbyte`` (1e12 B), ``_tflops`` (1e12 FLOP/s,
+  dense), ``_w`` (watts),
   ``_tokens``; counts (layers, heads, dims) and dimensionless factors (``_efficiency``,
   ``_share``) have no unit;
 - unknown keys are rejected (``extra="forbid"``);
@@ -383,6 +384,12 @@ class StorageProfile(ProfileBase):
     aggregate_write_gbyte_s: Positive
     # Most one client node can read (beyond that the client's own NIC is the limit).
     max_client_read_gbyte_s: Positive
+    # A store of finite size (issue 32; docs/model.md section 12): one storage node's KV
+    # capacity and read/write bandwidth, so that --storage-nodes N gives N of them and
+    # size --target-aps the count a target needs. None: not known (the store is not sized).
+    node_capacity_tbyte: Positive | None = None
+    node_read_gbyte_s: Positive | None = None
+    node_write_gbyte_s: Positive | None = None
 
 
 # --- model ---------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from dualpath_plan.formatting import (
     BYTE_UNITS,
+    RATE_UNITS,
     column,
     count,
     durations,
@@ -38,6 +39,7 @@ from dualpath_plan.reports.provenance import (
     intervals_line,
     intervals_payload,
 )
+from dualpath_plan.reports.store import store_lines, store_payload
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ServingConfig
 
@@ -121,6 +123,7 @@ def size_payload(r: SizeReport, intervals: OutcomeIntervals | None = None) -> di
         modes[m].update(interval_fields(intervals, m))
     return {
         "inputs": inputs_payload(sc, cfg),
+        **({"store": store_payload(sc)} if sc.store is not None else {}),
         "efficiencies": efficiency_payload(sc),
         "intervals": intervals_payload(intervals) if intervals is not None else None,
         "gb_per_pflop": r.gb_per_pflop,
@@ -168,6 +171,8 @@ def render_header(sc: Scenario, console: Console) -> None:
     console.print(scenario_line(sc))
     d = sc.turn_demand
     console.print(f"cache-compute ratio {d.gb_per_pflop:.1f} GB/PFLOP, hit rate {d.hit_rate:.1%}")
+    for line in store_lines(sc):
+        console.print(escape(line))
 
 
 def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | None = None) -> None:
@@ -338,6 +343,7 @@ def sizing_payload(r: SizingReport, intervals: OutcomeIntervals | None = None) -
                     **interval_fields(intervals, m),
                     # Whether the target still holds at the interval's pessimistic end.
                     "target_met_at_interval_end": _met_at_end(r, intervals, m),
+                    **_store_field(r, m),
                 }
                 if s.outcome is not None
                 else {"reached": False, "reason": s.reason}
@@ -345,6 +351,46 @@ def sizing_payload(r: SizingReport, intervals: OutcomeIntervals | None = None) -
             for m, s in r.modes.items()
         },
     }
+
+
+def _store_field(r: SizingReport, mode: str) -> dict[str, Any]:
+    """The store serving a mode's cluster (--target-aps only; null: not sized)."""
+    if r.target != "aps":
+        return {}
+    st = r.stores.get(mode)  # type: ignore[call-overload]
+    return {"store": None if st is None else dict(vars(st))}
+
+
+def _render_stores(r: SizingReport, console: Console) -> None:
+    """The store each mode's cluster needs at the target: nodes, and what sets the count."""
+    stores = {m: st for m, st in r.stores.items() if st is not None}
+    if not stores or r.scenario.storage is None:
+        return
+    name = r.scenario.storage.id
+    table = Table(title=f"the store serving it ({name} nodes)", title_justify="left")
+    cols = ("mode", "nodes", "for bandwidth", "for capacity", "read", "write", "KV", "set by")
+    for c in cols:
+        table.add_column(c, justify="left" if c in ("mode", "set by") else "right")
+    reads = scaled_column([st.read_gbyte_s for st in stores.values()], RATE_UNITS)
+    writes = scaled_column([st.write_gbyte_s for st in stores.values()], RATE_UNITS)
+    kv = scaled_column([st.capacity_tbyte * 1e3 for st in stores.values()], BYTE_UNITS)
+    for k, (m, st) in enumerate(stores.items()):
+        table.add_row(
+            m,
+            f"{st.nodes:,}",
+            f"{st.nodes_for_bandwidth:,}",
+            f"{st.nodes_for_capacity:,}",
+            reads[k],
+            writes[k],
+            kv[k],
+            st.set_by,
+        )
+    console.print(table)
+    console.print(
+        "for bandwidth: storage reads and writes at the target APS, each node at most "
+        "--max-utilization of its read and write GB/s; for capacity: the KV working set at the "
+        "cluster's APS (Little's law) over a node's TB"
+    )
 
 
 def _met_at_end(r: SizingReport, intervals: OutcomeIntervals | None, mode: str) -> bool | None:
@@ -428,6 +474,7 @@ def render_sizing(
             f"[yellow]at the {end} interval the target is missed by: {', '.join(short)}[/yellow]"
             f" (for a margin, size for {margin})"
         )
+    _render_stores(r, console)
     console.print(efficiency_line(r.scenario), highlight=False)
     if intervals is not None:
         console.print(intervals_line(intervals) + " (at each mode's cluster)", highlight=False)

@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dualpath_plan.errors import PlanInputError
 from dualpath_plan.memo import IdentityMemo
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import Demand, PathOptions
+from dualpath_plan.physics.store import StoreFit, demand_at_capacity, fit_store
 from dualpath_plan.physics.workload import TurnDemand, workload_demand
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.profiles.schemas import (
@@ -77,6 +79,11 @@ class Scenario:
     # what times a node's prefill passes and decode steps operator by operator
     # (physics/operators.py). A node without one runs its own one-MFU calibration.
     engines: tuple[tuple[str, EngineProfile], ...] = ()
+    # A store of finite size (--storage-capacity or --storage-nodes): its capacity against the
+    # workload's KV working set; turn_demand is then the demand at that capacity, applied here
+    # once (physics/store.py). None: no capacity given, or one holding the working set (every
+    # number as without a store size).
+    store: StoreFit | None = None
 
     def engine_for(self, node: NodeProfile) -> EngineProfile | None:
         """The engine profile of ``node`` in this scenario, or None."""
@@ -103,6 +110,9 @@ class Scenario:
         options: PathOptions = PathOptions(),
         scheduling: Scheduling = Scheduling(),
         cache: ProfileCache | None = None,
+        storage_capacity_bytes: float | None = None,
+        storage_nodes: int | None = None,
+        agents: int = DEFAULT_SPEC.agents,
     ) -> Scenario:
         if cache is None:
             cache = ProfileCache()  # one scenario's own: nothing is shared
@@ -116,19 +126,30 @@ class Scenario:
             for n in ((pn,) if dn.id == pn.id else (pn, dn))
             if engine or n.engine
         )
+        st: StorageProfile | None = (
+            cache.get(registry, "storage", storage) if storage and storage != "none" else None
+        )
+        demand = cache.demand(registry, m, w)
+        st, capacity = sized_store(st, storage_capacity_bytes, storage_nodes)
+        store = None
+        if capacity is not None:
+            fit = fit_store(m, w, demand, capacity, agents)
+            demand = demand_at_capacity(m, demand, fit.resident)
+            # A capacity that holds the working set changes no number and is not reported
+            # (the outputs stay byte for byte those without it); nodes change the bandwidth.
+            store = fit if fit.beyond or storage_nodes is not None else None
         return cls(
             overridden=tuple(f for f in NodeProfile.CALIBRATION_FIELDS if f in node_sets),
             engines=engines,
             model=m,
             workload=w,
-            turn_demand=cache.demand(registry, m, w),
+            turn_demand=demand,
             prefill_node=pn,
             prefill_gpu=cache.get(registry, "gpu", gpu or pn.gpu),
             decode_node=dn,
             decode_gpu=cache.get(registry, "gpu", gpu or dn.gpu),
-            storage=(
-                cache.get(registry, "storage", storage) if storage and storage != "none" else None
-            ),
+            storage=st,
+            store=store,
             prefill_nodes=prefill_nodes,
             decode_nodes=decode_nodes,
             options=options,
@@ -155,6 +176,9 @@ class Scenario:
             options=spec.options,
             scheduling=spec.scheduling,
             cache=cache,
+            storage_capacity_bytes=spec.storage_capacity_bytes,
+            storage_nodes=spec.storage_nodes,
+            agents=spec.agents,
         )
 
     @property
@@ -165,3 +189,37 @@ class Scenario:
     def efficiencies(self) -> Efficiencies:
         """Which efficiencies and latency floors are in force, and where they come from."""
         return Efficiencies.of(self)
+
+
+def sized_store(
+    storage: StorageProfile | None, capacity_bytes: float | None, nodes: int | None
+) -> tuple[StorageProfile | None, float | None]:
+    """The store a scenario runs on and its capacity in bytes: ``--storage-nodes N`` makes it
+    N of the profile's nodes (N x the capacity and read/write bandwidth per node, the profile's
+    aggregate replaced); ``--storage-capacity`` sets the capacity alone. (None, None) pass
+    the profile through: no capacity."""
+    if nodes is None:
+        return storage, capacity_bytes
+    if storage is None:
+        raise PlanInputError("nodes of no store: give --storage", field="--storage-nodes")
+    missing = [
+        f
+        for f in ("node_capacity_tbyte", "node_read_gbyte_s", "node_write_gbyte_s")
+        if getattr(storage, f) is None
+    ]
+    if missing:
+        raise PlanInputError(
+            f"needs the storage profile's {', '.join(missing)} (set with --set storage.FIELD=...)",
+            source=f"storage '{storage.id}'",
+            field="--storage-nodes",
+        )
+    assert storage.node_read_gbyte_s and storage.node_write_gbyte_s
+    assert storage.node_capacity_tbyte
+    sized = storage.model_copy(
+        update={
+            "storage_nodes": nodes,
+            "aggregate_read_gbyte_s": nodes * storage.node_read_gbyte_s,
+            "aggregate_write_gbyte_s": nodes * storage.node_write_gbyte_s,
+        }
+    )
+    return sized, nodes * storage.node_capacity_tbyte * 1e12

@@ -28,6 +28,7 @@ from dualpath_plan.errors import PlanInputError, echoed_input
 from dualpath_plan.formatting import plain
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import PathOptions
+from dualpath_plan.units import parse_bytes
 
 # Nodes on one side of a cluster, at most: far beyond any deployment (the paper's largest is
 # 144 nodes), and it keeps every product of node counts and rates finite.
@@ -99,6 +100,20 @@ class ScenarioSpec(BaseModel):
     storage: str = _opt(
         "--storage", help="Storage profile id, or 'none'.", group="profiles", default="3fs"
     )
+    storage_capacity: str | None = _opt(
+        "--storage-capacity",
+        help="The store's KV capacity with its unit (500TB, 2PiB, 64GB): the cached context "
+        "beyond it is recomputed by prefill (the hit rate at this capacity: a trace's LRU hit "
+        "curve, else whole agent contexts resident with probability capacity / working set); "
+        "the store's bandwidth stays the profile's (default: no capacity limit).",
+        group="store", default=None,
+    )  # fmt: skip
+    storage_nodes: int | None = _opt(
+        "--storage-nodes",
+        help="A store of N of the storage profile's nodes: N x its capacity and read/write "
+        "bandwidth per node (instead of its own aggregate), the hit rate at that capacity.",
+        group="store", default=None,
+    )  # fmt: skip
     prefill_nodes: int = _opt(
         "-P", "--prefill-nodes", help="Prefill nodes.", group="cluster", default=2,
     )  # fmt: skip
@@ -178,6 +193,37 @@ class ScenarioSpec(BaseModel):
             raise ValueError(
                 f"a P/D cluster needs at least one node per side (at most {MAX_SIDE_NODES:,})"
             )
+        return v
+
+    @field_validator("storage_capacity")
+    @classmethod
+    def _capacity(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None:
+            return v
+        if info.data.get("storage") == "none":
+            raise ValueError("a capacity of no store: give --storage with it, not 'none'")
+        size = parse_bytes(v)
+        if size is None or not (math.isfinite(size) and size > 0):
+            raise ValueError(
+                f"expected a size > 0 with its unit (B, KB, MB, GB, TB, PB; KiB to PiB: 500TB), "
+                f"got {v!r}"
+            )
+        return v
+
+    @field_validator("storage_nodes")
+    @classmethod
+    def _store_nodes(cls, v: int | None, info: ValidationInfo) -> int | None:
+        if v is None:
+            return v
+        if not 1 <= v <= MAX_SIDE_NODES:
+            raise ValueError(f"expected 1 to {MAX_SIDE_NODES:,} storage nodes, got {v}")
+        if info.data.get("storage_capacity") is not None:
+            raise ValueError(
+                "--storage-capacity gives the capacity, --storage-nodes the nodes that set it: "
+                "give one of them"
+            )
+        if info.data.get("storage") == "none":
+            raise ValueError("nodes of no store: give --storage with it, not 'none'")
         return v
 
     @field_validator("ttft_slo_s", "tpot_slo_s")
@@ -292,6 +338,15 @@ class ScenarioSpec(BaseModel):
             self.max_utilization,
             SloPercentiles.parse(self.slo_percentile),
         )
+
+    @property
+    def storage_capacity_bytes(self) -> float | None:
+        """--storage-capacity in bytes (None: not given)."""
+        if self.storage_capacity is None:
+            return None
+        size = parse_bytes(self.storage_capacity)
+        assert size is not None  # validated
+        return size
 
     @property
     def storage_id(self) -> str | None:
@@ -419,5 +474,5 @@ class ServingConfig:
 
 
 DEFAULT_SPEC = ScenarioSpec()
-OPTION_GROUPS = ("profiles", "cluster", "serving", "scheduling", "terms")
-Group = Literal["profiles", "cluster", "serving", "scheduling", "terms"]
+OPTION_GROUPS = ("profiles", "store", "cluster", "serving", "scheduling", "terms")
+Group = Literal["profiles", "store", "cluster", "serving", "scheduling", "terms"]
