@@ -788,10 +788,14 @@ def number(
         raise fail(f"expected a finite number, got {value!r}")
     if integer and not result.is_integer():
         raise fail(f"expected a whole number, got {value!r}")
-    slip = plausible.problem(quantity, result) if quantity is not None else None
+    inside = low <= result <= high
+    # Outside the bounds, the slip only where one explains the value (-1 keeps the bounds'
+    # words); inside them, anything outside what the quantity plausibly is.
+    check = plausible.problem if inside else plausible.explained
+    slip = check(quantity, result) if quantity is not None else None
     if slip is not None:
         raise fail(slip)
-    if not low <= result <= high:
+    if not inside:
         # A whole number's least is the first whole number from low ('from 1e-09' said none).
         least = max(math.ceil(low), 0) if integer and 0 < low < 1 else low
         raise fail(

@@ -199,16 +199,6 @@ def gbyte(g: float, sig: int = SIG) -> str:
     return scaled_column([g], BYTE_UNITS, sig)[0]
 
 
-def seconds(v: float) -> str:
-    """A duration (seconds in, h/s/ms/us out): :func:`duration`."""
-    return duration(v)
-
-
-def per_token(v: float) -> str:
-    """A time per token or a short wait (seconds in): :func:`duration`."""
-    return duration(v)
-
-
 def rate(v: float, unit: str, sig: int = SIG) -> str:
     """A rate with its unit: ``1,540 turns/s``."""
     return f"{number(v, sig)} {unit}"
@@ -218,6 +208,9 @@ def percent(v: float, decimals: int = 0, sign: bool = False) -> str:
     """A share as a percentage, "-" where it is not finite."""
     if not math.isfinite(v):
         return MISSING
+    if abs(v) >= EXPONENT_FROM / 100:
+        # 10^6 % and up, with an exponent; in decimal, as v x 100 overflows near 1.8e306.
+        return f"{Decimal(v) * 100:{'+' if sign else ''}.{SIG - 1}e}%"
     text = f"{v:{'+' if sign else ''}.{decimals}%}"
     # "-0%": a negative share that rounds to zero is zero.
     return text[1:] if text[0] in "+-" and not text.strip("+-0.%") else text
@@ -264,7 +257,11 @@ def interval_column(
     return cells
 
 
-def count(n: float, noun: str, fmt: str = ",") -> str:
-    """A count and its noun, singular for exactly one: "1 agent", "2,048 agents", "1.5 turns"."""
-    text = f"{n:{fmt}}" if fmt != "g" else number(n)
+def count(n: float, noun: str, sig: int | None = None) -> str:
+    """A count and its noun, singular for exactly one: "1 agent", "2,048 agents"; a mean
+    count to ``sig`` significant digits (:func:`number`), less trailing zeros: "7.6 turns",
+    "20 turns" (a count's zeros are not digits it was measured to)."""
+    text = f"{n:,}" if sig is None else number(n, sig)
+    if sig is not None and "." in text and "e" not in text:
+        text = text.rstrip("0").removesuffix(".")
     return f"{text} {noun}{'' if n == 1 else 's'}"

@@ -300,6 +300,95 @@ QUANTITIES: dict[str, Quantity] = {
     ),
     "model.num_layers": Quantity("a model's layers", "layers", "layers", 1, 10_000),
     "model.hidden_size": Quantity("a model's hidden size", "", "elements", 1, 1_000_000),
+    # issue 34, part 2: shares typed as percent, measured and published metrics (calibrate's
+    # CSV, validation cases' paper values), tolerances and standard errors.
+    "workload.turns_spread": Quantity(
+        "a spread of turns", "", "a share of 1", 0.0, 1.0, (PERCENT,), "0 <= s <= 1 of the mean"
+    ),
+    "node.cnic_collective_share": Quantity(
+        "the compute NICs' collective share",
+        "",
+        "a share of 1",
+        0.0,
+        1.0,
+        (PERCENT,),
+        "a share of each CNIC direction",
+    ),
+    # A model metric as measured (calibrate) or published (a validation case's paper value),
+    # keyed "metric." + the metric's own name (its last dotted part: "basic.jct_s" is jct_s).
+    "metric.jct_s": Quantity(
+        "a job completion time",
+        "s",
+        "seconds",
+        1e-3,
+        1e6,
+        (MS,),
+        "the paper's offline runs take 1,000 to 20,000 s (Figure 7); 11 days leaves room",
+    ),
+    "metric.ttft_s": Quantity(
+        "a saturated run's TTFT",
+        "s",
+        "seconds",
+        1e-3,
+        3600.0,
+        (MS,),
+        "about a minute of queueing in the paper's saturated runs; an hour leaves room",
+    ),
+    "metric.online_ttft_s": Quantity(
+        "an online TTFT", "s", "seconds", 1e-3, 600.0, (MS,), "as a TTFT SLO"
+    ),
+    **{
+        f"metric.{name}": Quantity(
+            what,
+            "s",
+            "seconds",
+            1e-4,
+            10.0,
+            (MS, US),
+            "30 to 50 ms in the paper (section 7.3); 0.1 ms is 10,000 tokens/s per stream",
+        )
+        for name, what in (("tpot_s", "a TPOT"), ("online_tpot_s", "an online TPOT"))
+    },
+    "metric.aps": Quantity(
+        "an agents-per-second rate", "agents/s", "agents/s", 1e-6, 1e6, (), "0.1 to 10 in the paper"
+    ),
+    **{
+        f"metric.{name}": Quantity(
+            what, "turns/s", "turns/s", 1e-6, 1e7, (), "tens to thousands in the paper"
+        )
+        for name, what in (
+            ("throughput_turns_per_s", "a throughput"),
+            ("saturated_turns_per_s", "a saturated throughput"),
+        )
+    },
+    "measured.rel_stderr": Quantity(
+        "a relative standard error",
+        "",
+        "a share of 1",
+        1e-6,
+        1.0,
+        (PERCENT,),
+        "0.05 for a value known to 5%; past 1 (100%) it weighs nothing",
+    ),
+    "validation.tolerance": Quantity(
+        "a validation case's relative tolerance",
+        "",
+        "a share of 1",
+        0.0,
+        1.0,
+        (PERCENT,),
+        "0.1 to 0.15 in the shipped cases; past 1 (100%) a case checks little",
+    ),
+    "baseline.rel_tol": Quantity(
+        "a baseline's relative tolerance",
+        "",
+        "a share of 1",
+        0.0,
+        1.0,
+        (PERCENT,),
+        "1e-6 by default; past 1 (100%) a gate checks little",
+    ),
+    # end of issue 34, part 2
     # --- AIConfigurator system files (aic import-system), in their own units ---
     "aic.gpu.mem_bw": Quantity(
         "a GPU's HBM bandwidth",
@@ -345,6 +434,13 @@ QUANTITIES: dict[str, Quantity] = {
         )
     },
 }
+
+
+def metric_key(metric: str) -> str | None:
+    """The table's key of a model metric ("basic.jct_s": ``metric.jct_s``), or None where
+    the table holds none (a ratio, a speedup: no unit to slip)."""
+    key = f"metric.{metric.rpartition('.')[2]}"
+    return key if key in QUANTITIES else None
 
 
 def explained(key: str, value: object) -> str | None:

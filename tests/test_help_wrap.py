@@ -1,8 +1,9 @@
 """``--help`` wrapped by the terminal (issue 34): at COLUMNS 60, 80 and 120, no line wider than
-the terminal, for the top-level help and every command's; at 80 and 120 no word split either
-(every word of the help is a word of the same help unwrapped). At 60 the options table leaves
-its help column some 17 characters and cuts a longer word short ("--paper-assumpt..."): not
-met yet, and tested as such (``xfail``). A plain flag shows no ``<bool>``."""
+the terminal, for the top-level help and every command's, and no word split or cut short
+(every word of the help is a word of the same help unwrapped). Below 80 columns an option's
+help goes below its name (``cli.app.STACKED_HELP_BELOW``): beside it, the help column had some
+20 characters and rich cut a longer word short ("engine.CURVE.FIELD=VALU..."). A plain flag
+shows no ``<bool>``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import typer
 from dualpath_plan.cli.app import app, load_command, main
 
 WIDTHS = (120, 80, 60)
-WHOLE_WORDS = (120, 80)
 # Box-drawing and padding: not words.
 _FRAME = re.compile(r"[\s│╭╮╰╯─┃┏┓┗┛━]+")
 
@@ -58,20 +58,23 @@ def test_help_fits_the_terminal_and_splits_no_word(
         text = _help(args, width, capsys, monkeypatch)
         wide = [line for line in text.splitlines() if len(line) > width]
         assert not wide, (width, wide[:3])
-        if width in WHOLE_WORDS:
-            split = sorted(_words(text) - whole)
-            assert not split, (width, split[:10])
-            assert "…" not in text, width
+        split = sorted(_words(text) - whole)
+        assert not split, (width, split[:10])
+        assert "…" not in text, width
 
 
-@pytest.mark.xfail(reason="rich's options table cuts long words at 60 columns", strict=False)
-def test_no_word_split_at_60_columns(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("width", [40, 59, 60, 79, 80])
+def test_no_word_split_on_either_side_of_the_stacked_layout(
+    width: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for args in COMMANDS:
+    # The top-level help and the command with the longest option names, at the widths
+    # around STACKED_HELP_BELOW and below the narrowest tested above.
+    for args in ([], ["size"], ["profiles", "show"]):
         whole = _words(_help(args, 1000, capsys, monkeypatch))
-        text = _help(args, 60, capsys, monkeypatch)
-        assert not sorted(_words(text) - whole), args
+        text = _help(args, width, capsys, monkeypatch)
+        assert not [line for line in text.splitlines() if len(line) > width], (width, args)
+        assert not sorted(_words(text) - whole), (width, args)
+        assert "…" not in text, (width, args)
 
 
 def test_plain_flags_show_no_type(

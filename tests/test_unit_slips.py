@@ -284,6 +284,110 @@ def test_the_python_api_names_the_slip(field, value, meant) -> None:
     _says(str(config_error.value), meant)
 
 
+# --- measured points, paper values, tolerances, shares as percent (issue 34, part 2) --------
+
+MEASURED_CASES = [
+    # (the row's metric, value and rel_stderr, the column named, the value meant)
+    ("tpot_s", "37.5", "", "value", "0.0375"),  # milliseconds typed for seconds
+    ("online_tpot_s", "40", "", "value", "0.04"),
+    ("ttft_s", "4000", "", "value", "4"),
+    ("online_ttft_s", "2500", "", "value", "2.5"),
+    ("jct_s", "10100000", "", "value", "10100"),
+    ("jct_s", "10100", "5", "rel_stderr", "0.05"),  # percent typed for a share of 1
+    ("throughput_turns_per_s", "4e11", "", "value", None),
+]
+
+
+@pytest.mark.parametrize(("metric", "value", "sigma", "column", "meant"), MEASURED_CASES)
+def test_a_measured_point_in_the_wrong_unit_names_the_slip(
+    cli, tmp_path, metric, value, sigma, column, meant
+) -> None:
+    path = tmp_path / "meas.csv"
+    path.write_text(
+        "metric,value,mode,prefill_nodes,decode_nodes,rel_stderr\n"
+        "jct_s,5450,dualpath,2,4,0.04\n"
+        f"{metric},{value},dualpath,2,4,{sigma or '0.04'}\n"
+    )
+    line = _one_line_error(cli("calibrate", str(path), "--node", "dualpath-hopper"))
+    assert f"{path}: line 3: field '{column}'" in line
+    _says(line, meant)
+
+
+CASE_CASES = [
+    # (a line of the case file replaced, by what, the field named, the value meant)
+    ("tolerance = 0.15", "tolerance = 15", "tolerance", "0.15"),
+    ("paper = 10100", "paper = 10100000", "paper", "10100"),  # a JCT in milliseconds
+]
+
+
+@pytest.mark.parametrize(("old", "new", "field", "meant"), CASE_CASES)
+def test_a_validation_case_field_in_the_wrong_unit_names_the_slip(
+    cli, tmp_path, old, new, field, meant
+) -> None:
+    case = (ROOT / "dualpath_plan" / "validation" / "cases" / "ablation-basic.toml").read_text()
+    assert old in case
+    (tmp_path / "slip.toml").write_text(case.replace(old, new))
+    line = _one_line_error(cli("validate", "--cases", str(tmp_path)))
+    assert "slip.toml" in line and f"field '{field}'" in line
+    _says(line, meant)
+
+
+def test_a_validation_case_paper_tpot_in_milliseconds_names_the_slip(cli, tmp_path) -> None:
+    (tmp_path / "tpot.toml").write_text(
+        'claim = "x"\nsource = "y"\nkind = "size"\nmetric = "dualpath.online_tpot_s"\n'
+        'paper = 37.5\ntolerance = 0.1\n[inputs]\nmodes = ["dualpath"]\n'
+    )
+    line = _one_line_error(cli("validate", "--cases", str(tmp_path)))
+    assert "tpot.toml" in line and "field 'paper'" in line
+    _says(line, "0.0375")
+
+
+@pytest.mark.parametrize(
+    ("where", "meant"), [("default_rel_tol", "0.05"), ("rel_tol", "0.05")], ids=str
+)
+def test_a_baseline_tolerance_in_percent_names_the_slip(cli, tmp_path, where, meant) -> None:
+    data = json.loads((ROOT / "tests" / "baseline.json").read_text())
+    data["scenarios"] = data["scenarios"][:1]
+    if where == "default_rel_tol":
+        data["default_rel_tol"] = 5
+    else:
+        first = next(iter(data["scenarios"][0]["metrics"].values()))
+        first["rel_tol"] = 5
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data))
+    line = _one_line_error(cli("check", str(path)))
+    assert str(path) in line and where in line
+    _says(line, meant)
+
+
+SHARE_CASES = [
+    ("workload.turns_spread=100", "1"),
+    ("workload.turns_spread=30", "0.3"),
+    ("node.cnic_collective_share=25", "0.25"),
+]
+
+
+@pytest.mark.parametrize(("assignment", "meant"), SHARE_CASES)
+def test_a_share_in_percent_names_the_slip(cli, assignment, meant) -> None:
+    line = _one_line_error(cli("--set", assignment, "size"))
+    assert f"field '{assignment.split('=')[0].split('.')[1]}'" in line
+    _says(line, meant)
+
+
+GRID_CASES = [
+    ("node.snic_efficiency=10:90", "0.1"),  # a range in percent
+    ("node.prefill_mfu=0.3,45", "0.45"),
+    ("workload.turns_spread=0:100:3lin", "0.5"),
+]
+
+
+@pytest.mark.parametrize(("grid", "meant"), GRID_CASES)
+def test_a_sweep_grid_in_the_wrong_unit_names_the_slip(cli, grid, meant) -> None:
+    line = _one_line_error(cli("sweep", "--grid", grid))
+    assert f"--grid {grid.split('=')[0]}" in line
+    _says(line, meant)
+
+
 # --- the table itself ----------------------------------------------------------------------
 
 
@@ -306,7 +410,7 @@ def test_every_schema_field_in_the_table_exists() -> None:
 
     for key in plausible.QUANTITIES:
         kind, dot, field = key.partition(".")
-        if dot and kind in ("gpu", "node", "storage", "workload", "model"):
+        if dot and kind in ("gpu", "node", "storage", "workload", "model", "engine"):
             assert field in schema_for(kind).model_fields, key
 
 
@@ -323,5 +427,25 @@ def test_there_are_at_least_fifty_slips() -> None:
         + 1  # a workload's trace file
         + 1  # a validation case
         + 2  # the Python API
+        + len(MEASURED_CASES)
+        + len(CASE_CASES)
+        + 1  # a validation case's TPOT
+        + 2  # a baseline's tolerances
+        + len(SHARE_CASES)
+        + len(GRID_CASES)
     )
     assert cases >= 50
+
+
+def test_every_share_field_of_a_profile_names_percent_typed() -> None:
+    # A field bounded to [0, 1] is a share: 30 typed for 0.3 is named, not just refused by the
+    # schema's bounds (workload.turns_spread=100 was, in the bounds' words only).
+    from dualpath_plan.profiles.schemas import KINDS, numeric_bounds, schema_for
+
+    for kind in KINDS:
+        schema = schema_for(kind)
+        for field in schema.model_fields:
+            bounds = numeric_bounds(schema, field)
+            if bounds is not None and bounds[0] >= 0 and bounds[1] <= 1:
+                why = plausible.explained(f"{kind}.{field}", 30)
+                assert why is not None and "did you mean 0.3 (percent" in why, (kind, field)

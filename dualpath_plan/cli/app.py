@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         with deferred_commits() as commit_outputs:
             command = typer.main.get_command(app)  # (what app() builds: built once here)
             tidy_help(command)
+            stacked_help_on_narrow_terminals()
             refuse_repeated_options(command, args)
             # Not standalone: a usage error (a bad type, an unknown option, a missing argument)
             # comes back here and is printed as one line like every other bad input.
@@ -210,6 +211,73 @@ def tidy_help(command: Any) -> None:
             p.metavar = ""
     for sub in getattr(command, "commands", {}).values():
         tidy_help(sub)
+
+
+# Below this terminal width an options table leaves its help column (what is left beside the
+# option's name and type columns: 24 characters at 60 columns) narrower than the help's longest
+# words (``engine.CURVE.FIELD=VALUE;``), which rich cut short with "…": each option is then
+# shown on a line of its own with its help below it, across the whole panel.
+STACKED_HELP_BELOW = 80
+
+
+def _stacked_options_panel(
+    *, name: str, params: list[Any], ctx: Any, markup_mode: Any, console: Any
+) -> None:
+    """typer's options panel, or below ``STACKED_HELP_BELOW`` columns the stacked layout: the
+    option's names and type on one line, its help (typer's own, with its default and
+    required notes) indented on the lines below."""
+    from rich.console import Group
+    from rich.padding import Padding
+    from rich.panel import Panel
+    from rich.text import Text
+    from typer import rich_utils
+
+    if console.width >= STACKED_HELP_BELOW:
+        _TYPER_OPTIONS_PANEL(
+            name=name, params=params, ctx=ctx, markup_mode=markup_mode, console=console
+        )
+        return
+    entries: list[Any] = []
+    for param in params:
+        if getattr(param, "param_type_name", "") == "argument":
+            names = str(getattr(param, "display_name_raw", None) or param.human_readable_name)
+        else:
+            # As typer's columns give them: long names, short names, then the --no- twins.
+            groups = [
+                [o for o in opts if o.startswith("--") == long]
+                for opts in (param.opts, param.secondary_opts)
+                for long in (True, False)
+            ]
+            names = " ".join(",".join(g) for g in groups if g)
+        head = Text(("* " if param.required else "") + names, style=rich_utils.STYLE_OPTION)
+        shown_type = getattr(param, "display_type_rich", None)
+        type_text = shown_type(ctx=ctx) if shown_type is not None else None
+        if type_text:
+            head.append(f" {type_text}", style=rich_utils.STYLE_TYPES)
+        helps = rich_utils._get_parameter_help(param=param, ctx=ctx, markup_mode=markup_mode)
+        entries += [head, Padding(helps, (0, 0, 0, 4))]
+    if entries:
+        console.print(
+            Panel(
+                Group(*entries),
+                border_style=rich_utils.STYLE_OPTIONS_PANEL_BORDER,
+                title=name,
+                title_align=rich_utils.ALIGN_OPTIONS_PANEL,
+            )
+        )
+
+
+_TYPER_OPTIONS_PANEL: Any = None
+
+
+def stacked_help_on_narrow_terminals() -> None:
+    """Route typer's options panels through :func:`_stacked_options_panel` (once)."""
+    global _TYPER_OPTIONS_PANEL
+    from typer import rich_utils
+
+    if _TYPER_OPTIONS_PANEL is None:
+        _TYPER_OPTIONS_PANEL = rich_utils._print_options_panel
+        rich_utils._print_options_panel = _stacked_options_panel  # type: ignore[assignment]
 
 
 def refuse_repeated_options(command: Any, args: list[str]) -> None:

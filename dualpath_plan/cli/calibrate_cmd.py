@@ -11,6 +11,7 @@ from rich.console import Console
 from dualpath_plan.cli.app import say
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
 from dualpath_plan.cli.options import scenario_options
+from dualpath_plan.formatting import number
 from dualpath_plan.reports import calibrate as report
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
@@ -102,7 +103,7 @@ def calibrate_cmd(
         def progress(start: int, evaluations: int, rms: float) -> None:
             status.update(
                 f"fitting: start {start} of {starts}, {evaluations} evaluations, "
-                f"RMS log error {rms:.3g}"
+                f"RMS log error {number(rms)}"
             )
 
         cal = calibrate(sc, points, fields, holdout, seed, starts, progress, spec.serving)

@@ -18,6 +18,7 @@ from dualpath_plan.cli.common import (
     stdout,
 )
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.formatting import plain
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.trend import trend
 from dualpath_plan.physics.workload import context_window_limit, workload_demand
@@ -47,7 +48,8 @@ def ratio(
         float | None,
         typer.Option(
             "--append",
-            help=f"Appended tokens per turn (default {DEFAULT_APPEND:g}; not with --workload).",
+            help=f"Appended tokens per turn (default {plain(DEFAULT_APPEND)}; not with "
+            "--workload).",
             show_default=False,
         ),
     ] = None,

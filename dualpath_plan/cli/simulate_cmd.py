@@ -21,6 +21,7 @@ from dualpath_plan.cli.common import (
 from dualpath_plan.cli.options import given_flags, scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import AtomicWriter
+from dualpath_plan.formatting import plain
 from dualpath_plan.outcomes.simulation import (
     SIM_SCHEDULERS,
     SimConfig,
@@ -108,7 +109,7 @@ def _compare(sc: Scenario, r: SimResult, slo: ServingConfig) -> report.Analytica
         value(p.ttft_s),
         value(p.tpot_s),
         value(p.agent_jct_s),
-        f"size --aps {c.aps:g} {what}",
+        f"size --aps {plain(c.aps)} {what}",
         caveats,
     )
 

@@ -39,6 +39,7 @@ import numpy as np
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import MAX_AIC_CSV_BYTES, MAX_AIC_ROWS, iter_csv_rows, number, read_text
+from dualpath_plan.formatting import number as figure
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import IO_LINKS, LINK_TABLE, PathOptions
@@ -168,7 +169,7 @@ class AicCheck:
 
 
 def _seq(v: float) -> str:
-    return "unbounded" if math.isinf(v) else f"{v:.3g}" if v < 10 else f"{v:,.1f}"
+    return "unbounded" if math.isinf(v) else figure(v) if v < 10 else f"{v:,.1f}"
 
 
 def _schema(header: list[str], source: str) -> Schema:

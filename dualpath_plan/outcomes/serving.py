@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
-from dualpath_plan.formatting import plain
+from dualpath_plan.formatting import number, plain
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
 from dualpath_plan.outcomes.online import OnlineAps, online_aps, online_aps_each, online_queue
 from dualpath_plan.physics import model as phys
@@ -669,7 +669,7 @@ def unreachable_reason(o: ModeOutcome, cfg: ServingConfig, named: bool = True) -
     if not (math.isfinite(o.online_ttft_s) and math.isfinite(o.online_tpot_s)):
         return (
             f"{o.mode if named else 'it'} sustains almost no turns ({o.bottleneck} binds at "
-            f"{o.saturated_turns_per_s:.3g} turns/s)"
+            f"{number(o.saturated_turns_per_s)} turns/s)"
         )
     return (
         f"{f'in {o.mode} ' if named else ''}even one agent sees TTFT {o.online_ttft_s:.2f} s (SLO "

@@ -20,7 +20,9 @@ from typing import Any, cast
 
 import numpy as np
 
+from dualpath_plan import plausible
 from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.formatting import plain
 from dualpath_plan.memo import KeyedMemo
 from dualpath_plan.outcomes.objectives import (
     OBJECTIVE_TABLE,
@@ -263,15 +265,24 @@ def parse_axis(text: str) -> Axis:
             raise PlanInputError(
                 f"--grid {name}: a whole-number field, got {fractional[0]:g}", field="--grid"
             )
-    # The field's own range, said before any work (and naming --grid, not the profile).
+    # The field's own range and what the quantity plausibly is (plausible.py: the slip named,
+    # "10: did you mean 0.1 (percent typed for a share of 1)?"), said before any work (and
+    # naming --grid, not the profile).
     bounds = numeric_bounds(schema_for(kind), fname)
-    if bounds is not None:
-        low, high = bounds
-        bad = np.flatnonzero(~((low <= values) & (values <= high)))
-        if bad.size:
+    low, high = bounds if bounds is not None else (-math.inf, math.inf)
+    ok = (low <= values) & (values <= high)
+    quantity = plausible.QUANTITIES.get(name)
+    if quantity is not None:
+        ok &= (quantity.low <= values) & (values <= quantity.high)
+    for v in values[~ok][:1].tolist():
+        inside = low <= v <= high
+        why = plausible.problem(name, v) if inside else plausible.explained(name, v)
+        if why is not None:
+            raise PlanInputError(f"--grid {name}: {why}", field="--grid")
+        if not inside:
             raise PlanInputError(
-                f"--grid {name}: {values[bad[0]]:g} is outside the field's range "
-                f"[{low:g}, {high:g}]",
+                f"--grid {name}: {plain(v)} is outside the field's range "
+                f"[{plain(low)}, {plain(high)}]",
                 field="--grid",
             )
     return Axis(name, values)

@@ -56,8 +56,15 @@ def show_payload(profile: ProfileBase, derived: list[Derived], origin: str) -> d
 
 
 def _value(value: object) -> str:
-    """A field as stored: a float with all its digits, written out (0.00004023, not 4.023e-05)."""
-    return plain(value, None) if isinstance(value, float) else str(value)
+    """A field as stored: a float with all its digits, written out (0.00004023, not 4.023e-05),
+    inside an engine's curves and lists too (their repr said 'launch_s': 3.831e-06)."""
+    if isinstance(value, float):
+        return plain(value, None)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    return str(value)
 
 
 def render_show(profile: ProfileBase, derived: list[Derived], console: Console) -> None:

@@ -23,7 +23,15 @@ from rich.table import Table
 from dualpath_plan import __version__
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import atomic_write
-from dualpath_plan.formatting import column, count, interval_text, number, plain, with_interval
+from dualpath_plan.formatting import (
+    column,
+    count,
+    fixed,
+    interval_text,
+    number,
+    plain,
+    with_interval,
+)
 from dualpath_plan.outcomes.recommend import Candidate, PhasePlan, RecommendReport, score
 from dualpath_plan.outcomes.serving import ModeOutcome
 from dualpath_plan.outcomes.uncertainty import Interval
@@ -89,9 +97,9 @@ def nice_ticks(vmax: float, count: int = 5) -> list[float]:
 
 
 def tick_label(v: float, step: float) -> str:
-    if step >= 1:
-        return f"{v:,.0f}"
-    return f"{v:.{max(0, -math.floor(math.log10(step) + 1e-12))}f}"
+    """A tick's label through the one formatter: every tick with the decimals of the step
+    between them (a step of 0.05: "0.10", "0.15"), grouped, no exponent."""
+    return fixed(v, 0 if step >= 1 else -math.floor(math.log10(step) + 1e-12))
 
 
 def inputs_lines(r: RecommendReport) -> list[str]:

@@ -13,6 +13,7 @@ from rich.table import Table
 from dualpath_plan.formatting import (
     BYTE_UNITS,
     RATE_UNITS,
+    SIG,
     column,
     count,
     durations,
@@ -143,14 +144,14 @@ def workload_text(sc: Scenario) -> str:
     if sc.workload.trace_file:
         # The trace's own means, not the profile's: the model runs on the trace.
         return (
-            f"trace {sc.workload.trace_file}: {count(counts.mean, 'turn', '.4g')}, longest "
+            f"trace {sc.workload.trace_file}: {count(counts.mean, 'turn', 4)}, longest "
             f"{plain(counts.longest)}, {d.mean(d.context_tokens):,.0f} prompt tokens, "
-            f"{d.mean(d.generated_tokens):.4g} generated"
+            f"{number(d.mean(d.generated_tokens), 4)} generated"
         )
     w = sc.workload
     spread = f" ±{w.turns_spread:.0%}" if w.turns_spread else ""
     return (
-        f"{count(counts.mean, 'turn', 'g')}{spread}, {w.context_tokens:,.0f} context, "
+        f"{count(counts.mean, 'turn', SIG)}{spread}, {w.context_tokens:,.0f} context, "
         f"{plain(w.append_tokens)} appended, {plain(w.generated_tokens)} generated"
     )
 

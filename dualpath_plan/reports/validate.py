@@ -8,9 +8,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dualpath_plan.formatting import number, percent, plain
 from dualpath_plan.reports.provenance import efficiency_payload
 from dualpath_plan.scenario.provenance import Efficiencies
 from dualpath_plan.validation import Accuracy, CaseResult
+
+# The model's value beside the paper's: 4 significant digits, one more than a report's
+# default, so that an error of a few tenths of a percent shows in the figures too.
+MODEL_DIGITS = 4
 
 
 def _summary(results: list[CaseResult]) -> str:
@@ -81,8 +86,9 @@ def validate_markdown(
     for r in results:
         lines.append(
             f"| {r.case.id} | {r.case.case_class} | {r.case.claim} | {r.case.source} "
-            f"| {r.case.paper:.4g} "
-            f"| {r.model:.4g} | {r.error:+.1%} | {r.case.tolerance:.0%} | "
+            f"| {plain(r.case.paper)} "
+            f"| {number(r.model, MODEL_DIGITS)} | {percent(r.error, 1, sign=True)} | "
+            f"{percent(r.case.tolerance)} | "
             f"{r.status}{' (' + r.case.known_gap + ')' if r.case.known_gap else ''} |"
         )
     return "\n".join([*lines, "", _summary(results)])
@@ -112,10 +118,10 @@ def render_validate(
             escape(r.case.id),
             r.case.case_class,
             escape(r.case.claim),
-            f"{r.case.paper:.4g}",
-            f"{r.model:.4g}",
-            f"{r.error:+.1%}",
-            f"{r.case.tolerance:.0%}",
+            plain(r.case.paper),
+            number(r.model, MODEL_DIGITS),
+            percent(r.error, 1, sign=True),
+            percent(r.case.tolerance),
             f"[{style}]{r.status}[/{style}]",
         )
     console.print(table)

@@ -14,8 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
 
+from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError, echoed_input
 from dualpath_plan.files import MAX_CASE_BYTES, load_toml
 from dualpath_plan.profiles.registry import Registry
@@ -39,12 +48,22 @@ class Case(BaseModel):
     # The paper's value: positive (errors are relative to it) and within the range any
     # quantity of the model can take, so model / paper is finite.
     paper: float = Field(ge=1e-9, le=1e12, allow_inf_nan=False)
-    # Relative, at most 100 (10,000%): beyond it a case checks nothing, and its % overflowed.
+    # Relative, at most 100 (10,000%): beyond it a case checks nothing, and its % overflowed;
+    # past 1 (100%) a percent typed for a share (plausible.py, ``validation.tolerance``).
     tolerance: float = Field(ge=0, le=100, allow_inf_nan=False)
     note: StrictStr = ""
     known_gap: StrictStr = ""
     inputs: dict[str, Any] = Field(default_factory=dict)
     _source: str = PrivateAttr(default="")  # the file it was read from
+
+    @field_validator("tolerance", mode="before")
+    @classmethod
+    def _tolerance_plausible(cls, value: float) -> float:
+        """A tolerance of 15 (percent typed for a share: 1,500%) passes every case."""
+        why = plausible.problem("validation.tolerance", value)
+        if why is not None:
+            raise ValueError(why)
+        return value
 
     @property
     def source_file(self) -> str:
@@ -102,9 +121,15 @@ def load_cases(extra_dirs: list[Path] | None = None) -> list[Case]:
             except ValidationError as exc:
                 err = exc.errors()[0]
                 loc = ".".join(str(p) for p in err["loc"])
-                msg = err["msg"]
+                msg = str(err["msg"]).removeprefix("Value error, ")  # our own checks' words
                 msg += echoed_input(err)
                 raise PlanInputError(msg, source=source, field=loc) from None
+            # A paper value in the metric's unit (a TPOT in seconds, not 37.5 milliseconds),
+            # where the metric's name says its unit.
+            paper_key = plausible.metric_key(case.metric)
+            slip = plausible.problem(paper_key, case.paper) if paper_key is not None else None
+            if slip is not None:
+                raise PlanInputError(slip, source=source, field="paper")
             parse_inputs(case.kind, case.inputs, source=source)
             case._source = source
             cases[path.stem] = case

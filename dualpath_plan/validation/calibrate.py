@@ -176,6 +176,9 @@ def load_points(path: Path) -> list[Point]:
             low=MIN_MAGNITUDE,
             high=MAX_MAGNITUDE,
             what="a measured value",
+            # A TPOT of 37.5 (milliseconds typed for seconds) fitted the model to a token
+            # every 37 s: the metric's plausible range names the slip.
+            quantity=plausible.metric_key(r["metric"]),
         )
         counts = {"agents": str(DEFAULT_SPEC.agents)} if not (r.get("agents") or "").strip() else {}
         p, d, agents = (
@@ -206,6 +209,7 @@ def load_points(path: Path) -> list[Point]:
                 low=1e-6,
                 high=10.0,
                 what="a relative standard error",
+                quantity="measured.rel_stderr",  # 5 for 5%: did you mean 0.05?
             )
             if text
             else None

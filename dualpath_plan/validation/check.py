@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from xml.etree import ElementTree as ET
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -29,6 +30,7 @@ from pydantic import (
     field_validator,
 )
 
+from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError, echoed_input
 from dualpath_plan.files import MAX_BASELINE_BYTES, load_json, xml_text
 from dualpath_plan.profiles.registry import Registry
@@ -108,7 +110,7 @@ def load_baseline(path: Path) -> dict[str, Any]:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-        msg = re.sub(r" or instance of \w+", "", err["msg"])
+        msg = re.sub(r" or instance of \w+", "", err["msg"]).removeprefix("Value error, ")
         msg += echoed_input(err)
         raise PlanInputError(msg, source=source, field=loc.lstrip(".") or "(top level)") from None
     if not data["scenarios"]:
@@ -142,7 +144,19 @@ def scenario_workloads(data: dict[str, Any], registry: Registry) -> list[str]:
 
 # Checks of a baseline's shape (load_baseline); the data itself stays plain JSON.
 _Finite = Annotated[float, Strict(), Field(allow_inf_nan=False)]
-_Tolerance = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
+
+
+def _plausible_tolerance(value: float) -> float:
+    """A tolerance of 5 (percent typed for a share: 500%) passes every regression."""
+    why = plausible.problem("baseline.rel_tol", value)
+    if why is not None:
+        raise ValueError(why)
+    return value
+
+
+_Tolerance = Annotated[
+    float, Strict(), Field(ge=0, allow_inf_nan=False), AfterValidator(_plausible_tolerance)
+]
 _Id = Annotated[StrictStr, Field(max_length=200)]
 
 
