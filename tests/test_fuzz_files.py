@@ -277,8 +277,11 @@ def _wait_for_temp(directory: Path, proc: subprocess.Popen[bytes]) -> None:
     "sig",
     [signal.SIGKILL, signal.SIGINT, signal.SIGTERM]
     # issue 35: these left 135 to 234 MB of temporary file; now they unwind as SIGTERM does
-    + [getattr(signal, n) for n in ("SIGHUP", "SIGQUIT", "SIGUSR1") if hasattr(signal, n)],
-)
+    + [getattr(signal, n) for n in ("SIGHUP", "SIGQUIT", "SIGUSR1") if hasattr(signal, n)]
+    # and these too (a trial: SIGALRM, SIGXCPU from a CPU-time limit, SIGVTALRM, SIGPROF)
+    + [getattr(signal, n) for n in ("SIGALRM", "SIGXCPU", "SIGVTALRM", "SIGPROF", "SIGRTMIN")
+       if hasattr(signal, n)],
+)  # fmt: skip
 def test_killed_sweep_keeps_previous_out_file(tmp_path, sig) -> None:
     out = tmp_path / "f.csv"
     out.write_text(PREVIOUS)
