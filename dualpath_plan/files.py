@@ -49,6 +49,29 @@ MAX_PROFILE_BYTES = 1 << 20
 # The most digits a number may have in any input: Python converts no longer integer text
 # (sys.get_int_max_str_digits), and no quantity here needs a thousandth of it.
 MAX_NUMBER_DIGITS = 4300
+# Integers of more bits than this are beyond any float (the largest double is about 1.8e308,
+# under 2^1024): from 310 to 4,300 digits they parsed, then failed where a float was made of
+# them (OverflowError, an internal error). Refused where they are read (huge_integer).
+MAX_INTEGER_BITS = 1024
+
+
+def huge_integer(value: object) -> str | None:
+    """Why ``value`` is refused if it is an integer beyond any float, else None."""
+    if type(value) is not int or value.bit_length() <= MAX_INTEGER_BITS:
+        return None
+    digits = len(str(abs(value)))  # at most MAX_NUMBER_DIGITS: the parser took it
+    return f"expected a finite number, got an integer of {digits:,} digits (beyond any float)"
+
+
+def too_many_digits(exc: ValueError) -> str | None:
+    """The message for Python's refusal of an integer of more than MAX_NUMBER_DIGITS digits
+    ("Exceeds the limit (4300 digits) for integer string conversion...; use
+    sys.set_int_max_str_digits()": advice for a programmer), else None."""
+    if "integer string conversion" not in str(exc):
+        return None
+    return f"a number of more than {MAX_NUMBER_DIGITS:,} digits"
+
+
 # A validation case is a dozen lines; the same bound as a profile.
 MAX_CASE_BYTES = 1 << 20
 # A baseline records about 1.5 KB per scenario; 16 MiB is ten thousand scenarios, more than a
@@ -123,6 +146,7 @@ __all__ = [
     "atomic_write",
     "check_toml_nesting",
     "check_values",
+    "huge_integer",
     "iter_csv_rows",
     "iter_jsonl_objects",
     "iter_jsonl_stream",
@@ -325,6 +349,9 @@ def check_values(
                 line=line,
                 field=_path_text(path),
             )
+        huge = huge_integer(value)
+        if huge is not None:
+            raise PlanInputError(huge, source=source, line=line, field=_path_text(path))
         if isinstance(value, dict):
             for k in value:
                 if isinstance(k, str) and _SURROGATE.search(k):
@@ -475,7 +502,8 @@ def parse_json(text: str, *, source: str, line: int | None = None, walk: bool = 
                 f"not JSON: {exc.msg} (column {exc.colno})", source=source, line=line
             ) from None
         except (ValueError, RecursionError) as exc:
-            raise PlanInputError(f"not JSON: {exc}", source=source, line=line) from None
+            why = too_many_digits(exc) if isinstance(exc, ValueError) else None
+            raise PlanInputError(why or f"not JSON: {exc}", source=source, line=line) from None
     stripped = _strip_json_strings(text)
 
     def line_of(offset: int) -> int:
@@ -495,7 +523,8 @@ def parse_json(text: str, *, source: str, line: int | None = None, walk: bool = 
             line=line if line is not None else exc.lineno,
         ) from None
     except ValueError as exc:  # an integer of more digits than Python converts
-        raise PlanInputError(f"not JSON: {exc}", source=source, line=line) from None
+        why = too_many_digits(exc)
+        raise PlanInputError(why or f"not JSON: {exc}", source=source, line=line) from None
     except RecursionError:  # not reached after the check above; never a traceback regardless
         raise PlanInputError("not JSON: nested too deeply", source=source, line=line) from None
     check_values(data, source=source, line=line)

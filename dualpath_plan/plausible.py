@@ -361,4 +361,8 @@ def problem(key: str, value: object) -> str | None:
     quantity = QUANTITIES.get(key)
     if quantity is None or isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return quantity.problem(float(value))
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any float: the readers' finiteness check says so
+        return None
+    return quantity.problem(number)

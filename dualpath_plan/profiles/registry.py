@@ -37,6 +37,7 @@ from dualpath_plan.files import (
     MAX_PROFILE_BYTES,
     AtomicGroup,
     check_toml_nesting,
+    huge_integer,
     load_toml,
     refuse_inputs,
 )
@@ -364,6 +365,9 @@ def parse_assignment(text: str) -> tuple[str, str, Any]:
         ) from None
     if value_text.lower() in ("nan", "+nan", "-nan", "inf", "+inf", "-inf"):
         value = float(value_text)
+    huge = huge_integer(value)
+    if huge is not None:
+        raise PlanInputError(huge, field=f"{kind}.{name}")
     if isinstance(value, int | float) and not isinstance(value, bool):
         digits = value_text.lstrip("+-").lower()
         if digits.startswith(("0x", "0o", "0b")) or "_" in digits:

@@ -1,0 +1,83 @@
+"""Issue 35, a second adversarial trial of the CLI: each input here was an internal error, a
+silent misreading or an absurd number printed. Each is now a one-line ``error:`` naming the
+flag, file or field, exit 2 (or a run that says what it did)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+NODE = ROOT / "hardware_profiles" / "node" / "dgx-h200.toml"
+
+
+def one_line_error(result, *says: str) -> None:
+    """Exit 2, one ``error:`` line on stderr saying each of ``says``, no internal error."""
+    assert result.code == 2, (result.code, result.err)
+    assert result.err.startswith("error: "), result.err
+    assert len(result.err.strip().splitlines()) == 1, result.err
+    assert "internal error" not in result.err
+    for text in says:
+        assert text in result.err, result.err
+
+
+def _profile_with(tmp_path: Path, key: str, value: str) -> Path:
+    """A copy of the dgx-h200 node profile with ``key = value``, in a --profiles folder."""
+    lines = [f"{key} = {value}" if line.startswith(f"{key} ") else line
+             for line in NODE.read_text().splitlines()]  # fmt: skip
+    assert f"{key} = {value}" in lines
+    (tmp_path / "node").mkdir(exist_ok=True)
+    (tmp_path / "node" / "dgx-h200.toml").write_text("\n".join(lines) + "\n")
+    return tmp_path
+
+
+# --- 2. integers beyond a float (310 to 4,300 digits) ---------------------------------------
+
+
+@pytest.mark.parametrize("field", ["snic_gbit_s", "snic_count"])
+@pytest.mark.parametrize("digits", [310, 400, 4300])
+def test_an_integer_beyond_any_float_in_set_names_the_field(cli, field, digits) -> None:
+    # OverflowError: int too large to convert to float (an internal error, exit 1).
+    result = cli("size", "--set", f"node.{field}={'1' * digits}")
+    one_line_error(result, f"node.{field}", "finite")
+
+
+@pytest.mark.parametrize("digits", [310, 4300])
+def test_an_integer_beyond_any_float_in_a_profile_names_file_and_field(
+    cli, tmp_path, digits
+) -> None:
+    folder = _profile_with(tmp_path, "snic_gbit_s", "7" * digits)
+    result = cli("size", "--profiles", str(folder), "--node", "dgx-h200")
+    one_line_error(result, "dgx-h200.toml", "snic_gbit_s", "finite")
+
+
+def test_a_baseline_number_of_5000_digits_says_so_plainly(cli, tmp_path) -> None:
+    # It said "Exceeds the limit (4300 digits) for integer string conversion ...; use
+    # sys.set_int_max_str_digits() to increase the limit": Python's advice, not the user's.
+    baseline = tmp_path / "b.json"
+    baseline.write_text('{"version": 1, "default_rel_tol": ' + "9" * 5000 + ', "scenarios": []}')
+    result = cli("check", str(baseline))
+    one_line_error(result, str(baseline), "4,300 digits")
+    assert "set_int_max_str_digits" not in result.err
+
+
+# --- 3. grid counts --------------------------------------------------------------------------
+
+
+def test_a_grid_count_of_5000_digits_is_one_line(cli) -> None:
+    # ValueError: Exceeds the limit (4300 digits) for integer string conversion (exit 1).
+    result = cli("sweep", "--grid", f"P=1:400:{'9' * 5000}lin")
+    one_line_error(result, "--grid", "too many")
+    assert "set_int_max_str_digits" not in result.err
+
+
+def test_an_absurd_grid_is_refused_whatever_max_points_says(cli) -> None:
+    # 10^18 points were refused with "raise --max-points to run it", and --max-points 10^30
+    # then let it start: years of work.
+    axes = ["--grid", "P=1:1000000", "--grid", "D=1:1000000", "--grid", "agents=1:1000000"]
+    result = cli("sweep", *axes)
+    one_line_error(result, "--grid")
+    assert "raise --max-points" not in result.err
+    result = cli("sweep", *axes, "--max-points", "1" + "0" * 30)
+    one_line_error(result, "--max-points")
