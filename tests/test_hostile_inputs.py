@@ -81,3 +81,31 @@ def test_an_absurd_grid_is_refused_whatever_max_points_says(cli) -> None:
     assert "raise --max-points" not in result.err
     result = cli("sweep", *axes, "--max-points", "1" + "0" * 30)
     one_line_error(result, "--max-points")
+
+
+# --- 5. flags of runs: what any run plausibly asks -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "flag", "says"),
+    [
+        # milliseconds typed for an hour: 42 days of arrivals simulated
+        (("simulate", "--aps", "0.1", "--duration", "3600000"), "--duration", "did you mean 3600"),
+        (("simulate", "--aps", "0.1", "--warmup", "3600000"), "--warmup", "did you mean 3600"),
+        # printed "mean over 2.78e+304 h windows"
+        (("simulate", "--agents", "16", "--window", "1e308"), "--window", "window"),
+        (("simulate", "--aps", "1e-9"), "--aps", "agents/s"),
+        # searched for 1e308 agents/s up to --max-nodes
+        (("size", "--target-aps", "1e308"), "--target-aps", "agents/s"),
+        # printed rows of APS 0
+        (("size", "--aps", "5e-324"), "--aps", "agents/s"),
+        (("size", "--aps-curve", "0:1e9:5"), "--aps-curve", "agents/s"),
+    ],
+)
+def test_implausible_run_flags_are_refused_naming_the_flag(cli, args, flag, says) -> None:
+    one_line_error(cli(*args), flag, says)
+
+
+def test_plausible_run_flags_run(cli) -> None:
+    assert cli("size", "--aps", "0.1").code == 0
+    assert cli("simulate", "--agents", "8", "--window", "3600").code == 0
