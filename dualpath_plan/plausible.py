@@ -378,8 +378,8 @@ QUANTITIES: dict[str, Quantity] = {
         "2P4D H800 nodes serve 0.16 to 0.31 agents/s of paper-64k (size's default); 10^6 is "
         "millions of such nodes, 10^-6 one agent in 11 days (printed as 0 below)",
     ),
-    "mooncake.median_gap_ms": Quantity(
-        "the median gap between a Mooncake trace's requests",
+    "mooncake.request_gap_ms": Quantity(
+        "the gap between a Mooncake trace's requests",
         "ms",
         "milliseconds",
         1.0,

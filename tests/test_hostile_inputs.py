@@ -4,6 +4,7 @@ flag, file or field, exit 2 (or a run that says what it did)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,57 @@ def test_implausible_run_flags_are_refused_naming_the_flag(cli, args, flag, says
 def test_plausible_run_flags_run(cli) -> None:
     assert cli("size", "--aps", "0.1").code == 0
     assert cli("simulate", "--agents", "8", "--window", "3600").code == 0
+
+
+# --- 4. a Mooncake trace's clock -----------------------------------------------------------
+
+MOONCAKE = ROOT / "tests" / "data" / "traces" / "mooncake_synthetic_trace.jsonl"
+SHARED_MOONCAKE = ROOT.parent / "shared" / "fixtures" / "traces" / "mooncake_synthetic_trace.jsonl"
+
+
+def _mooncake_rows() -> list[dict]:
+    return [json.loads(line) for line in MOONCAKE.read_text().splitlines() if line.strip()]
+
+
+def _write_rows(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("scale", "says"),
+    [
+        (1e-3, "did you mean 175 (seconds typed for milliseconds)"),
+        (1e3, "did you mean 175 (microseconds typed for milliseconds)"),
+        # whole seconds: most requests at the time of the one before (a median gap of 0)
+        (None, "seconds typed for milliseconds"),
+    ],
+)
+def test_a_mooncake_clock_in_the_wrong_unit_is_named(cli, tmp_path, scale, says) -> None:
+    # Accepted silently: an arrival rate 1,000 times off.
+    rows = [
+        {**r, "timestamp": r["timestamp"] // 1000 if scale is None else r["timestamp"] * scale}
+        for r in _mooncake_rows()
+    ]
+    trace = _write_rows(tmp_path / "t.jsonl", rows)
+    result = cli("workload", "import", str(trace), "--format", "mooncake")
+    one_line_error(result, str(trace), "'timestamp'", says)
+
+
+def test_a_mooncake_trace_out_of_order_is_refused_naming_the_line(cli, tmp_path) -> None:
+    # Its hits are counted in the file's order, which a Mooncake trace gives as the arrival
+    # order: out of order, it was accepted and the hits counted in another order.
+    rows = _mooncake_rows()
+    rows[10], rows[11] = rows[11], rows[10]
+    trace = _write_rows(tmp_path / "t.jsonl", rows)
+    result = cli("workload", "import", str(trace), "--format", "mooncake")
+    one_line_error(result, str(trace), "line 12", "'timestamp'", "line 11", "sort it")
+
+
+@pytest.mark.parametrize("trace", [MOONCAKE, SHARED_MOONCAKE])
+def test_the_public_mooncake_traces_still_import(cli, trace) -> None:
+    if not trace.exists():
+        pytest.skip(f"{trace} is not here")
+    result = cli("workload", "import", str(trace), "--format", "mooncake", "--json")
+    assert result.code == 0, result.err
+    assert result.json()["arrival_rate_per_s"] == pytest.approx(3992 / 1022.025)
