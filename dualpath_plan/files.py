@@ -146,6 +146,7 @@ __all__ = [
     "atomic_write",
     "check_toml_nesting",
     "check_values",
+    "has_toml_comment",
     "huge_integer",
     "iter_csv_rows",
     "iter_jsonl_objects",
@@ -412,6 +413,11 @@ def check_toml_nesting(text: str, *, source: str) -> None:
     _bracket_depth_ok(stripped, source=source)
     if stripped.count(".") > MAX_NESTING_DEPTH and _DOTTED_KEY.search(stripped):
         raise PlanInputError(f"a dotted key of more than {MAX_NESTING_DEPTH} parts", source=source)
+
+
+def has_toml_comment(text: str) -> bool:
+    """Whether TOML text holds a comment (a ``#`` outside its strings)."""
+    return any(m.group().startswith("#") for m in _TOML_STRINGS.finditer(text))
 
 
 def parse_toml(text: str, *, source: str) -> dict[str, Any]:

@@ -164,3 +164,35 @@ def test_the_public_mooncake_traces_still_import(cli, trace) -> None:
     result = cli("workload", "import", str(trace), "--format", "mooncake", "--json")
     assert result.code == 0, result.err
     assert result.json()["arrival_rate_per_s"] == pytest.approx(3992 / 1022.025)
+
+
+# --- 6. ids, unused overrides, comments in --set ---------------------------------------------
+
+
+@pytest.mark.parametrize("flag", ["--storage", "--gpu", "--engine", "--prefill-node", "--model"])
+def test_an_empty_profile_id_is_refused(cli, flag) -> None:
+    # --storage '' ran with no storage limit; --gpu '' and --engine '' with the nodes' own.
+    one_line_error(cli("size", flag, ""), flag, "empty")
+
+
+@pytest.mark.parametrize(
+    ("args", "setting", "says"),
+    [
+        ((), "engine.attention_decode.launch_s=0.001", "no engine profile"),
+        (("--storage", "none"), "storage.aggregate_read_gbyte_s=100", "--storage none"),
+    ],
+)
+def test_a_set_the_run_never_reads_is_a_warning(cli, args, setting, says) -> None:
+    # Dropped silently: the run printed its report as if the override applied.
+    result = cli("size", *args, "--set", setting)
+    assert result.code == 0, result.err
+    assert result.err.startswith("warning: --set ") and says in result.err, result.err
+    assert setting.partition("=")[0] in result.err and "set nothing" in result.err
+    used = cli("size", "--set", "storage.aggregate_read_gbyte_s=100")
+    assert used.code == 0 and "warning" not in used.err
+
+
+@pytest.mark.parametrize("value", ["200 # note", "200#", "[1, 2] # two"])
+def test_a_set_value_with_a_comment_is_refused(cli, value) -> None:
+    # 'x=200 # note' was taken as 200, the rest dropped.
+    one_line_error(cli("size", "--set", f"node.snic_gbit_s={value}"), "node.snic_gbit_s", "comment")
