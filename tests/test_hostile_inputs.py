@@ -196,3 +196,76 @@ def test_a_set_the_run_never_reads_is_a_warning(cli, args, setting, says) -> Non
 def test_a_set_value_with_a_comment_is_refused(cli, value) -> None:
     # 'x=200 # note' was taken as 200, the rest dropped.
     one_line_error(cli("size", "--set", f"node.snic_gbit_s={value}"), "node.snic_gbit_s", "comment")
+
+
+# --- 7. numbers in decimal digits; ids that are ids --------------------------------------------
+
+AIC_H200 = ROOT / "tests" / "data" / "aic" / "h200_sxm.yaml"
+NODE_FLAGS = ("--snic-count", "1", "--snic-gbit-s", "400", "--dram-gbyte", "2048",
+              "--dram-gbyte-s", "500", "--cnic-count", "8", "--release-year", "2024")  # fmt: skip
+
+
+def test_a_trace_number_with_a_digit_separator_is_refused(cli, tmp_path) -> None:
+    # float() read '1_000' as 1000.
+    trace = tmp_path / "t.csv"
+    trace.write_text("trajectory_id,append_tokens,generated_tokens\na,1_000,10\n")
+    result = cli("workload", "import", str(trace), "--format", "csv")
+    one_line_error(result, str(trace), "line 2", "'append_tokens'", "decimal digits")
+
+
+@pytest.mark.parametrize("value", ["0x190", "4_00", "0o620", "4_00.0"])
+def test_a_profile_number_not_in_decimal_digits_is_refused(cli, tmp_path, value) -> None:
+    # TOML reads 0x190 and 4_00 as 400; the README promises decimal numbers.
+    folder = _profile_with(tmp_path, "snic_gbit_s", value)
+    result = cli("size", "--profiles", str(folder), "--node", "dgx-h200")
+    one_line_error(result, "dgx-h200.toml", "'snic_gbit_s'", "decimal digits", value)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        ("num_gpus_per_node: 8", "num_gpus_per_node: 0x8", "node.num_gpus_per_node"),
+        ("mem_bw: 4800000000000", "mem_bw: 4_800_000_000_000", "gpu.mem_bw"),
+        ("num_gpus_per_node: 8", "num_gpus_per_node: 010", "node.num_gpus_per_node"),  # octal
+        ("power: 700", "power: 11:40", "gpu.power"),  # sexagesimal: 700
+    ],
+)
+def test_an_aiconfigurator_number_not_in_decimal_digits_is_refused(
+    cli, tmp_path, old, new, field
+) -> None:
+    text = AIC_H200.read_text()
+    assert old in text
+    system = tmp_path / "sys.yaml"
+    system.write_text(text.replace(old, new, 1))
+    result = cli("aic", "import-system", str(system), *NODE_FLAGS, "--out", str(tmp_path / "o"))
+    one_line_error(result, str(system), f"'{field}'", "decimal digits")
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_quoted_trajectory_id_over_a_line_break_is_refused(cli, tmp_path) -> None:
+    # '"a<newline>b"' became the id 'ab', silently.
+    trace = tmp_path / "t.csv"
+    trace.write_text('trajectory_id,append_tokens,generated_tokens\n"a\nb",100,10\nc,5,1\n')
+    result = cli("workload", "import", str(trace), "--format", "csv")
+    one_line_error(result, str(trace), "from line 2", "line break")
+
+
+def test_a_trajectory_id_with_a_control_character_is_refused(tmp_path) -> None:
+    from dualpath_plan.errors import PlanInputError
+    from dualpath_plan.physics.workload import load_trace
+
+    trace = tmp_path / "t.jsonl"
+    rows = [{"trajectory_id": "a\x01b", "append_tokens": 100, "generated_tokens": 10}]
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(PlanInputError, match="printable id") as err:
+        load_trace(trace)
+    assert "line 1" in str(err.value) and "trajectory_id" in str(err.value)
+
+
+def test_a_baseline_scenario_without_an_id_is_refused(cli, tmp_path) -> None:
+    baseline = tmp_path / "b.json"
+    scenario = {"id": " ", "kind": "ratio", "inputs": {"model": "deepseek-v3.2"}}
+    baseline.write_text(json.dumps({"version": 1, "scenarios": [scenario]}))
+    result = cli("check", str(baseline))
+    one_line_error(result, str(baseline), "scenarios[0].id", "empty")
+    assert "Value error" not in result.err

@@ -49,7 +49,7 @@ from dualpath_plan.files import (
     number,
     rows_read,
 )
-from dualpath_plan.physics.workload import TRACE_COLUMNS, load_trace
+from dualpath_plan.physics.workload import TRACE_COLUMNS, load_trace, session_id
 from dualpath_plan.plausible import QUANTITIES
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
 
@@ -68,7 +68,6 @@ BURSTGPT_ASSUMPTION = (
     "BurstGPT has no block hashes: assumed that the session's previous prompt and response are "
     "cached, hit = min(previous request tokens + previous response tokens, request tokens - 1)"
 )
-MAX_SESSION_ID_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -201,25 +200,6 @@ def _hash_ids(
     return value
 
 
-def _session_id(value: object, *, source: str, line: int | None, field: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise PlanInputError(
-            f"expected a string or a whole number, got {value!r}",
-            source=source,
-            line=line,
-            field=field,
-        )
-    text = str(value)
-    if not text.strip() or not text.isprintable() or len(text) > MAX_SESSION_ID_CHARS:
-        raise PlanInputError(
-            f"expected a printable id of 1 to {MAX_SESSION_ID_CHARS} characters, got {text!r}",
-            source=source,
-            line=line,
-            field=field,
-        )
-    return text
-
-
 def _block_size(options: ImportOptions) -> int:
     return options.block_size or DEFAULT_BLOCK_SIZE[options.format]
 
@@ -304,7 +284,7 @@ def _mooncake(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
                     field=session_field,
                 )
             session = (
-                _session_id(obj[session_field], source=source, line=line, field=session_field)
+                session_id(obj[session_field], source=source, line=line, field=session_field)
                 if present
                 else f"request-{index}"
             )
@@ -456,7 +436,7 @@ def _kv_cache_tester(paths: Sequence[Path], options: ImportOptions) -> TraceRead
             scopes.add(scope)
             seen: set[int] = set() if scope == "local" else shared
             name = data.get("id", path.stem)
-            main = _session_id(name, source=source, line=None, field="id")
+            main = session_id(name, source=source, line=None, field="id")
             if main in sessions:
                 raise PlanInputError(
                     f"session '{main}' is in two files; expected one file per session",
@@ -510,13 +490,13 @@ def _bailian(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
             ),
         )
         for line, obj in rows:
-            chat = _session_id(obj["chat_id"], source=source, line=line, field="chat_id")
+            chat = session_id(obj["chat_id"], source=source, line=line, field="chat_id")
             parent_value = obj["parent_chat_id"]
             root_parent = parent_value == -1 and not isinstance(parent_value, bool)
             parent = (
                 None
                 if root_parent
-                else _session_id(parent_value, source=source, line=line, field="parent_chat_id")
+                else session_id(parent_value, source=source, line=line, field="parent_chat_id")
             )
             inp = _tokens(
                 obj["input_length"], source=source, line=line, field="input_length", low=1
@@ -594,7 +574,7 @@ def _burstgpt(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
         noted = False
         for line, row in rows:
             if session_field in row:
-                session = _session_id(
+                session = session_id(
                     row[session_field], source=source, line=line, field=session_field
                 )
             else:
@@ -683,7 +663,7 @@ def _csv(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
             )
         )
         for i, (line, row) in enumerate(rows):
-            session = _session_id(
+            session = session_id(
                 row["trajectory_id"], source=source, line=line, field="trajectory_id"
             )
             hit = float(mix.cached_tokens[i])

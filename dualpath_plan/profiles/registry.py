@@ -40,6 +40,7 @@ from dualpath_plan.files import (
     has_toml_comment,
     huge_integer,
     load_toml,
+    non_decimal,
     refuse_inputs,
 )
 from dualpath_plan.profiles.schemas import (
@@ -377,14 +378,10 @@ def parse_assignment(text: str) -> tuple[str, str, Any]:
     if huge is not None:
         raise PlanInputError(huge, field=f"{kind}.{name}")
     if isinstance(value, int | float) and not isinstance(value, bool):
-        digits = value_text.lstrip("+-").lower()
-        if digits.startswith(("0x", "0o", "0b")) or "_" in digits:
-            # TOML's hexadecimal, octal, binary and digit separators: --set took 0x10 as 16.
-            raise PlanInputError(
-                f"expected a number written in decimal digits (such as 16, 1000 or 1e3), got "
-                f"{value_text!r}",
-                field=f"{kind}.{name}",
-            )
+        # TOML's hexadecimal, octal, binary and digit separators: --set took 0x10 as 16.
+        odd = non_decimal(value_text)
+        if odd is not None:
+            raise PlanInputError(odd, field=f"{kind}.{name}")
     return kind, name, value
 
 

@@ -108,7 +108,7 @@ def load_baseline(path: Path) -> dict[str, Any]:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-        msg = re.sub(r" or instance of \w+", "", err["msg"])
+        msg = re.sub(r" or instance of \w+", "", err["msg"]).removeprefix("Value error, ")
         msg += echoed_input(err)
         raise PlanInputError(msg, source=source, field=loc.lstrip(".") or "(top level)") from None
     if not data["scenarios"]:
@@ -170,6 +170,14 @@ class _Scenario(_Strict):
     kind: _Id
     inputs: dict[str, Any]
     metrics: dict[str, _Metric] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _an_id(cls, value: str) -> str:
+        # An empty id was taken: the report and the JUnit case named nothing.
+        if not value.strip():
+            raise ValueError("expected a scenario id, got an empty one")
+        return value
 
 
 class _Baseline(_Strict):
