@@ -269,3 +269,28 @@ def test_a_baseline_scenario_without_an_id_is_refused(cli, tmp_path) -> None:
     result = cli("check", str(baseline))
     one_line_error(result, str(baseline), "scenarios[0].id", "empty")
     assert "Value error" not in result.err
+
+
+# --- 8. options that said something unclear or nothing -----------------------------------------
+
+PAPER_POINTS = ROOT / "bench" / "paper_points.csv"
+
+
+def test_all_with_other_modes_says_it_cannot_be_combined(cli) -> None:
+    # It said "unknown mode 'all'", where 'all' alone is a mode list.
+    one_line_error(cli("sweep", "--grid", "P=1:3", "--mode", "all,basic"), "--mode", "combined")
+    assert cli("sweep", "--grid", "P=1:3", "--mode", "all").code == 0
+
+
+@pytest.mark.parametrize(
+    ("fit", "says"),
+    [("snic_efficiency,snic_efficiency", "twice"), ("prefill_mfu,node.prefill_mfu", "one field")],
+)
+def test_calibrate_refuses_a_field_given_twice(cli, fit, says) -> None:
+    one_line_error(cli("calibrate", str(PAPER_POINTS), "--fit", fit), "--fit", says)
+
+
+def test_calibrate_allow_partial_without_out_is_refused(cli) -> None:
+    # Accepted, and nothing was written: the flag said nothing.
+    result = cli("calibrate", str(PAPER_POINTS), "--fit", "snic_efficiency", "--allow-partial")
+    one_line_error(result, "--allow-partial", "--out")
