@@ -24,10 +24,11 @@ def one_line_error(result, *says: str) -> None:
 
 
 def _profile_with(tmp_path: Path, key: str, value: str) -> Path:
-    """A copy of the dgx-h200 node profile with ``key = value``, in a --profiles folder."""
-    lines = [f"{key} = {value}" if line.startswith(f"{key} ") else line
-             for line in NODE.read_text().splitlines()]  # fmt: skip
-    assert f"{key} = {value}" in lines
+    """A copy of the dgx-h200 node profile with ``key = value`` (the field, not its [sources]
+    entry), in a --profiles folder."""
+    lines = NODE.read_text().splitlines()
+    k = next(i for i, line in enumerate(lines) if line.startswith(f"{key} "))
+    lines[k] = f"{key} = {value}"
     (tmp_path / "node").mkdir(exist_ok=True)
     (tmp_path / "node" / "dgx-h200.toml").write_text("\n".join(lines) + "\n")
     return tmp_path
@@ -50,7 +51,7 @@ def test_an_integer_beyond_any_float_in_a_profile_names_file_and_field(
 ) -> None:
     folder = _profile_with(tmp_path, "snic_gbit_s", "7" * digits)
     result = cli("size", "--profiles", str(folder), "--node", "dgx-h200")
-    one_line_error(result, "dgx-h200.toml", "snic_gbit_s", "finite")
+    one_line_error(result, "dgx-h200.toml", "field 'snic_gbit_s'", "finite")
 
 
 def test_a_baseline_number_of_5000_digits_says_so_plainly(cli, tmp_path) -> None:
