@@ -49,6 +49,47 @@ MAX_PROFILE_BYTES = 1 << 20
 # The most digits a number may have in any input: Python converts no longer integer text
 # (sys.get_int_max_str_digits), and no quantity here needs a thousandth of it.
 MAX_NUMBER_DIGITS = 4300
+# Integers of more bits than this are beyond any float (the largest double is about 1.8e308,
+# under 2^1024): from 310 to 4,300 digits they parsed, then failed where a float was made of
+# them (OverflowError, an internal error). Refused where they are read (huge_integer).
+MAX_INTEGER_BITS = 1024
+
+
+def huge_integer(value: object) -> str | None:
+    """Why ``value`` is refused if it is an integer beyond any float, else None."""
+    if type(value) is not int or value.bit_length() <= MAX_INTEGER_BITS:
+        return None
+    digits = len(str(abs(value)))  # at most MAX_NUMBER_DIGITS: the parser took it
+    return f"expected a finite number, got an integer of {digits:,} digits (beyond any float)"
+
+
+def too_many_digits(exc: ValueError) -> str | None:
+    """The message for Python's refusal of an integer of more than MAX_NUMBER_DIGITS digits
+    ("Exceeds the limit (4300 digits) for integer string conversion...; use
+    sys.set_int_max_str_digits()": advice for a programmer), else None."""
+    if "integer string conversion" not in str(exc):
+        return None
+    return f"a number of more than {MAX_NUMBER_DIGITS:,} digits"
+
+
+def non_decimal(text: str, *, yaml: bool = False) -> str | None:
+    """Why the number ``text`` is refused if it is not written in decimal digits, else None:
+    hexadecimal, octal or binary (``0x190``), digit separators (``4_00``), digits of other
+    scripts (Python's float() reads ``１２３``), and in YAML 1.1 (``yaml``) sexagesimal
+    (``1:30`` is 90) and a leading zero (``0400`` is octal, 256). The README promises decimal
+    numbers; each of these was read as a number other than the one a reader sees."""
+    t = text.strip().lstrip("+-").lower()
+    odd = (
+        t.startswith(("0x", "0o", "0b"))
+        or "_" in t
+        or not t.isascii()
+        or (yaml and (":" in t or (len(t) > 1 and t[0] == "0" and t[1].isdigit())))
+    )
+    if not odd:
+        return None
+    return f"expected a number written in decimal digits (such as 16, 1000 or 1e3), got {text!r}"
+
+
 # A validation case is a dozen lines; the same bound as a profile.
 MAX_CASE_BYTES = 1 << 20
 # A baseline records about 1.5 KB per scenario; 16 MiB is ten thousand scenarios, more than a
@@ -123,12 +164,15 @@ __all__ = [
     "atomic_write",
     "check_toml_nesting",
     "check_values",
+    "has_toml_comment",
+    "huge_integer",
     "iter_csv_rows",
     "iter_jsonl_objects",
     "iter_jsonl_stream",
     "load_json",
     "load_toml",
     "load_yaml",
+    "non_decimal",
     "number",
     "parse_json",
     "parse_toml",
@@ -325,6 +369,9 @@ def check_values(
                 line=line,
                 field=_path_text(path),
             )
+        huge = huge_integer(value)
+        if huge is not None:
+            raise PlanInputError(huge, source=source, line=line, field=_path_text(path))
         if isinstance(value, dict):
             for k in value:
                 if isinstance(k, str) and _SURROGATE.search(k):
@@ -387,6 +434,11 @@ def check_toml_nesting(text: str, *, source: str) -> None:
         raise PlanInputError(f"a dotted key of more than {MAX_NESTING_DEPTH} parts", source=source)
 
 
+def has_toml_comment(text: str) -> bool:
+    """Whether TOML text holds a comment (a ``#`` outside its strings)."""
+    return any(m.group().startswith("#") for m in _TOML_STRINGS.finditer(text))
+
+
 def parse_toml(text: str, *, source: str) -> dict[str, Any]:
     """TOML text as a dict: nesting checked before parsing, then every number finite."""
     check_toml_nesting(text, source=source)
@@ -401,7 +453,42 @@ def parse_toml(text: str, *, source: str) -> dict[str, Any]:
             f"a number of more than {MAX_NUMBER_DIGITS:,} digits", source=source
         ) from None
     check_values(data, source=source)
+    _check_toml_decimal(text, source=source)
     return data
+
+
+# A number of TOML text (strings and comments blanked first): a whole token, not part of a
+# bare key, a dotted key or a date.
+_TOML_NUMBER = re.compile(
+    r"(?<![\w.+-])[+-]?(?:0[xob][0-9a-zA-Z_]*|[0-9][0-9_]*(?:\.[0-9_]+)?(?:[eE][+-]?[0-9_]+)?)"
+    r"(?![\w.:-])(?!\s*=)"
+)
+_TOML_KEY = re.compile(r"^\s*([A-Za-z0-9_.\"' -]+?)\s*=")
+_TOML_TABLE = re.compile(r"^\s*\[+\s*([^\]=]+?)\s*\]+\s*$")
+
+
+def _check_toml_decimal(text: str, *, source: str) -> None:
+    """Every number of TOML text in decimal digits (:func:`non_decimal`): TOML reads ``0x190``
+    and ``4_00`` as 400, where the README promises decimal numbers. The error names the line
+    and the key (with its table) the number is given to."""
+    if "_" not in text and "0x" not in text and "0o" not in text and "0b" not in text:
+        return  # (the common case, at once)
+    blank = _TOML_STRINGS.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+    lines = blank.split("\n")
+    for match in _TOML_NUMBER.finditer(blank):
+        odd = non_decimal(match.group())
+        if odd is None:
+            continue
+        row = blank.count("\n", 0, match.start())
+        if _TOML_TABLE.match(lines[row]) and "=" not in lines[row]:
+            continue  # a table's name ([a.1_2]), not a number
+        key = _TOML_KEY.match(lines[row])
+        table = next(
+            (t.group(1) for ln in reversed(lines[:row]) if (t := _TOML_TABLE.match(ln))), None
+        )
+        name = key.group(1).strip() if key else None
+        field = f"{table}.{name}" if table and name else name
+        raise PlanInputError(odd, source=source, line=row + 1, field=field)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -475,7 +562,8 @@ def parse_json(text: str, *, source: str, line: int | None = None, walk: bool = 
                 f"not JSON: {exc.msg} (column {exc.colno})", source=source, line=line
             ) from None
         except (ValueError, RecursionError) as exc:
-            raise PlanInputError(f"not JSON: {exc}", source=source, line=line) from None
+            why = too_many_digits(exc) if isinstance(exc, ValueError) else None
+            raise PlanInputError(why or f"not JSON: {exc}", source=source, line=line) from None
     stripped = _strip_json_strings(text)
 
     def line_of(offset: int) -> int:
@@ -495,7 +583,8 @@ def parse_json(text: str, *, source: str, line: int | None = None, walk: bool = 
             line=line if line is not None else exc.lineno,
         ) from None
     except ValueError as exc:  # an integer of more digits than Python converts
-        raise PlanInputError(f"not JSON: {exc}", source=source, line=line) from None
+        why = too_many_digits(exc)
+        raise PlanInputError(why or f"not JSON: {exc}", source=source, line=line) from None
     except RecursionError:  # not reached after the check above; never a traceback regardless
         raise PlanInputError("not JSON: nested too deeply", source=source, line=line) from None
     check_values(data, source=source, line=line)
@@ -526,6 +615,9 @@ def load_yaml(path: Path | str, *, what: str, max_bytes: int) -> tuple[Any, dict
 
     class Loader(yaml.SafeLoader):
         depth = 0
+        # (line, text) of every number not in decimal digits, named once the keys' lines are
+        # known: YAML 1.1 reads 0x190, 4_00, 0620 (octal) and 6:40 (sexagesimal) as 400.
+        odd_numbers: list[tuple[int, str]] = []  # noqa: RUF012  # set per loader below
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             event = self.peek_event()
@@ -544,11 +636,25 @@ def load_yaml(path: Path | str, *, what: str, max_bytes: int) -> tuple[Any, dict
             finally:
                 self.depth -= 1
 
+    def decimal_only(kind: str) -> Any:
+        base = yaml.SafeLoader.yaml_constructors[f"tag:yaml.org,2002:{kind}"]
+
+        def construct(self: Any, node: Any) -> Any:
+            if non_decimal(str(node.value), yaml=True) is not None:
+                self.odd_numbers.append((node.start_mark.line + 1, str(node.value)))
+            return base(self, node)
+
+        return construct
+
+    Loader.add_constructor("tag:yaml.org,2002:int", decimal_only("int"))
+    Loader.add_constructor("tag:yaml.org,2002:float", decimal_only("float"))
+
     loader: Any = None
     try:
         # The reader checks every character when it is made: a NUL or a control byte is a
         # ReaderError from here, a YAMLError as any other.
         loader = Loader(text)
+        loader.odd_numbers = []
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
@@ -587,6 +693,12 @@ def load_yaml(path: Path | str, *, what: str, max_bytes: int) -> tuple[Any, dict
         elif isinstance(current, yaml.SequenceNode):
             stack.extend((v, f"{prefix}{i}.") for i, v in enumerate(current.value))
     check_values(data, source=source)
+    if loader.odd_numbers:
+        line, value = min(loader.odd_numbers)
+        key = next((name for name, at in lines.items() if at == line), None)
+        raise PlanInputError(
+            non_decimal(value, yaml=True) or value, source=source, line=line, field=key
+        )
     return data, lines
 
 
@@ -627,10 +739,14 @@ def iter_csv_rows(
     if text is None:
         text = read_text(path, what=what, max_bytes=max_bytes)
     current = [0]
+    start = [0]  # the line the record being read starts on
+    done = [0]  # the lines given to the reader by the end of its last record
 
     def numbered() -> Iterator[str]:
-        for n, line in _lines(text, comments):
+        for k, (n, line) in enumerate(_lines(text, comments)):
             current[0] = n
+            if k == done[0]:  # the first line after a whole record: a record starts
+                start[0] = n
             yield line
 
     def fail(message: str, field: str | None = None) -> PlanInputError:
@@ -650,7 +766,16 @@ def iter_csv_rows(
         for name in required:
             if name not in seen:
                 raise fail(f"missing column; expected {', '.join(required)}", field=name)
+        done[0] = reader.line_num
         for count, fields in enumerate(reader, 1):
+            if reader.line_num - done[0] > 1:
+                # A quoted value over a line break: the reader joined its lines without the
+                # break ('"a<newline>b"' became the id 'ab', silently).
+                raise fail(
+                    f"a quoted value runs over a line break from line {start[0]}; expected one "
+                    "line per row"
+                )
+            done[0] = reader.line_num
             if count > max_rows:
                 raise fail(f"more than {max_rows:,} rows; a {what} may have at most {max_rows:,}")
             if len(fields) != len(header):
@@ -775,6 +900,9 @@ def number(
             result = float(value)
         except ValueError:
             raise fail(f"expected {expected}, got {value!r}") from None
+        odd = non_decimal(value)
+        if odd is not None:  # float() reads '1_000' as 1000 and '１２３' as 123
+            raise fail(odd)
     elif isinstance(value, int | float) and not isinstance(value, bool):
         try:
             result = float(value)

@@ -433,6 +433,52 @@ QUANTITIES: dict[str, Quantity] = {
             ("inter_rack_bw", "a GPU's bandwidth between racks", 1e8),
         )
     },
+    # issue 35: flags of runs and a trace's clock, each a unit slip found in a trial
+    # (simulate --duration 3600000: milliseconds typed for an hour; --window 1e308 printed
+    # "2.78e+304 h windows"; size --target-aps 1e308 searched; --aps 5e-324 printed APS 0).
+    "simulate.duration_s": Quantity(
+        "a simulated span of arrivals",
+        "s",
+        "seconds",
+        1e-3,
+        604_800.0,
+        (MS,),
+        "a week of arrivals; the default is four lifetimes of the longest agent at light load",
+    ),
+    "simulate.warmup_s": Quantity(
+        "a simulated warm-up", "s", "seconds", 0.0, 604_800.0, (MS,), "as the span of arrivals"
+    ),
+    "simulate.window_s": Quantity(
+        "a time series' window",
+        "s",
+        "seconds",
+        1e-3,
+        604_800.0,
+        (MS,),
+        "as the span of arrivals: a longer window is one window",
+    ),
+    "aps": Quantity(
+        "an arrival rate of agents",
+        "agents/s",
+        "agents/s",
+        1e-6,
+        1e6,
+        (Slip("agents/hour", 1 / 3600),),
+        "2P4D H800 nodes serve 0.16 to 0.31 agents/s of paper-64k (size's default); 10^6 is "
+        "millions of such nodes, 10^-6 one agent in 11 days (printed as 0 below)",
+    ),
+    "mooncake.request_gap_ms": Quantity(
+        "the gap between a Mooncake trace's requests",
+        "ms",
+        "milliseconds",
+        1.0,
+        60_000.0,
+        (Slip("seconds", 1e3), Slip("microseconds", 1e-3)),
+        "175 ms in the FAST'25 synthetic trace (measured); other public traces' mean gaps, "
+        "from their published sizes and spans (not checked here), about 0.2 s (Azure LLM "
+        "inference 2023, code) to 7 s (BurstGPT): under 1 ms is over 1,000 requests/s, over "
+        "a minute an idle service",
+    ),
 }
 
 
@@ -457,4 +503,8 @@ def problem(key: str, value: object) -> str | None:
     quantity = QUANTITIES.get(key)
     if quantity is None or isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return quantity.problem(float(value))
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any float: the readers' finiteness check says so
+        return None
+    return quantity.problem(number)

@@ -277,8 +277,11 @@ def _wait_for_temp(directory: Path, proc: subprocess.Popen[bytes]) -> None:
     "sig",
     [signal.SIGKILL, signal.SIGINT, signal.SIGTERM]
     # issue 35: these left 135 to 234 MB of temporary file; now they unwind as SIGTERM does
-    + [getattr(signal, n) for n in ("SIGHUP", "SIGQUIT", "SIGUSR1") if hasattr(signal, n)],
-)
+    + [getattr(signal, n) for n in ("SIGHUP", "SIGQUIT", "SIGUSR1") if hasattr(signal, n)]
+    # and these too (a trial: SIGALRM, SIGXCPU from a CPU-time limit, SIGVTALRM, SIGPROF)
+    + [getattr(signal, n) for n in ("SIGALRM", "SIGXCPU", "SIGVTALRM", "SIGPROF", "SIGRTMIN")
+       if hasattr(signal, n)],
+)  # fmt: skip
 def test_killed_sweep_keeps_previous_out_file(tmp_path, sig) -> None:
     out = tmp_path / "f.csv"
     out.write_text(PREVIOUS)
@@ -1316,8 +1319,10 @@ def test_max_nodes_has_a_limit(cli) -> None:
     ("grid", "expect"),
     [
         (("node.snic_gbit_s=1:800:10000000lin",), "values of a profile field"),
-        (("P=1:100000", "D=1:100000", "agents=1:100000"), "raise --max-points"),
-        (("P=1:1000000", "D=1:1000000", "agents=1:10000000"), "raise --max-points"),
+        (("P=1:100", "D=1:100", "agents=1:100000"), "raise --max-points"),
+        # past what --max-points may allow (issue 35: "raise --max-points" for 10^15 points)
+        (("P=1:100000", "D=1:100000", "agents=1:100000"), "more than any sweep evaluates"),
+        (("P=1:1000000", "D=1:1000000", "agents=1:10000000"), "more than any sweep evaluates"),
         (("P=1:10000000", "D=1:4"), "from 1 to 1,000,000"),
     ],
 )
@@ -1582,12 +1587,15 @@ def test_a_seed_out_of_range_is_one_line(cli, args) -> None:
     assert result.code == 2 and "--seed" in result.err and "4,294,967,295" in result.err
 
 
-@pytest.mark.parametrize("curve", ["0:1e-20:3", "0:1e-300:3"])
+@pytest.mark.parametrize("curve", ["0:1e-6:3", "1e-6:1.000001e-6:3"])
 def test_an_aps_curve_of_tiny_rates_draws(cli, tmp_path, curve) -> None:
-    # Its axis ticks rounded to 0 and the chart divided by zero: "internal error".
+    # Its axis ticks rounded to 0 and the chart divided by zero: "internal error". (Rates
+    # under 1e-6 agents/s, as 0:1e-300:3 was, are refused since issue 35: plausible.py's "aps".)
     out = tmp_path / "c.svg"
     result = assert_clean(cli("size", "--aps-curve", curve, "--out", str(out)))
     assert result.code == 0 and out.read_text().startswith("<svg")
+    tiny = assert_clean(cli("size", "--aps-curve", "0:1e-300:3", "--out", str(out)))
+    assert tiny.code == 2 and "--aps-curve" in tiny.err
 
 
 def test_weights_whose_sum_overflows_are_shares_of_it(cli) -> None:
@@ -1660,8 +1668,9 @@ def test_inputs_that_check_nothing_or_overflow_are_one_line(cli, tmp_path) -> No
         (("validate", "--cases", str(baseline)), "is a file"),
         (("check", str(baseline)), "at least one scenario"),
         (("validate", "--cases", str(cases), "--only", "t"), "tolerance"),
-        (("simulate", "--window", "1e-320"), "more than 10^308 windows"),
-        (("simulate", "--aps", "1e308"), "more than 10^308 turns"),
+        # (since issue 35 refused before any count: plausible.py's ranges)
+        (("simulate", "--window", "1e-320"), "outside what a time series' window is"),
+        (("simulate", "--aps", "1e308"), "outside what an arrival rate of agents is"),
     ):
         result = assert_clean(cli(*args))
         assert result.code == 2 and expect in result.err, (args, result.err)

@@ -158,7 +158,7 @@ def test_what_a_run_cannot_measure_is_said(cli) -> None:
     over = cli("simulate", "--aps", "2", "--duration", "200", "--warmup", "50", "--json").json()
     assert over["status"] == "too_short" and over["slo"]["met"] is None
     assert "transient" in over["slo"]["why"]
-    none = cli("simulate", "--aps", "1e-9", "--duration", "100", "--json").json()
+    none = cli("simulate", "--aps", "1e-6", "--duration", "100", "--json").json()
     assert none["status"] == "no_arrivals" and none["agents"] == 0
     oracle = cli("simulate", *SMALL, "--mode", "oracle", "--json").json()
     assert oracle["decode_path_fraction"] is None and oracle["snic_max_over_avg"] is None
@@ -195,7 +195,7 @@ def test_the_working_set_does_not_depend_on_the_window(cli, tmp_path: Path) -> N
     of the turns in flight, so 4 agents gave a mean of 4.1, 2.0 or 0.0 GB by --window, and the
     last window, at the run's end, read 0 while agents ran in it (found in a trial)."""
     args = ("simulate", "--agents", "4", "--set", "workload.turns=12", "--json")
-    got = [cli(*args, "--window", w).json()["kv_working_set_gbyte"] for w in ("1", "10", "1e9")]
+    got = [cli(*args, "--window", w).json()["kv_working_set_gbyte"] for w in ("1", "10", "600000")]
     for g in got[1:]:
         assert g["mean"] == pytest.approx(got[0]["mean"], rel=1e-9)
         assert g["max"] == pytest.approx(got[0]["max"], rel=1e-9)

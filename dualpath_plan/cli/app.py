@@ -13,7 +13,7 @@ import numpy as np
 import typer
 
 from dualpath_plan import __version__
-from dualpath_plan.cli.common import GlobalState, ProfilesOpt, SetOpt
+from dualpath_plan.cli.common import GlobalState, ProfilesOpt, SetOpt, unused_override_warnings
 from dualpath_plan.errors import PlanInputError, printable
 from dualpath_plan.files import deferred_commits, report_read_progress
 
@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input is one line on stderr and exit 2, never a traceback."""
     args = sys.argv[1:] if argv is None else argv
     GlobalState.argv = list(args)
+    GlobalState.registries = []
     load_command(args)
     # Floating-point warnings would print on stderr; non-finite results are caught where they
     # are printed (cli.common.print_json), so the warnings add nothing for a user.
@@ -132,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             # Not standalone: a usage error (a bad type, an unknown option, a missing argument)
             # comes back here and is printed as one line like every other bad input.
             code = command(args=args, prog_name="dualpath-plan", standalone_mode=False)
+            for line in unused_override_warnings():
+                say(line)  # a --set the run never read (as aic's warnings: said, not fatal)
             guarded.flush()  # what print() left buffered fails here, inside the guard
             commit_outputs()
         return code if isinstance(code, int) else 0

@@ -11,6 +11,7 @@ from rich.console import Console
 from dualpath_plan.cli.app import say
 from dualpath_plan.cli.common import JsonOpt, ProfilesOpt, SetOpt, load_registry, print_json, stdout
 from dualpath_plan.cli.options import scenario_options
+from dualpath_plan.errors import PlanInputError
 from dualpath_plan.formatting import number
 from dualpath_plan.reports import calibrate as report
 from dualpath_plan.scenario import Scenario
@@ -93,6 +94,12 @@ def calibrate_cmd(
     """Fit a node's named efficiency fields (and workload fields such as turns_spread) to
     measured points by least squares; report the fitted values, each point's residual and
     (with --holdout) the held-out error, and write the result as a profile overlay."""
+    if allow_partial and out is None:
+        # It allows writing a partial overlay: with nothing to write it was dropped silently.
+        raise PlanInputError(
+            "allows writing a partial fit with --out DIR; without --out nothing is written",
+            field="--allow-partial",
+        )
     registry = load_registry(profiles, set_)
     points = load_points(measured)
     sc = Scenario.from_spec(registry, spec)

@@ -51,6 +51,7 @@ class GlobalState:
     profiles: list[Path] = []  # noqa: RUF012
     overrides: list[str] = []  # noqa: RUF012
     argv: list[str] = []  # noqa: RUF012  # the arguments main() was given (after the program)
+    registries: list[Registry] = []  # noqa: RUF012  # what load_registry made in this run
 
 
 def command_line() -> str:
@@ -63,7 +64,31 @@ def command_line() -> str:
 def load_registry(profiles: list[Path] | None, overrides: list[str] | None) -> Registry:
     dirs = [*GlobalState.profiles, *(profiles or [])]
     merged = Overrides.parse(GlobalState.overrides).merged(Overrides.parse(overrides or []))
-    return Registry.load(dirs, overrides=merged)
+    registry = Registry.load(dirs, overrides=merged)
+    GlobalState.registries.append(registry)
+    return registry
+
+
+# What a --set of a kind the run does not read would have needed, by kind.
+_UNUSED_HINT = {
+    "engine": "no node names an engine profile and no --engine is given",
+    "storage": "--storage none",
+}
+
+
+def unused_override_warnings() -> list[str]:
+    """A warning per ``--set`` of a kind of profile the run read none of (each set nothing:
+    ``--set engine.CURVE.FIELD`` on nodes without an engine profile was dropped silently)."""
+    lines = []
+    for registry in GlobalState.registries:
+        for assignment in registry.unused_overrides():
+            kind = assignment.partition(".")[0]
+            why = _UNUSED_HINT.get(kind)
+            lines.append(
+                f"warning: --set {assignment} set nothing: this run reads no {kind} profile"
+                + (f" ({why})" if why else "")
+            )
+    return list(dict.fromkeys(lines))
 
 
 def _check_finite(value: Any, path: str = "$") -> None:

@@ -1,8 +1,10 @@
 """The ``dualpath-plan`` program: :func:`dualpath_plan.cli.app.main` run as a process (the
 console script's entry point; tests and other callers use ``main`` itself).
 
-What this adds: SIGTERM (and SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) unwinds as Ctrl-C does
-(outputs' temporary files removed, exit 128 + the signal's number),
+What this adds: SIGTERM, and every other signal whose default action ends the process and that a
+process may catch (:data:`TERMINATING`: SIGHUP, SIGQUIT, SIGUSR1/2, SIGALRM, SIGXCPU, SIGVTALRM,
+SIGPROF, the real-time signals...), unwinds as Ctrl-C does (outputs' temporary files removed,
+exit 128 + the signal's number),
 and start-up and exit time, through the garbage collector (a cold ``size`` spent about a fifth
 of its wall time in it):
 - While the modules load, automatic collections are paused: an import allocates hundreds of
@@ -33,6 +35,26 @@ def _terminated(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+# Signals whose default action ends the process (signal(7)) and that may be caught, by name
+# (those a platform lacks are skipped). Not here: SIGINT (Python's KeyboardInterrupt, exit 130),
+# SIGPIPE and SIGXFSZ (Python ignores them: a write then fails with EPIPE or EFBIG and says so),
+# SIGKILL and SIGSTOP (cannot be caught), and the faults the process raises itself (SIGSEGV,
+# SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT), where a Python handler cannot resume.
+TERMINATING = (
+    "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF",
+    "SIGXCPU", "SIGIO", "SIGPOLL", "SIGPWR", "SIGSTKFLT", "SIGLOST", "SIGEMT",
+)  # fmt: skip
+
+
+def terminating_signals() -> list[int]:
+    """The numbers of :data:`TERMINATING` on this platform, and its real-time signals (their
+    default action ends the process too)."""
+    numbers = {int(getattr(signal, name)) for name in TERMINATING if hasattr(signal, name)}
+    if hasattr(signal, "SIGRTMIN") and hasattr(signal, "SIGRTMAX"):
+        numbers.update(range(int(signal.SIGRTMIN), int(signal.SIGRTMAX) + 1))
+    return sorted(numbers & {int(s) for s in signal.valid_signals()})
+
+
 def run() -> int:
     if sys.stderr is None:
         # Started with standard error closed (2>&-): its lines go nowhere, as the user asked,
@@ -44,10 +66,13 @@ def run() -> int:
                 print("error: standard output: closed", file=sys.stderr)
         return 2
     # Every signal whose default ends the process unwinds as SIGTERM does (SIGHUP from a
-    # closed terminal, SIGQUIT, SIGUSR1/2 left sweep's temporary files of 135 to 234 MB).
-    for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), _terminated)
+    # closed terminal, SIGQUIT, SIGUSR1/2 left sweep's temporary files of 135 to 234 MB; so
+    # did SIGALRM, SIGXCPU from a CPU-time limit, SIGVTALRM and SIGPROF). One the parent
+    # ignores stays ignored (nohup's SIGHUP).
+    for signum in terminating_signals():
+        with contextlib.suppress(OSError, ValueError):
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                signal.signal(signum, _terminated)
     gc.disable()
     try:
         from dualpath_plan.cli.app import STDOUT_REFUSED, load_command, main

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import numpy as np
 import typer
 
+from dualpath_plan import plausible
 from dualpath_plan.cli.common import (
     JsonOpt,
     ProfilesOpt,
@@ -182,6 +183,7 @@ def _rates(aps: float | None, curve: str | None) -> np.ndarray | None:
             raise PlanInputError(
                 f"expected agents/s > 0 and at most {MAX_MAGNITUDE:g}, got {aps!r}", field="--aps"
             )
+        _plausible_rate(aps, "--aps")
         return np.array([aps])
     if curve is None:
         return None
@@ -199,7 +201,17 @@ def _rates(aps: float | None, curve: str | None) -> np.ndarray | None:
         raise bad from None
     if not (0 <= start < stop <= MAX_MAGNITUDE and 2 <= count <= MAX_CURVE_POINTS):
         raise bad  # NaN fails the comparisons too
+    for rate in (start, stop):
+        if rate > 0:  # a curve may start at 0 agents/s
+            _plausible_rate(rate, "--aps-curve")
     return np.linspace(start, stop, count)
+
+
+def _plausible_rate(rate: float, flag: str) -> None:
+    """A rate of agents any cluster has (plausible.py's "aps"): 5e-324 printed APS 0 rows."""
+    why = plausible.problem("aps", rate)
+    if why is not None:
+        raise PlanInputError(why, field=flag)
 
 
 def _at_rates(

@@ -26,6 +26,7 @@ from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.sweep import (
     DEFAULT_MAX_LP_POINTS,
     DEFAULT_MAX_POINTS,
+    MAX_GRID_POINTS,
     OBJECTIVES,
     Axis,
     check_grid,
@@ -97,7 +98,7 @@ def sweep(
         typer.Option(
             "--max-points",
             help=f"Most points (grid x modes) to evaluate (default {DEFAULT_MAX_POINTS:,}; "
-            f"{DEFAULT_MAX_LP_POINTS:,} with --solver lp).",
+            f"{DEFAULT_MAX_LP_POINTS:,} with --solver lp; at most {MAX_GRID_POINTS:,}).",
             show_default=False,
         ),
     ] = None,

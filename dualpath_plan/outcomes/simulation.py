@@ -61,6 +61,7 @@ from typing import Literal
 
 import numpy as np
 
+from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError, check_seed
 from dualpath_plan.outcomes.serving import light_load, offline_jct_s, runnable
 from dualpath_plan.physics import model as phys
@@ -168,6 +169,17 @@ class SimConfig:
         check_seed(self.seed)
         if not (math.isfinite(self.window_s) and self.window_s > 0):
             raise PlanInputError(f"expected seconds > 0, got {self.window_s!r}", field="--window")
+        # Within the bounds above, what a run plausibly asks (a unit slip named):
+        # --duration 3600000 (milliseconds typed for an hour) simulated 42 days.
+        for key, value, flag in (
+            ("aps", self.aps, "--aps"),
+            ("simulate.duration_s", self.duration_s, "--duration"),
+            ("simulate.warmup_s", self.warmup_s, "--warmup"),
+            ("simulate.window_s", self.window_s, "--window"),
+        ):
+            why = plausible.problem(key, value) if value is not None else None
+            if why is not None:
+                raise PlanInputError(why, field=flag)
         if not 0.0 <= self.queued_utilization <= 1.0:
             raise PlanInputError(
                 f"expected 0 to 1, got {self.queued_utilization!r}", field="--queued-utilization"

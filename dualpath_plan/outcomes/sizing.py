@@ -15,6 +15,7 @@ from typing import Literal
 
 import numpy as np
 
+from dualpath_plan import plausible
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.formatting import plain
 from dualpath_plan.outcomes.online import APS_LIMITS
@@ -263,6 +264,9 @@ def _target(target_aps: float | None, deadline_s: float | None) -> tuple[Target,
             f"expected a finite number > 0, got {goal!r}",
             field="--target-aps" if target == "aps" else "--deadline",
         )
+    why = plausible.problem("aps", goal) if target == "aps" else None
+    if why is not None:  # 1e308 agents/s was searched for, up to --max-nodes
+        raise PlanInputError(why, field="--target-aps")
     return target, goal
 
 

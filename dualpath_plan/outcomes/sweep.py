@@ -21,7 +21,7 @@ from typing import Any, cast
 import numpy as np
 
 from dualpath_plan import plausible
-from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.errors import InfeasibleError, PlanInputError, printable
 from dualpath_plan.formatting import plain
 from dualpath_plan.memo import KeyedMemo
 from dualpath_plan.outcomes.objectives import (
@@ -68,6 +68,9 @@ MAX_PROFILE_AXIS_POINTS = 10_000
 # Points of a grid (times its modes) a sweep evaluates unless --max-points raises it: 10^8 is
 # about a minute of the closed form on one core, and more than a file of rows anyone reads.
 DEFAULT_MAX_POINTS = 100_000_000
+# Points of a grid that --max-points cannot raise the limit past: 10^11 is about 17 hours of the
+# closed form on one core (a trial's 10^18-point grid was told "raise --max-points to run it").
+MAX_GRID_POINTS = 10**11
 # Points a sweep with --solver lp evaluates (an LP per P/D pair, about a millisecond each)
 # unless --max-points raises it.
 DEFAULT_MAX_LP_POINTS = 100_000
@@ -99,7 +102,7 @@ def parse_values(name: str, spec: str, whole: bool = False) -> FloatArray:
     order (P=1:64:7log is 1, 2, 4, ... 64)."""
     values = _parse_values(name, spec)
     if spec.count(":") == 2 and values.size:
-        where = f"--grid {name}={spec}"
+        where = f"--grid {name}={printable(spec, 100)}"  # (a 5,000-digit spec cut short)
         lo, hi = float(values[0]), float(values[-1])
         if whole:
             first, last = math.ceil(lo), math.floor(hi)
@@ -144,7 +147,7 @@ def _decimals(v: np.ndarray, log: bool) -> np.ndarray:
 
 
 def _parse_values(name: str, spec: str) -> FloatArray:
-    where = f"--grid {name}={spec}"
+    where = f"--grid {name}={printable(spec, 100)}"  # (a 5,000-digit spec cut short)
     text = spec.strip()
     if not text:
         raise PlanInputError(f"{where}: no values", field="--grid")
@@ -180,9 +183,19 @@ def _parse_values(name: str, spec: str) -> FloatArray:
             step = parts[2].strip().lower()
             kind = step[-3:] if step.endswith(("log", "lin")) else ""
             count_text = step[:-3] if kind else step
-            if not kind or not count_text.isdigit() or int(count_text) < 1:
+            # (isascii: isdigit takes other scripts' digits, which int() reads as numbers)
+            digits = count_text.isascii() and count_text.isdigit()
+            if not kind or not digits or not count_text.strip("0"):
                 raise PlanInputError(
                     f"{where}: the step must be Nlog or Nlin with N >= 1 points, got {parts[2]!r}",
+                    field="--grid",
+                )
+            if len(count_text.lstrip("0")) > len(str(MAX_AXIS_POINTS)):
+                # Counted by its digits: Python converts no integer of more than 4,300 (a
+                # ValueError, an internal error), and no count of this many is needed.
+                raise PlanInputError(
+                    f"{where}: a count of {len(count_text):,} digits is too many points on one "
+                    f"axis (at most {MAX_AXIS_POINTS:,})",
                     field="--grid",
                 )
             n = int(count_text)
@@ -446,9 +459,20 @@ def check_grid(axes: list[Axis], modes: int, max_points: int | None, solver: str
             )
     default = DEFAULT_MAX_LP_POINTS if solver == "lp" else DEFAULT_MAX_POINTS
     limit = default if max_points is None else max_points
-    if limit < 1:
-        raise PlanInputError(f"expected at least 1, got {limit}", field="--max-points")
+    if not 1 <= limit <= MAX_GRID_POINTS:
+        raise PlanInputError(
+            f"expected 1 to {MAX_GRID_POINTS:,} (about 17 hours of the closed form on one core), "
+            f"got {limit:,}",
+            field="--max-points",
+        )
     total = grid_size(axes) * modes
+    if total > MAX_GRID_POINTS:
+        raise PlanInputError(
+            f"the grid has {total:,} points (axes x modes), more than any sweep evaluates "
+            f"({MAX_GRID_POINTS:,}, about 17 hours of the closed form on one core): fewer "
+            "points per axis or fewer axes",
+            field="--grid",
+        )
     if total > limit:
         raise PlanInputError(
             f"the grid has {total:,} points (axes x modes), more than {limit:,}; "

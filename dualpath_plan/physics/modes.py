@@ -105,6 +105,13 @@ def parse_modes(text: str, option: str = "--mode") -> tuple[ModeName, ...]:
         return REPORT_MODES
     out: list[ModeName] = []
     for part in text.split(","):
+        if part.strip() == "all":
+            # 'all,basic' said "unknown mode 'all'", where 'all' alone is known.
+            raise PlanInputError(
+                f"'all' ({', '.join(REPORT_MODES)}) cannot be combined with other modes; give "
+                f"'all' alone or list the modes, got {text!r}",
+                field=option,
+            )
         name = mode(part.strip(), option).name
         if name not in out:
             out.append(name)

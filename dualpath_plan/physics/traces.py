@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import (
     MAX_IMPORT_BYTES,
@@ -48,7 +49,7 @@ from dualpath_plan.files import (
     number,
     rows_read,
 )
-from dualpath_plan.physics.workload import TRACE_COLUMNS, load_trace
+from dualpath_plan.physics.workload import TRACE_COLUMNS, load_trace, session_id
 from dualpath_plan.plausible import QUANTITIES
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
 
@@ -67,7 +68,6 @@ BURSTGPT_ASSUMPTION = (
     "BurstGPT has no block hashes: assumed that the session's previous prompt and response are "
     "cached, hit = min(previous request tokens + previous response tokens, request tokens - 1)"
 )
-MAX_SESSION_ID_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,11 @@ class TraceRead:
     block_size: int | None
     clock: str | None  # what the timestamps are, None when requests share no clock
     notes: list[str] = field(default_factory=list)
+    # The plausibility table's quantity for the gap between requests, in the clock's
+    # unit (a unit slip in the timestamps: seconds or microseconds where milliseconds are
+    # meant), and the seconds one unit of that clock is; None: not checked.
+    gap_quantity: str | None = None
+    clock_unit_s: float = 1.0
 
 
 def prefix_blocks(hash_ids: Sequence[Any], seen: set[Any]) -> int:
@@ -195,25 +200,6 @@ def _hash_ids(
     return value
 
 
-def _session_id(value: object, *, source: str, line: int | None, field: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise PlanInputError(
-            f"expected a string or a whole number, got {value!r}",
-            source=source,
-            line=line,
-            field=field,
-        )
-    text = str(value)
-    if not text.strip() or not text.isprintable() or len(text) > MAX_SESSION_ID_CHARS:
-        raise PlanInputError(
-            f"expected a printable id of 1 to {MAX_SESSION_ID_CHARS} characters, got {text!r}",
-            source=source,
-            line=line,
-            field=field,
-        )
-    return text
-
-
 def _block_size(options: ImportOptions) -> int:
     return options.block_size or DEFAULT_BLOCK_SIZE[options.format]
 
@@ -232,11 +218,15 @@ def _mooncake(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
     source = str(path)
     block = _block_size(options)
     session_field = options.session_field or DEFAULT_SESSION_FIELD["mooncake"]
-    read = TraceRead(iter(()), (source,), block, "timestamp (ms)")
+    read = TraceRead(
+        iter(()), (source,), block, "timestamp (ms)", gap_quantity="mooncake.request_gap_ms",
+        clock_unit_s=1e-3,
+    )  # fmt: skip
 
     def turns() -> Iterator[Turn]:
         seen: set[int] = set()
         has_session: bool | None = None
+        last_ts, last_line = 0.0, 0
         rows = iter_jsonl_stream(
             path,
             what="Mooncake trace",
@@ -253,6 +243,18 @@ def _mooncake(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
                 obj["output_length"], source=source, line=line, field="output_length", low=0
             )
             ts = _seconds(obj["timestamp"], source=source, line=line, field="timestamp")
+            if ts < last_ts:
+                # The hits are counted in the file's order, which a Mooncake trace gives as the
+                # order of arrival (FAST'25 release): out of order, both were wrong silently.
+                raise PlanInputError(
+                    f"{ts:g} ms is earlier than the request before it ({last_ts:g} ms, line "
+                    f"{last_line}); a Mooncake trace lists its requests in the order they "
+                    "arrive (sort it by timestamp)",
+                    source=source,
+                    line=line,
+                    field="timestamp",
+                )
+            last_ts, last_line = ts, line
             ids = _hash_ids(
                 obj["hash_ids"],
                 input_tokens=inp,
@@ -282,7 +284,7 @@ def _mooncake(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
                     field=session_field,
                 )
             session = (
-                _session_id(obj[session_field], source=source, line=line, field=session_field)
+                session_id(obj[session_field], source=source, line=line, field=session_field)
                 if present
                 else f"request-{index}"
             )
@@ -434,7 +436,7 @@ def _kv_cache_tester(paths: Sequence[Path], options: ImportOptions) -> TraceRead
             scopes.add(scope)
             seen: set[int] = set() if scope == "local" else shared
             name = data.get("id", path.stem)
-            main = _session_id(name, source=source, line=None, field="id")
+            main = session_id(name, source=source, line=None, field="id")
             if main in sessions:
                 raise PlanInputError(
                     f"session '{main}' is in two files; expected one file per session",
@@ -488,13 +490,13 @@ def _bailian(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
             ),
         )
         for line, obj in rows:
-            chat = _session_id(obj["chat_id"], source=source, line=line, field="chat_id")
+            chat = session_id(obj["chat_id"], source=source, line=line, field="chat_id")
             parent_value = obj["parent_chat_id"]
             root_parent = parent_value == -1 and not isinstance(parent_value, bool)
             parent = (
                 None
                 if root_parent
-                else _session_id(parent_value, source=source, line=line, field="parent_chat_id")
+                else session_id(parent_value, source=source, line=line, field="parent_chat_id")
             )
             inp = _tokens(
                 obj["input_length"], source=source, line=line, field="input_length", low=1
@@ -572,7 +574,7 @@ def _burstgpt(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
         noted = False
         for line, row in rows:
             if session_field in row:
-                session = _session_id(
+                session = session_id(
                     row[session_field], source=source, line=line, field=session_field
                 )
             else:
@@ -661,7 +663,7 @@ def _csv(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
             )
         )
         for i, (line, row) in enumerate(rows):
-            session = _session_id(
+            session = session_id(
                 row["trajectory_id"], source=source, line=line, field="trajectory_id"
             )
             hit = float(mix.cached_tokens[i])
@@ -768,6 +770,27 @@ class TraceSummary:
     notes: tuple[str, ...]
 
 
+def _check_gaps(read: TraceRead, gaps: np.ndarray) -> None:
+    """The gap between requests, in the trace's clock unit, is one the plausibility table
+    takes: timestamps in seconds or microseconds where milliseconds are meant gave a rate
+    1,000 times off, silently. The gap checked is the smaller of the median (idle hours do not
+    move it) and the mean (whole seconds typed for milliseconds put most requests at the same
+    time as the one before: a median of 0, a mean below a millisecond); a trace whose
+    requests all arrive at once has no gap to check."""
+    if read.gap_quantity is None or gaps.size == 0:
+        return
+    median = float(np.median(gaps)) / read.clock_unit_s
+    mean = float(gaps.mean()) / read.clock_unit_s
+    gap = min(median, mean) if median > 0 else mean
+    why = plausible.problem(read.gap_quantity, gap) if gap > 0 else None
+    if why is not None:
+        raise PlanInputError(
+            f"the gap between requests (the smaller of their median and mean) is {why}",
+            source=", ".join(read.sources),
+            field="timestamp",
+        )
+
+
 class _Sums:
     __slots__ = ("generated", "hit", "input", "requests", "sessions")
 
@@ -843,6 +866,7 @@ class TraceStats:
             if span > 0 and mean_gap > 0:
                 rate = (ts.size - 1) / span
                 cv = float(gaps.std()) / mean_gap
+            _check_gaps(read, gaps)
         if read.clock is not None and rate is None:
             notes.append("fewer than two distinct timestamps: the arrival rate is not derived")
         subs = len(self.sub_sessions)

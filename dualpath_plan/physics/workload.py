@@ -181,6 +181,32 @@ def _tokens(row: dict[str, Any], name: str, source: str, line: int, jsonl: bool)
     )
 
 
+# The longest session (trajectory) id a trace may give: ids are echoed in reports and errors.
+MAX_SESSION_ID_CHARS = 200
+
+
+def session_id(value: object, *, source: str, line: int | None, field: str) -> str:
+    """A trace's session or trajectory id: a string or a whole number, printable (no line
+    break or control character: 'a\\nb' was taken, and an id printed on two lines), of 1 to
+    MAX_SESSION_ID_CHARS characters."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise PlanInputError(
+            f"expected a string or a whole number, got {value!r}",
+            source=source,
+            line=line,
+            field=field,
+        )
+    text = str(value)
+    if not text.strip() or not text.isprintable() or len(text) > MAX_SESSION_ID_CHARS:
+        raise PlanInputError(
+            f"expected a printable id of 1 to {MAX_SESSION_ID_CHARS} characters, got {text!r}",
+            source=source,
+            line=line,
+            field=field,
+        )
+    return text
+
+
 def load_trace(path: Path) -> TurnMix:
     """Per-turn rows from CSV (header row) or JSON Lines (``.jsonl``), in turn order within a
     trajectory: ``trajectory_id, append_tokens, generated_tokens[, context_tokens]``.
@@ -251,15 +277,7 @@ def load_trace(path: Path) -> TurnMix:
             raise PlanInputError(
                 "a turn appends at least one token", source=source, line=line, field="append_tokens"
             )
-        tid_value = row["trajectory_id"]
-        if isinstance(tid_value, bool) or not isinstance(tid_value, str | int):
-            raise PlanInputError(
-                f"expected a string or a whole number, got {tid_value!r}",
-                source=source,
-                line=line,
-                field="trajectory_id",
-            )
-        tid = str(tid_value)
+        tid = session_id(row["trajectory_id"], source=source, line=line, field="trajectory_id")
         ctx = c if c is not None else running.get(tid, 0.0)
         running[tid] = ctx + a + g
         per_trajectory[tid] = per_trajectory.get(tid, 0) + 1

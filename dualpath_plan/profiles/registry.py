@@ -37,7 +37,10 @@ from dualpath_plan.files import (
     MAX_PROFILE_BYTES,
     AtomicGroup,
     check_toml_nesting,
+    has_toml_comment,
+    huge_integer,
     load_toml,
+    non_decimal,
     refuse_inputs,
 )
 from dualpath_plan.profiles.schemas import (
@@ -362,17 +365,23 @@ def parse_assignment(text: str) -> tuple[str, str, Any]:
             f"{len(value_text):,} characters",
             field=f"{kind}.{name}",
         ) from None
-    if value_text.lower() in ("nan", "+nan", "-nan", "inf", "+inf", "-inf"):
-        value = float(value_text)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        digits = value_text.lstrip("+-").lower()
-        if digits.startswith(("0x", "0o", "0b")) or "_" in digits:
-            # TOML's hexadecimal, octal, binary and digit separators: --set took 0x10 as 16.
+    else:
+        if has_toml_comment(value_text):
+            # 'x=200 # note' was taken as 200, the note dropped: a value is the value alone.
             raise PlanInputError(
-                f"expected a number written in decimal digits (such as 16, 1000 or 1e3), got "
-                f"{value_text!r}",
+                f"expected the value alone, got a comment after it in {value_text!r}",
                 field=f"{kind}.{name}",
             )
+    if value_text.lower() in ("nan", "+nan", "-nan", "inf", "+inf", "-inf"):
+        value = float(value_text)
+    huge = huge_integer(value)
+    if huge is not None:
+        raise PlanInputError(huge, field=f"{kind}.{name}")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        # TOML's hexadecimal, octal, binary and digit separators: --set took 0x10 as 16.
+        odd = non_decimal(value_text)
+        if odd is not None:
+            raise PlanInputError(odd, field=f"{kind}.{name}")
     return kind, name, value
 
 
@@ -483,6 +492,20 @@ class Registry:
     overrides: Overrides = field(default_factory=Overrides)
     # Every file indexed to be read when used, shadowed ones included (check_all reads them).
     indexed: list[Path] = field(default_factory=list)
+    # The kinds of profile a run read through get() (with its --set overrides): shared by the
+    # copies dataclasses.replace makes (a sweep's registry per combination of profile values).
+    kinds_read: set[str] = field(default_factory=set)
+
+    def unused_overrides(self) -> list[str]:
+        """The ``--set`` assignments (``KIND.FIELD``) of a kind the run read no profile of:
+        an engine curve's field on a run whose nodes have no engine profile, a storage field
+        with ``--storage none``; each set nothing (it was dropped silently)."""
+        return [
+            f"{kind}.{name}"
+            for kind, fields in self.overrides.by_kind.items()
+            if kind not in self.kinds_read
+            for name in fields
+        ]
 
     @classmethod
     def load(
@@ -668,6 +691,7 @@ class Registry:
 
     def get(self, kind: str, profile_id: str) -> ProfileBase:
         """The profile with its transferred calibration and ``--set`` overrides applied."""
+        self.kinds_read.add(kind)
         profile = self.overrides.apply(self.resolved(kind, profile_id))
         if isinstance(profile, NodeProfile):
             self._check_gpu_ref(profile, f"node '{profile.id}'")

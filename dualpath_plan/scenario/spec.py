@@ -186,6 +186,18 @@ class ScenarioSpec(BaseModel):
         group="terms", default=(),
     )  # fmt: skip
 
+    @field_validator(
+        "model", "workload", "node", "prefill_node", "decode_node", "gpu", "engine", "storage"
+    )
+    @classmethod
+    def _an_id(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # An empty id read as none given: --storage '' ran with no storage limit, --gpu '' and
+        # --engine '' with the nodes' own (found in a trial).
+        if v is not None and not v.strip():
+            none = " ('none' for no storage limit)" if info.field_name == "storage" else ""
+            raise ValueError(f"expected a profile id{none}, got an empty one")
+        return v
+
     @field_validator("prefill_nodes", "decode_nodes")
     @classmethod
     def _node_count(cls, v: int) -> int:

@@ -365,6 +365,14 @@ def calibrate(
         )
     if not fit:
         raise PlanInputError("give at least one field to fit", field="--fit")
+    named: dict[tuple[str, str], str] = {}
+    for name in fit:
+        first = named.setdefault(_target(name), name)
+        if first != name or list(fit).count(name) > 1:
+            # One field twice ('prefill_mfu,node.prefill_mfu') was fitted as two unknowns of
+            # one value, accepted silently.
+            said = f"{name!r} twice" if first == name else f"{first!r} and {name!r}, one field"
+            raise PlanInputError(f"names {said}; give each field once", field="--fit")
     check_seed(seed)
     if not 1 <= starts <= 100:
         raise PlanInputError(f"expected 1 to 100 starts, got {starts}", field="--starts")

@@ -185,6 +185,14 @@ class _Scenario(_Strict):
     inputs: dict[str, Any]
     metrics: dict[str, _Metric] = Field(default_factory=dict)
 
+    @field_validator("id")
+    @classmethod
+    def _an_id(cls, value: str) -> str:
+        # An empty id was taken: the report and the JUnit case named nothing.
+        if not value.strip():
+            raise ValueError("expected a scenario id, got an empty one")
+        return value
+
 
 class _Baseline(_Strict):
     version: Literal[1] | None = None  # the format this reader knows
