@@ -1,6 +1,6 @@
 """The simulator's structure (issue 30, item 4): the package gives the same bytes as the one
 module it replaced, no function in it is over 80 lines, and its schedulers live in one
-registry, the least-loaded one among them.
+registry, the least-loaded one among them (INV-76).
 
 The goldens under tests/data/des_golden/ were recorded from `simulate --json` (and, for two
 cases, `--trace-out` and `--out`, kept as SHA-256) with outcomes/simulation.py as it was before

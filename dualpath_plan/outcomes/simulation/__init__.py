@@ -43,13 +43,13 @@ weight). A profile's turn counts per agent are drawn from its distribution (``Tu
 
 The package: ``config`` (what to simulate), ``schedulers`` (the registry), ``state`` (the
 cluster's state in typed objects), ``links`` (servers and link groups), ``kinds`` (turn
-contents), ``engine`` (the event loop, a handler per event kind) and ``results`` (what a run
-measured). The event loop is a binary heap of (time, sequence, kind, agent, data) tuples; processor
-sharing runs on virtual time (each server's jobs finish in order of their virtual finish
-time, so an arrival or a departure is O(log n)); a server's next completion is an event that a
-change of its job count supersedes. Every agent has at most one turn in flight, so a turn's
-state is kept per agent: memory grows with the agents, not the turns. Same seed, same events,
-same output.
+contents), ``engine`` (the event loop, a handler per event kind), ``stats`` (latency
+histograms) and ``results`` (what a run measured). The event loop is a binary heap of (time,
+sequence, kind, agent, data) tuples; processor sharing runs on virtual time (each server's
+jobs finish in order of their virtual finish time, so an arrival or a departure is
+O(log n)); a server's next completion is an event that a change of its job count supersedes.
+Every agent has at most one turn in flight, so a turn's state is kept per agent: memory grows
+with the agents, not the turns. Same seed, same events, same output.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ from dualpath_plan.outcomes.simulation.engine import (
 )
 from dualpath_plan.outcomes.simulation.kinds import draw_turn_counts, replays
 from dualpath_plan.outcomes.simulation.links import LinkGroup, link_groups
-from dualpath_plan.outcomes.simulation.results import Distribution, ServerSeries, SimResult
+from dualpath_plan.outcomes.simulation.results import ServerSeries, SimResult
 from dualpath_plan.outcomes.simulation.schedulers import (
     ALPHA_READ_S,
     BETA_COMPUTE_S,
@@ -87,6 +87,7 @@ from dualpath_plan.outcomes.simulation.schedulers import (
     Scheduler,
     SimScheduler,
 )
+from dualpath_plan.outcomes.simulation.stats import Distribution
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import LINK_TABLE, LINKS
 from dualpath_plan.physics.modes import MODE_TABLE

@@ -28,7 +28,6 @@ from dualpath_plan.outcomes.simulation.links import (
 )
 from dualpath_plan.outcomes.simulation.results import (
     GroupServers,
-    Histogram,
     Outcome,
     SimResult,
     build_result,
@@ -51,6 +50,7 @@ from dualpath_plan.outcomes.simulation.state import (
     WindowLog,
     WorkingSet,
 )
+from dualpath_plan.outcomes.simulation.stats import Histogram
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.scenario.assemble import Assembly
 from dualpath_plan.scenario.bundle import Scenario

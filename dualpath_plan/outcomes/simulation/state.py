@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dualpath_plan.outcomes.simulation.results import Histogram
+from dualpath_plan.outcomes.simulation.stats import Histogram
 
 
 @dataclass(slots=True)
