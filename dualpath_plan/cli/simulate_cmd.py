@@ -43,8 +43,13 @@ def _output(path: Path | None, flag: str, suffixes: tuple[str, ...]) -> None:
         )
 
 
-# The analytical imbalance model that stands for each simulated scheduler (--compare).
-ANALYTICAL_SCHEDULER = {"queue_aware": "queue_aware", "round_robin": "round_robin"}
+# The analytical imbalance model that stands for each simulated scheduler (--compare): the
+# least-loaded scheduler balances by queues as the paper's does, and has no model of its own.
+ANALYTICAL_SCHEDULER = {
+    "queue_aware": "queue_aware",
+    "round_robin": "round_robin",
+    "least_loaded": "queue_aware",
+}
 
 
 def _caveats(r: SimResult) -> tuple[str, ...]:
@@ -58,6 +63,11 @@ def _caveats(r: SimResult) -> tuple[str, ...]:
             "way, (P + D) / (2P) of the mean on a prefill node's SNIC), which the analytical "
             f"model does not: it splits reads {MODE_TABLE[r.mode].split}ly and takes round "
             "robin as an imbalance factor only"
+        )
+    if r.scheduler == "least_loaded":
+        out.append(
+            "the simulated least_loaded scheduler has no analytical model of its own: the "
+            "analytical side runs queue_aware's imbalance model"
         )
     if r.config.context_growth:
         out.append(
@@ -157,9 +167,11 @@ def simulate_cmd(
         str | None,
         typer.Option(
             "--scheduler",
-            help=f"{' or '.join(SIM_SCHEDULERS)} (default: the mode's own: queue_aware, the "
-            "paper's scheduler, for even, dualpath and oracle, round_robin for the others). "
-            "--compare runs the analytical model with the same scheduler's imbalance model.",
+            help=f"{', '.join(SIM_SCHEDULERS[:-1])} or {SIM_SCHEDULERS[-1]} (default: the mode's "
+            "own: queue_aware, the paper's scheduler, for even, dualpath and oracle, "
+            "round_robin for the others; least_loaded sends each choice to the least-loaded "
+            "unit, without the paper's thresholds). --compare runs the analytical model with "
+            "the same scheduler's imbalance model (queue_aware's for least_loaded).",
             show_default=False,
         ),
     ] = None,
@@ -199,10 +211,10 @@ def simulate_cmd(
     profiles: ProfilesOpt = None,
     set_: SetOpt = None,
 ) -> None:
-    """Simulate the cluster event by event (agents replaying turns, the paper's scheduler or
-    round robin, bandwidth shared on every link): JCT, throughput, TTFT and TPOT percentiles,
-    storage-read balance and the KV working set; on the paper's default (DeepSeek-V3.2,
-    2P4D, paper-64k, 2,048 agents offline) unless told otherwise."""
+    """Simulate the cluster event by event (agents replaying turns, the paper's scheduler,
+    round robin or least-loaded, bandwidth shared on every link): JCT, throughput, TTFT and
+    TPOT percentiles, storage-read balance and the KV working set; on the paper's default
+    (DeepSeek-V3.2, 2P4D, paper-64k, 2,048 agents offline) unless told otherwise."""
     m = mode_named(mode).name
     slo = spec.serving
     cfg = SimConfig(

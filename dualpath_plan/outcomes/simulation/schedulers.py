@@ -1,0 +1,153 @@
+"""The simulation's schedulers: what gives a turn its prefill GPU, its decode node and its read
+path. Each is a class in ``SCHEDULERS`` under the name ``simulate --scheduler`` takes; the
+engine books the choice (``state.PrefillGpus.book``, ``state.DecodeNodes.book``) and asks for
+the read path only where the mode reads on either side and does not split reads at random
+(``even``). A new scheduler: a class with ``engines`` and ``read_on_decode``, a name in
+``SimScheduler`` and a row in ``SCHEDULERS`` (docs/extending.md)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from dualpath_plan.outcomes.simulation.state import Cluster
+
+# The paper's scheduler (section 6) is queue-aware: the name the analytical model gives it.
+SimScheduler = Literal["queue_aware", "round_robin", "least_loaded"]
+
+# The paper's scheduler thresholds (section 6, A.4): alpha = what a node reads in 3 s (bytes
+# here), beta = the tokens one GPU prefills in 5 s; the compute quota of a forward pass, 300
+# ms of attention per layer; the DE high-token margin 1.05.
+ALPHA_READ_S = 3.0
+BETA_COMPUTE_S = 5.0
+QUOTA_PER_LAYER_S = 0.300
+HIGH_TOKEN_MARGIN = 1.05
+
+
+class Scheduler(Protocol):
+    """Places one turn. ``engines``: its prefill GPU and decode node for ``tok`` prompt
+    tokens, or None where every prefill engine is overloaded (the turn waits in the global
+    FIFO and is offered again when a pass frees tokens); ``read_on_decode``: whether a turn on
+    GPU ``g`` and decode node ``e`` reads its hit KV on the decode side."""
+
+    def engines(self, tok: float) -> tuple[int, int] | None: ...
+
+    def read_on_decode(self, g: int, e: int) -> bool: ...
+
+
+class QueueAware:
+    """The paper's scheduler (section 6). PE (Algorithm 1): per prefill node, its GPU with the
+    fewest unfinished tokens among those not over beta; the node's read queue puts it in the
+    low- or high-read category (alpha), the least-loaded low-read node first. DE: the nodes
+    with room, not high-token, fewest sequences; else the high-token one with the fewest
+    tokens. Read path: the side whose node has the shorter read queue in seconds of reads."""
+
+    __slots__ = ("c",)
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.c = cluster
+
+    def engines(self, tok: float) -> tuple[int, int] | None:
+        c = self.c
+        # PE: the least-loaded low-read node's best GPU, else the high-read one's.
+        node_min_tok, read_queue, alpha = c.gpus.node_min_tok, c.reads.queue, c.reads.alpha
+        best_low = best_high = -1
+        low_tok = high_tok = math.inf
+        for node in range(c.P):
+            gt = node_min_tok[node]
+            if gt == math.inf:
+                continue
+            if read_queue[node] <= alpha[node]:
+                if gt < low_tok:
+                    best_low, low_tok = node, gt
+            elif gt < high_tok:
+                best_high, high_tok = node, gt
+        node = best_low if best_low >= 0 else best_high
+        if node < 0:
+            return None
+        # DE (section 6, phase 2, on one group): the nodes with room, not high-token, fewest
+        # sequences; else the high-token one with the fewest tokens.
+        d = c.decode
+        D, slots, de_seq, de_tokens = c.D, d.slots, d.seq, d.tokens
+        z = HIGH_TOKEN_MARGIN * (tok + d.token_sum) / D
+        pick, pick_seq = -1, 1 << 60
+        alt, alt_tok = -1, math.inf
+        for e in range(D):
+            if de_seq[e] >= slots:
+                continue
+            te = de_tokens[e]
+            if te + tok <= z:
+                if de_seq[e] < pick_seq:
+                    pick, pick_seq = e, de_seq[e]
+            elif te < alt_tok:
+                alt, alt_tok = e, te
+        e = pick if pick >= 0 else alt
+        if e < 0:
+            e = min(range(D), key=de_tokens.__getitem__)
+        return c.gpus.node_min_gpu[node], e
+
+    def read_on_decode(self, g: int, e: int) -> bool:
+        """The side whose node has the shorter read queue, in seconds of reads."""
+        c = self.c
+        read_queue, read_rate = c.reads.queue, c.reads.rate
+        pn, dn = c.gpus.node[g], c.P + e
+        return read_queue[dn] / read_rate[dn] < read_queue[pn] / read_rate[pn]
+
+
+class RoundRobin:
+    """Blind to every queue: prefill GPUs in turn, decode nodes in turn, the two read paths in
+    turn (the paper's round-robin baseline, Figure 13: with P < D a PE node reads more than
+    its share)."""
+
+    __slots__ = ("D", "G", "de", "path", "pe")
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.G, self.D = cluster.G, cluster.D
+        self.pe = self.de = self.path = 0
+
+    def engines(self, tok: float) -> tuple[int, int] | None:
+        g = self.pe % self.G
+        self.pe += 1
+        e = self.de % self.D
+        self.de += 1
+        return g, e
+
+    def read_on_decode(self, g: int, e: int) -> bool:
+        side_de = self.path % 2 == 1
+        self.path += 1
+        return side_de
+
+
+class LeastLoaded:
+    """What a user would try first: every choice to the least-loaded unit, no thresholds. The
+    prefill GPU with the fewest unfinished tokens (of all GPUs; a turn never waits in the
+    global FIFO), the decode node with the fewest tokens among those with a free decode slot
+    (of all nodes when none has one), the read on the side whose node has the shorter read
+    queue in seconds of reads. Ties go to the lowest index."""
+
+    __slots__ = ("c",)
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.c = cluster
+
+    def engines(self, tok: float) -> tuple[int, int] | None:
+        tokens = self.c.gpus.tokens
+        g = min(range(self.c.G), key=tokens.__getitem__)
+        d = self.c.decode
+        free = [e for e in range(self.c.D) if d.seq[e] < d.slots]
+        e = min(free or range(self.c.D), key=d.tokens.__getitem__)
+        return g, e
+
+    # The paper's read path: the shorter read queue in seconds of reads.
+    read_on_decode = QueueAware.read_on_decode
+
+
+# The registry: ``simulate --scheduler NAME`` runs SCHEDULERS[NAME](cluster).
+SCHEDULERS: dict[str, Callable[[Cluster], Scheduler]] = {
+    "queue_aware": QueueAware,
+    "round_robin": RoundRobin,
+    "least_loaded": LeastLoaded,
+}
+SIM_SCHEDULERS: tuple[str, ...] = tuple(SCHEDULERS)
