@@ -545,8 +545,11 @@ def prefill_engine(
     if io_free:
         copy, read = 0.0, 0.0
     elif layerwise:
-        # Layer blocks stream in while earlier layers compute: only the first layer waits.
-        copy, read = 0.0, hit_bytes / model.num_layers / snic
+        # Layer blocks stream into HBM while earlier layers compute (the copy is hidden), but
+        # the store holds Full Blocks, every layer of 64 tokens (paper 4.1, A.5): a layer's KV
+        # of all cached tokens is in the buffer only once every block has been read, so the
+        # storage read precedes the first layer, whole (the simulation's order too).
+        copy, read = 0.0, hit_bytes / snic
     else:
         copy, read = hit_bytes / loopback, hit_bytes / snic
     if engine is not None:

@@ -98,7 +98,16 @@ class Engine:
         self.lifetime_s = lifetime_s  # the longest agent's at light load
         self.progress, self.turn_sink = progress, turn_sink
         self.P, self.D = sc.prefill_nodes, sc.decode_nodes
-        self.gpus_per_node = sc.prefill_node.gpus_per_node
+        # A prefill unit is a rank: the GPUs one request runs on (its tensor-parallel degree
+        # under the operator model, ``PrefillEngine.request_gpus``), which prefill it together
+        # in 1 / request_gpus of one GPU's time. Ranks that span nodes are not modelled: there
+        # every GPU is its own unit, as before.
+        pm = asm.pe.prefill
+        assert pm is not None
+        gpn = sc.prefill_node.gpus_per_node
+        rank = round(float(np.asarray(pm.request_gpus)))
+        self.rank_gpus = rank if 1 <= rank <= gpn and gpn % rank == 0 else 1
+        self.gpus_per_node = gpn // self.rank_gpus
         self.G = self.P * self.gpus_per_node
         self.groups = groups
         self._build_servers(asm)
@@ -166,13 +175,15 @@ class Engine:
         mean_flops = float(np.sum(sc.turn_demand.prefill_flops * w))
         mean_hit = float(np.sum(sc.turn_demand.hit_bytes * w))
         t1 = float(np.asarray(pm.t1_s))  # one cluster: numbers
-        peak = mean_flops / t1 if t1 > 0 else math.inf
-        copy_per_byte = pm.copy_s / mean_hit if mean_hit > 0 else 0.0
+        # A rank computes a request in 1 / rank_gpus of one GPU's time, and holds its KV in
+        # the HBM of its rank_gpus GPUs.
+        peak = mean_flops / t1 * self.rank_gpus if t1 > 0 else math.inf
+        copy_per_byte = pm.copy_s / mean_hit / self.rank_gpus if mean_hit > 0 else 0.0
         layers = sc.model.num_layers if self.mode.layerwise else 1
         self.kinds: Kinds = turn_kinds(
             sc, self.counts, peak, copy_per_byte, layers, cfg.context_growth
         )
-        self.hbm_free = float(np.asarray(pm.free_hbm_bytes))
+        self.hbm_free = float(np.asarray(pm.free_hbm_bytes)) * self.rank_gpus
         self.t0 = float(np.asarray(pm.t0_s))
         self.quota = (
             cfg.prefill_quota_s
@@ -182,8 +193,10 @@ class Engine:
         # beta: the tokens one GPU prefills in 5 s at its largest batch; alpha: the bytes a
         # node reads in 3 s (both "profiled in advance", paper A.4).
         mean_prompt = float(np.sum(sc.turn_demand.context_tokens * w))
-        b = max(min(float(np.asarray(pm.batch_cap)), (self.quota - self.t0) / pm.u_s), 1.0)
-        self.beta = float(BETA_COMPUTE_S * b / (self.t0 + b * pm.u_s) * mean_prompt)
+        u_rank = pm.u_s / self.rank_gpus
+        cap = float(np.asarray(pm.batch_cap)) * self.rank_gpus
+        b = max(min(cap, (self.quota - self.t0) / u_rank), 1.0)
+        self.beta = float(BETA_COMPUTE_S * b / (self.t0 + b * u_rank) * mean_prompt)
         self.alpha = [ALPHA_READ_S * r for r in self.read_rate]
 
     def _build_state(self, counts: np.ndarray, replayed: np.ndarray, arrivals: np.ndarray) -> None:
