@@ -456,9 +456,14 @@ QUANTITIES: dict[str, Quantity] = {
         "an 8-GPU DGX lists at about $200,000 to $500,000 (hardware_profiles/node/*.toml)",
     ),
     "node.amortization_years": Quantity(
-        "an amortization period", "years", "years", 0.25, 30.0, (Slip("months", 1 / 12),),
+        "an amortization period",
+        "years",
+        "years",
+        0.25,
+        30.0,
+        (Slip("months", 1 / 12),),
         "servers are written off over 3 to 6 years",
-    ),  # fmt: skip
+    ),
     "node.power_w": Quantity(
         "a node's power",
         "W",
@@ -487,13 +492,23 @@ QUANTITIES: dict[str, Quantity] = {
         "a 16-SSD storage server is tens of thousands of dollars",
     ),
     "storage.amortization_years": Quantity(
-        "an amortization period", "years", "years", 0.25, 30.0, (Slip("months", 1 / 12),),
+        "an amortization period",
+        "years",
+        "years",
+        0.25,
+        30.0,
+        (Slip("months", 1 / 12),),
         "servers are written off over 3 to 6 years",
-    ),  # fmt: skip
+    ),
     "storage.power_w": Quantity(
-        "a storage node's power", "W", "watts", 10.0, 1_000_000.0, (Slip("kW", 1e3),),
+        "a storage node's power",
+        "W",
+        "watts",
+        10.0,
+        1_000_000.0,
+        (Slip("kW", 1e3),),
         "a storage server draws hundreds of watts to a few kW",
-    ),  # fmt: skip
+    ),
     "pue": Quantity(
         "a site's power usage effectiveness",
         "",

@@ -18,6 +18,7 @@ import numpy as np
 from dualpath_plan import plausible
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.formatting import plain
+from dualpath_plan.outcomes.cost import PlanCost, plan_cost, priced
 from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.serving import (
     ModeOutcome,
@@ -118,6 +119,20 @@ class SizingReport:
     modes: dict[OutcomeMode, SizingResult]
     # --target-aps: per reached mode, the store that serves it (None: not sized, see store_size)
     stores: dict[OutcomeMode, StoreSize | None] = field(default_factory=dict)
+
+    def costs(self) -> dict[OutcomeMode, PlanCost]:
+        """Each reached mode's cost, its store the one sized for it (--target-aps) or the
+        plan's own (outcomes/cost.py); empty where no profile has a price."""
+        if not priced(self.scenario):
+            return {}
+        out = {}
+        for m, s in self.modes.items():
+            if s.outcome is None:
+                continue
+            sc = replace(self.scenario, prefill_nodes=s.prefill_nodes, decode_nodes=s.decode_nodes)
+            st = self.stores.get(m)
+            out[m] = plan_cost(sc, s.outcome, self.spec.serving, st.nodes if st else None)
+        return out
 
 
 def _best_split(

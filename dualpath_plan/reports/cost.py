@@ -1,0 +1,70 @@
+"""A plan's cost in a report (issue 32; outcomes/cost.py): a JSON object per mode and a table
+of text. Nothing is printed or written where no profile of the scenario has a price; a plan
+whose price is partly unknown says which, never a number."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from dualpath_plan.outcomes.cost import PlanCost
+
+
+def cost_payload(c: PlanCost) -> dict[str, Any]:
+    """The ``cost`` object of a mode (every figure in US dollars; ``unknown``: why none)."""
+    if not c.known:
+        return {"unknown": c.unknown}
+    return {
+        "usd_per_hour": c.usd_per_hour,
+        "nodes_usd_per_hour": c.nodes_usd_per_hour,
+        "store_usd_per_hour": c.store_usd_per_hour,
+        "power_usd_per_hour": c.power_usd_per_hour,
+        "storage_nodes": c.storage_nodes,
+        "usd_per_agent": c.usd_per_agent,
+        "usd_per_agent_offline": c.usd_per_agent_offline,
+        "usd_per_mtok": c.usd_per_mtok,
+        "usd_per_mtok_offline": c.usd_per_mtok_offline,
+        **({"power_note": c.power_note} if c.power_note else {}),
+    }
+
+
+def _usd(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"${v:,.2f}" if v >= 0.995 else f"${v:.3g}"
+
+
+def render_costs(costs: Mapping[str, PlanCost], console: Console) -> None:
+    """A row per mode: $/h (nodes + store + power), $/agent and $/M tokens online and offline."""
+    if not costs:
+        return
+    table = Table(title="cost (public list prices; docs/model.md section 13)", title_justify="left")
+    cols = ("mode", "$/h", "nodes", "store", "power", "$/agent", "$/agent off.", "$/M tok")
+    for c in (*cols, "$/M tok off."):
+        table.add_column(c, justify="left" if c == "mode" else "right")
+    for m, c in costs.items():
+        if not c.known:
+            table.add_row(m, f"unknown: {c.unknown}", *[""] * (len(cols) - 1))
+            continue
+        table.add_row(
+            m,
+            _usd(c.usd_per_hour),
+            _usd(c.nodes_usd_per_hour),
+            f"{_usd(c.store_usd_per_hour)} ({c.storage_nodes:,})",
+            _usd(c.power_usd_per_hour),
+            _usd(c.usd_per_agent),
+            _usd(c.usd_per_agent_offline),
+            _usd(c.usd_per_mtok),
+            _usd(c.usd_per_mtok_offline),
+        )
+    console.print(table)
+    notes = dict.fromkeys(c.power_note for c in costs.values() if c.power_note)
+    console.print(
+        "$/agent: $/h over the APS x 3,600 (online), or the JCT run's over its agents (off.); "
+        "$/M tok: per million tokens processed (each turn's whole prompt and its output); "
+        "store: its nodes in brackets" + "".join(f"; {n}" for n in notes),
+        highlight=False,
+    )
