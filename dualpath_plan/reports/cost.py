@@ -37,14 +37,14 @@ def _usd(v: float | None) -> str:
     return f"${v:,.2f}" if v >= 0.995 else f"${v:.3g}"
 
 
-def render_costs(costs: Mapping[str, PlanCost], console: Console) -> None:
+def render_costs(costs: Mapping[Any, PlanCost], console: Console) -> None:
     """A row per mode: $/h (nodes + store + power), $/agent and $/M tokens online and offline."""
     if not costs:
         return
     table = Table(title="cost (public list prices; docs/model.md section 13)", title_justify="left")
     cols = ("mode", "$/h", "nodes", "store", "power", "$/agent", "$/agent off.", "$/M tok")
-    for c in (*cols, "$/M tok off."):
-        table.add_column(c, justify="left" if c == "mode" else "right")
+    for col in (*cols, "$/M tok off."):
+        table.add_column(col, justify="left" if col == "mode" else "right")
     for m, c in costs.items():
         if not c.known:
             table.add_row(m, f"unknown: {c.unknown}", *[""] * (len(cols) - 1))
