@@ -468,7 +468,7 @@ QUANTITIES: dict[str, Quantity] = {
         "a node's power",
         "W",
         "watts",
-        10.0,
+        100.0,
         1_000_000.0,
         (Slip("kW", 1e3),),
         "a DGX H100 draws 10.2 kW at most, a DGX B200 14.3 kW (hardware_profiles/node/*.toml)",

@@ -39,6 +39,10 @@ def _usd(v: float | None) -> str:
 
 def render_costs(costs: Mapping[Any, PlanCost], console: Console) -> None:
     """A row per mode: $/h (nodes + store + power), $/agent and $/M tokens online and offline."""
+    for m, c in costs.items():
+        if not c.known:  # one line each, never a number made of a missing price
+            console.print(f"{m}: cost unknown: {c.unknown}", highlight=False, soft_wrap=True)
+    costs = {m: c for m, c in costs.items() if c.known}
     if not costs:
         return
     table = Table(title="cost (public list prices; docs/model.md section 13)", title_justify="left")
@@ -46,9 +50,6 @@ def render_costs(costs: Mapping[Any, PlanCost], console: Console) -> None:
     for col in (*cols, "$/M tok off."):
         table.add_column(col, justify="left" if col == "mode" else "right")
     for m, c in costs.items():
-        if not c.known:
-            table.add_row(m, f"unknown: {c.unknown}", *[""] * (len(cols) - 1))
-            continue
         table.add_row(
             m,
             _usd(c.usd_per_hour),
