@@ -77,8 +77,8 @@ def test_doubling_every_price_doubles_every_cost_and_changes_no_split(
                        modes=("dualpath",))  # fmt: skip
     m1, m2 = s1.modes["dualpath"], s2.modes["dualpath"]
     assert (m1.prefill_nodes, m1.decode_nodes) == (m2.prefill_nodes, m2.decode_nodes)
-    _doubled(s1.costs()["dualpath"], s2.costs()["dualpath"])
-    assert (s1.costs()["dualpath"].power_usd_per_hour or 0) > 0
+    _doubled(dp.costs(s1)["dualpath"], dp.costs(s2)["dualpath"])
+    assert (dp.costs(s1)["dualpath"].power_usd_per_hour or 0) > 0
 
 
 def test_owned_nodes_price_their_power_and_it_doubles_too() -> None:

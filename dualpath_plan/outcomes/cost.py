@@ -28,7 +28,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from dualpath_plan.outcomes.serving import ModeOutcome
+from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, SizeReport
+from dualpath_plan.outcomes.store_size import store_size
 from dualpath_plan.profiles.schemas import NodeProfile, StorageProfile, hourly_price
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.spec import ServingConfig
@@ -94,8 +95,6 @@ def plan_store_nodes(
         return sized
     if sc.store is not None:  # --storage-nodes N (or a capacity): the store as given
         return st.storage_nodes
-    from dualpath_plan.outcomes.sizing import store_size
-
     rate = agents / o.jct_s if o.jct_s > 0 and math.isfinite(o.jct_s) else o.aps
     fit = store_size(sc, o, rate, max_utilization)
     return fit.nodes if fit is not None else st.storage_nodes
@@ -106,6 +105,13 @@ def priced(sc: Scenario) -> bool:
     nothing of cost (their output is as before prices existed)."""
     profiles = (sc.prefill_node, sc.decode_node, *((sc.storage,) if sc.storage else ()))
     return any(hourly_price(p) is not None for p in profiles)
+
+
+def size_costs(r: SizeReport) -> dict[OutcomeMode, PlanCost]:
+    """Each mode's cost in a ``size`` report; empty where no profile has a price."""
+    if not priced(r.scenario):
+        return {}
+    return {m: plan_cost(r.scenario, o, r.config) for m, o in r.modes.items()}
 
 
 def plan_cost(

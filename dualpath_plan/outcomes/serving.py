@@ -41,7 +41,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -59,9 +58,6 @@ from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.feasibility import check_feasible
 from dualpath_plan.scenario.spec import ServingConfig
 from dualpath_plan.solvers.closed_form import Solution, solve, solve_each
-
-if TYPE_CHECKING:
-    from dualpath_plan.outcomes.cost import PlanCost
 
 OutcomeMode = ModeName
 
@@ -603,15 +599,6 @@ class SizeReport:
     modes: dict[OutcomeMode, ModeOutcome]
     # Modes the cluster cannot run at all, and why (not strict: the others are still given).
     infeasible: dict[OutcomeMode, str] = field(default_factory=dict)
-
-    def costs(self) -> dict[OutcomeMode, PlanCost]:
-        """Each mode's cost (outcomes/cost.py); empty where no profile of the scenario has a
-        price."""
-        from dualpath_plan.outcomes.cost import plan_cost, priced
-
-        if not priced(self.scenario):
-            return {}
-        return {m: plan_cost(self.scenario, o, self.config) for m, o in self.modes.items()}
 
     def _ratio(self, a: OutcomeMode, b: OutcomeMode, metric: str) -> float:
         """metric of a over metric of b; NaN where either mode has no outcome or b is 0."""

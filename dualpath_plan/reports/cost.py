@@ -4,12 +4,14 @@ whose price is partly unknown says which, never a number."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from dualpath_plan.formatting import MISSING, column
 from dualpath_plan.outcomes.cost import PlanCost
 
 
@@ -31,10 +33,10 @@ def cost_payload(c: PlanCost) -> dict[str, Any]:
     }
 
 
-def _usd(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"${v:,.2f}" if v >= 0.995 else f"${v:.3g}"
+def _dollars(values: list[float | None]) -> list[str]:
+    """A column of dollars with one precision (formatting.column); "-" where there is none."""
+    cells = column([math.nan if v is None else v for v in values])
+    return [c if c == MISSING else f"${c}" for c in cells]
 
 
 def render_costs(costs: Mapping[Any, PlanCost], console: Console) -> None:
@@ -49,17 +51,31 @@ def render_costs(costs: Mapping[Any, PlanCost], console: Console) -> None:
     cols = ("mode", "$/h", "nodes", "store", "power", "$/agent", "$/agent off.", "$/M tok")
     for col in (*cols, "$/M tok off."):
         table.add_column(col, justify="left" if col == "mode" else "right")
-    for m, c in costs.items():
+    figures = {
+        f: _dollars([getattr(c, f) for c in costs.values()])
+        for f in (
+            "usd_per_hour",
+            "nodes_usd_per_hour",
+            "store_usd_per_hour",
+            "power_usd_per_hour",
+            "usd_per_agent",
+            "usd_per_agent_offline",
+            "usd_per_mtok",
+            "usd_per_mtok_offline",
+        )
+    }
+    for k, (m, c) in enumerate(costs.items()):
+        row = {f: cells[k] for f, cells in figures.items()}
         table.add_row(
             m,
-            _usd(c.usd_per_hour),
-            _usd(c.nodes_usd_per_hour),
-            f"{_usd(c.store_usd_per_hour)} ({c.storage_nodes:,})",
-            _usd(c.power_usd_per_hour),
-            _usd(c.usd_per_agent),
-            _usd(c.usd_per_agent_offline),
-            _usd(c.usd_per_mtok),
-            _usd(c.usd_per_mtok_offline),
+            row["usd_per_hour"],
+            row["nodes_usd_per_hour"],
+            f"{row['store_usd_per_hour']} ({c.storage_nodes:,})",
+            row["power_usd_per_hour"],
+            row["usd_per_agent"],
+            row["usd_per_agent_offline"],
+            row["usd_per_mtok"],
+            row["usd_per_mtok_offline"],
         )
     console.print(table)
     notes = dict.fromkeys(c.power_note for c in costs.values() if c.power_note)

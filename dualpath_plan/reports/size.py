@@ -24,6 +24,7 @@ from dualpath_plan.formatting import (
     plain,
     scaled_column,
 )
+from dualpath_plan.outcomes.cost import size_costs
 from dualpath_plan.outcomes.limits import LinkLimit
 from dualpath_plan.outcomes.serving import (
     GAP_METRICS,
@@ -120,6 +121,7 @@ def inputs_payload(sc: Scenario, cfg: ServingConfig) -> dict[str, Any]:
 
 def size_payload(r: SizeReport, intervals: OutcomeIntervals | None = None) -> dict[str, Any]:
     sc, cfg = r.scenario, r.config
+    costs = size_costs(r)
     modes: dict[str, dict[str, Any]] = {m: mode_payload(o) for m, o in r.modes.items()}
     for m in modes:
         modes[m].update(interval_fields(intervals, m))
@@ -134,9 +136,7 @@ def size_payload(r: SizeReport, intervals: OutcomeIntervals | None = None) -> di
         "speedup": {"jct": finite(r.speedup_jct), "aps": finite(r.speedup_aps)},
         # per metric: dualpath's value over the oracle's minus 1 (null: no such ratio)
         "oracle_gap": {k: finite(v) for k, v in r.oracle_gap.items()},
-        **(
-            {"cost": {m: cost_payload(c) for m, c in costs.items()}} if (costs := r.costs()) else {}
-        ),
+        **({"cost": {m: cost_payload(c) for m, c in costs.items()}} if costs else {}),
     }
 
 
@@ -298,7 +298,7 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
             + ", ".join(f"{GAP_LABELS[k]} {v:+.1%}" for k, v in gaps.items() if math.isfinite(v)),
             highlight=False,
         )
-    render_costs(r.costs(), console)
+    render_costs(size_costs(r), console)
     console.print(efficiency_line(sc), highlight=False)
     if intervals is not None:
         console.print(intervals_line(intervals), highlight=False)
