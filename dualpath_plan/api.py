@@ -37,6 +37,7 @@ from dualpath_plan.scenario.spec import DEFAULT_MAX_NODES, ScenarioSpec, Serving
 
 __all__ = [
     "ModeOutcome",
+    "PlanCost",
     "RecommendReport",
     "Scenario",
     "ScenarioSpec",

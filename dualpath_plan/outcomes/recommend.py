@@ -341,8 +341,10 @@ def recommend(
             field=budget.option,
         )
     if not splits:
+        store = f" beside the store's {budget.store_cost:g} $/h" if budget.store_cost else ""
         raise InfeasibleError(
-            "the budget does not buy one prefill and one decode node", field=budget.option
+            f"the budget does not buy one prefill and one decode node{store}",
+            field=budget.option,
         )
     b = bottleneck_free_range(sc)
     free = bool(b.feasible)
