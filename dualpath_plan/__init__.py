@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 
 # Each exported name and the module that defines it.
 _EXPORTS = {
+    "costs": "dualpath_plan.api",
     "evaluate": "dualpath_plan.api",
     "load_profiles": "dualpath_plan.api",
     "paths": "dualpath_plan.api",
@@ -28,6 +29,7 @@ _EXPORTS = {
     "sweep": "dualpath_plan.api",
     "SweepResult": "dualpath_plan.api",
     "ModeOutcome": "dualpath_plan.outcomes.serving",
+    "PlanCost": "dualpath_plan.outcomes.cost",
     "SizeReport": "dualpath_plan.outcomes.serving",
     "SizingReport": "dualpath_plan.outcomes.sizing",
     "RecommendReport": "dualpath_plan.outcomes.recommend",
@@ -43,6 +45,9 @@ __all__ = ["__version__", *_EXPORTS]
 if TYPE_CHECKING:  # the names as the checkers see them ('X as X': a re-export)
     from dualpath_plan.api import (
         SweepResult as SweepResult,
+    )
+    from dualpath_plan.api import (
+        costs as costs,
     )
     from dualpath_plan.api import (
         evaluate as evaluate,
@@ -79,6 +84,9 @@ if TYPE_CHECKING:  # the names as the checkers see them ('X as X': a re-export)
     )
     from dualpath_plan.errors import (
         PlanInputError as PlanInputError,
+    )
+    from dualpath_plan.outcomes.cost import (
+        PlanCost as PlanCost,
     )
     from dualpath_plan.outcomes.recommend import (
         RecommendReport as RecommendReport,

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from dualpath_plan.outcomes.cost import PlanCost, size_costs
 from dualpath_plan.outcomes.objectives import Objective
 from dualpath_plan.outcomes.paths import PathsResult, explain_paths
 from dualpath_plan.outcomes.recommend import Budget, RecommendReport
@@ -36,6 +37,7 @@ from dualpath_plan.scenario.spec import DEFAULT_MAX_NODES, ScenarioSpec, Serving
 
 __all__ = [
     "ModeOutcome",
+    "PlanCost",
     "RecommendReport",
     "Scenario",
     "ScenarioSpec",
@@ -43,6 +45,7 @@ __all__ = [
     "SizeReport",
     "SizingReport",
     "SweepResult",
+    "costs",
     "evaluate",
     "load_profiles",
     "paths",
@@ -67,7 +70,8 @@ def spec(**fields: Any) -> ScenarioSpec:
     """A scenario as a user states it: ``ScenarioSpec``'s fields (``model``, ``workload``,
     ``node``, ``prefill_node``, ``decode_node``, ``prefill_nodes``, ``decode_nodes``,
     ``agents``, ``ttft_slo_s``, ``tpot_slo_s``, ``max_utilization``, ``scheduler``, the store's
-    ``storage_capacity="500TB"`` or ``storage_nodes=N``, ...), validated as the command line's:
+    ``storage_capacity="500TB"`` or ``storage_nodes=N``, the site's ``pue`` and
+    ``power_price`` ($/kWh) for a plan's cost, ...), validated as the command line's:
     a bad one is a ``PlanInputError`` naming it. ``scenario(spec(...)).store`` is the store's
     capacity against the working set where it changes a number (docs/model.md section 12)."""
     return ScenarioSpec.build(fields)
@@ -91,6 +95,15 @@ def evaluate(
     the SLOs, TTFT, TPOT, binding links, decode-path share)."""
     stated = stated if stated is not None else ScenarioSpec()
     return _evaluate(scenario(stated, registry), stated.serving, tuple(modes))
+
+
+def costs(report: SizeReport | SizingReport) -> dict[OutcomeMode, PlanCost]:
+    """What each mode's plan costs (docs/model.md section 13): of one cluster (``evaluate``)
+    or of each mode's smallest cluster and the store sized for it (``size``); empty where no
+    profile of the scenario has a price."""
+    if isinstance(report, SizingReport):
+        return report.costs()
+    return size_costs(report)
 
 
 def size(
@@ -122,13 +135,16 @@ def recommend(
     *,
     budget_nodes: int | None = None,
     budget_gpus: int | None = None,
+    budget_cost: float | None = None,
     objective: Objective = "jct_s",
     modes: Sequence[OutcomeMode] = REPORT_MODES,
 ) -> RecommendReport:
-    """``recommend``: every P/D split of a budget, per mode, ranked by ``objective``
-    (``jct_s``, ``aps`` or ``throughput_per_gpu``)."""
+    """``recommend``: every P/D split of a budget (nodes, GPUs, or ``budget_cost`` $/h of
+    nodes, store and power at the profiles' prices), per mode, ranked by ``objective``
+    (``jct_s``, ``aps``, ``throughput_per_gpu`` or ``cost``: $ per agent served). Each
+    candidate's ``costs`` holds its cost per mode (docs/model.md section 13)."""
     stated = stated if stated is not None else ScenarioSpec()
-    budget = Budget(nodes=budget_nodes, gpus=budget_gpus)
+    budget = Budget(nodes=budget_nodes, gpus=budget_gpus, cost=budget_cost)
     return _recommend(scenario(stated, registry), budget, stated.serving, objective, tuple(modes))
 
 

@@ -433,6 +433,102 @@ QUANTITIES: dict[str, Quantity] = {
             ("inter_rack_bw", "a GPU's bandwidth between racks", 1e8),
         )
     },
+    # issue 32, cost: prices and power of nodes and storage nodes, and the site's options.
+    # A price per hour typed per month or per GPU, a capital price in thousands, kilowatts
+    # typed for watts, a PUE or an electricity price typed as a percent or in cents.
+    "node.price_usd_per_hour": Quantity(
+        "a node's price per hour",
+        "$/h",
+        "US dollars an hour",
+        0.01,
+        10_000.0,
+        (Slip("$/month", 1 / 730.5),),
+        "8-GPU cloud instances list at about $30 to $110 an hour on demand (hardware_profiles/"
+        "node/*.toml); 10,000 $/h is a hundred of them",
+    ),
+    "node.capital_usd": Quantity(
+        "a node's capital price",
+        "$",
+        "US dollars",
+        1_000.0,
+        100_000_000.0,
+        (Slip("thousands of $", 1e3),),
+        "an 8-GPU DGX lists at about $200,000 to $500,000 (hardware_profiles/node/*.toml)",
+    ),
+    "node.amortization_years": Quantity(
+        "an amortization period",
+        "years",
+        "years",
+        0.25,
+        30.0,
+        (Slip("months", 1 / 12),),
+        "servers are written off over 3 to 6 years",
+    ),
+    "node.power_w": Quantity(
+        "a node's power",
+        "W",
+        "watts",
+        100.0,
+        1_000_000.0,
+        (Slip("kW", 1e3),),
+        "a DGX H100 draws 10.2 kW at most, a DGX B200 14.3 kW (hardware_profiles/node/*.toml)",
+    ),
+    "storage.price_usd_per_hour": Quantity(
+        "a storage node's price per hour",
+        "$/h",
+        "US dollars an hour",
+        0.001,
+        10_000.0,
+        (Slip("$/month", 1 / 730.5),),
+        "as a node's",
+    ),
+    "storage.capital_usd": Quantity(
+        "a storage node's capital price",
+        "$",
+        "US dollars",
+        100.0,
+        100_000_000.0,
+        (Slip("thousands of $", 1e3),),
+        "a 16-SSD storage server is tens of thousands of dollars",
+    ),
+    "storage.amortization_years": Quantity(
+        "an amortization period",
+        "years",
+        "years",
+        0.25,
+        30.0,
+        (Slip("months", 1 / 12),),
+        "servers are written off over 3 to 6 years",
+    ),
+    "storage.power_w": Quantity(
+        "a storage node's power",
+        "W",
+        "watts",
+        10.0,
+        1_000_000.0,
+        (Slip("kW", 1e3),),
+        "a storage server draws hundreds of watts to a few kW",
+    ),
+    "pue": Quantity(
+        "a site's power usage effectiveness",
+        "",
+        "a ratio of facility to IT power",
+        1.0,
+        3.0,
+        (Slip("percent", 1e-2),),
+        "1.0 is no overhead (the default); hyperscale sites report about 1.1, the industry "
+        "average is about 1.5 to 1.6 (Uptime Institute surveys)",
+    ),
+    "power_price": Quantity(
+        "an electricity price",
+        "$/kWh",
+        "US dollars a kilowatt-hour",
+        0.001,
+        5.0,
+        (Slip("cents/kWh", 1e-2), Slip("$/MWh", 1e-3)),
+        "industrial electricity is about $0.05 to $0.20 a kWh",
+    ),
+    # end of issue 32, cost
     # issue 35: flags of runs and a trace's clock, each a unit slip found in a trial
     # (simulate --duration 3600000: milliseconds typed for an hour; --window 1e308 printed
     # "2.78e+304 h windows"; size --target-aps 1e308 searched; --aps 5e-324 printed APS 0).

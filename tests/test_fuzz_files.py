@@ -1625,7 +1625,7 @@ def test_a_cost_budget_gives_the_same_splits_at_any_scale(cli) -> None:
             "--budget-cost", repr(10 * scale),
             "--prefill-node-cost", repr(scale), "--decode-node-cost", repr(scale),
         )  # fmt: skip
-        data = cli("recommend", *args, "--json").json()
+        data = cli("recommend", *args, "--storage", "none", "--json").json()
         return [(c["prefill_nodes"], c["decode_nodes"]) for c in data["candidates"]]
 
     expected = splits(1.0)
@@ -1633,7 +1633,9 @@ def test_a_cost_budget_gives_the_same_splits_at_any_scale(cli) -> None:
     for scale in (1e-31, 1e-9, 1e29):
         assert splits(scale) == expected, scale
     for cost in ("1e-320", "1e-10"):
-        result = assert_clean(cli("recommend", "--budget-cost", "10", "--decode-node-cost", cost))
+        # (a prefill node's $/h is its profile's price unless given: 1 here, as before)
+        args = ("--budget-cost", "10", "--prefill-node-cost", "1", "--decode-node-cost", cost)
+        result = assert_clean(cli("recommend", *args, "--storage", "none"))
         assert result.code == 2 and "decode nodes" in result.err
 
 

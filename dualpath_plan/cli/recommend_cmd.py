@@ -50,8 +50,8 @@ def recommend_cmd(
         float | None,
         typer.Option(
             "--budget-cost",
-            help="Money to spend, with --prefill-node-cost and --decode-node-cost (for "
-            "mixed hardware).",
+            help="Dollars an hour to spend on nodes, their store and power (the profiles' "
+            "prices; --prefill-node-cost and --decode-node-cost override a node's).",
             show_default=False,
         ),
     ] = None,
@@ -59,7 +59,7 @@ def recommend_cmd(
         float | None,
         typer.Option(
             "--prefill-node-cost",
-            help="A prefill node's cost, with --budget-cost (default 1).",
+            help="A prefill node's $/h, with --budget-cost (default: its profile's price).",
             show_default=False,
         ),
     ] = None,
@@ -67,7 +67,7 @@ def recommend_cmd(
         float | None,
         typer.Option(
             "--decode-node-cost",
-            help="A decode node's cost, with --budget-cost (default 1).",
+            help="A decode node's $/h, with --budget-cost (default: its profile's price).",
             show_default=False,
         ),
     ] = None,
@@ -75,7 +75,8 @@ def recommend_cmd(
         str,
         typer.Option(
             "--objective",
-            help="jct_s (minimized), aps or throughput_per_gpu: the metric splits are ranked by.",
+            help="jct_s (minimized), aps, throughput_per_gpu or cost ($ per agent served "
+            "online, the store and power included; minimized): the metric splits are ranked by.",
         ),
     ] = "jct_s",
     phase: Annotated[
@@ -129,13 +130,7 @@ def recommend_cmd(
                 "(--budget-nodes and --budget-gpus count them)",
                 field=flag,
             )
-    budget = Budget(
-        budget_nodes,
-        budget_gpus,
-        budget_cost,
-        1.0 if prefill_node_cost is None else prefill_node_cost,
-        1.0 if decode_node_cost is None else decode_node_cost,
-    )
+    budget = Budget(budget_nodes, budget_gpus, budget_cost, prefill_node_cost, decode_node_cost)
     budget.validate()
     cfg = spec.serving
     registry = load_registry(profiles, set_)

@@ -40,7 +40,7 @@ from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
 
 
-@scenario_options()
+@scenario_options(groups=("profiles", "store", "cluster", "serving", "scheduling", "terms"))
 def sweep(
     spec: ScenarioSpec,
     grid: Annotated[

@@ -10,7 +10,7 @@ from typing import Literal, cast
 from dualpath_plan.errors import PlanInputError
 
 Objective = Literal[
-    "throughput_per_gpu", "throughput_turns_per_s", "saturated_turns_per_s", "jct_s", "aps"
+    "throughput_per_gpu", "throughput_turns_per_s", "saturated_turns_per_s", "jct_s", "aps", "cost"
 ]
 # Every objective: the metric's direction (True: lower is better) and its label.
 OBJECTIVE_TABLE: dict[Objective, tuple[bool, str]] = {
@@ -19,6 +19,8 @@ OBJECTIVE_TABLE: dict[Objective, tuple[bool, str]] = {
     "saturated_turns_per_s": (False, "saturated turns/s"),
     "jct_s": (True, "JCT"),
     "aps": (False, "APS"),
+    # issue 32: $ per agent served online (outcomes/cost.py), the store and power included.
+    "cost": (True, "$/agent"),
 }
 # Spellings an earlier release took, and the name that replaced each.
 RENAMED = {"jct": "jct_s", "throughput-per-gpu": "throughput_per_gpu"}

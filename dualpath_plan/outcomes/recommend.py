@@ -14,6 +14,13 @@ import math
 from dataclasses import dataclass, field, replace
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.outcomes.cost import (
+    PlanCost,
+    node_usd_per_hour,
+    plan_cost,
+    plan_store_nodes,
+    priced,
+)
 from dualpath_plan.outcomes.objectives import Objective, objective_of
 from dualpath_plan.outcomes.paths import bottleneck_free_range
 from dualpath_plan.outcomes.serving import (
@@ -26,12 +33,13 @@ from dualpath_plan.outcomes.uncertainty import OutcomeIntervals, answer_interval
 from dualpath_plan.physics.links import link
 from dualpath_plan.physics.modes import REPORT_MODES
 from dualpath_plan.profiles.registry import Registry
+from dualpath_plan.profiles.schemas import hourly_price
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.spec import MAX_SIDE_NODES, ScenarioSpec, ServingConfig
 from dualpath_plan.units import shares
 
 # What recommend ranks splits by (outcomes/objectives.py: one vocabulary with sweep).
-OBJECTIVES: tuple[Objective, ...] = ("jct_s", "aps", "throughput_per_gpu")
+OBJECTIVES: tuple[Objective, ...] = ("jct_s", "aps", "throughput_per_gpu", "cost")
 MAX_SPLITS = 4096
 
 
@@ -39,9 +47,11 @@ MAX_SPLITS = 4096
 class Budget:
     nodes: int | None = None
     gpus: int | None = None
-    cost: float | None = None  # with per-node costs
-    prefill_node_cost: float = 1.0
-    decode_node_cost: float = 1.0
+    cost: float | None = None  # $/h with per-node $/h (None: the profiles' prices)
+    prefill_node_cost: float | None = None
+    decode_node_cost: float | None = None
+    # The store's $/h taken from a cost budget before the nodes (issue 32; see priced()).
+    store_cost: float = 0.0
 
     def validate(self) -> None:
         given = [v for v in (self.nodes, self.gpus, self.cost) if v is not None]
@@ -67,9 +77,10 @@ class Budget:
         if self.gpus is not None:
             per = f"{gpus_p}" if gpus_p == gpus_d else f"{gpus_p} prefill, {gpus_d} decode"
             return f"{self.gpus:,} GPUs ({per} per node)"
+        store = f", the store {self.store_cost:g}" if self.store_cost else ""
         return (
-            f"cost {self.cost:g} (a prefill node {self.prefill_node_cost:g}, a decode node "
-            f"{self.decode_node_cost:g})"
+            f"cost {self.cost:g} (a prefill node {self.prefill_node_cost or 1.0:g}, a decode "
+            f"node {self.decode_node_cost or 1.0:g}{store})"
         )
 
     @property
@@ -85,7 +96,8 @@ class Budget:
         elif self.gpus is not None:
             cp, cd, total = float(gpus_p), float(gpus_d), float(self.gpus)
         else:
-            cp, cd, total = self.prefill_node_cost, self.decode_node_cost, float(self.cost or 0)
+            cp, cd = self.prefill_node_cost or 1.0, self.decode_node_cost or 1.0
+            total = float(self.cost or 0) - self.store_cost
         if total / cp > 4 * MAX_SPLITS:
             raise PlanInputError(
                 f"a budget of {total:g} allows more than {MAX_SPLITS:,} splits; "
@@ -112,6 +124,31 @@ class Budget:
         return out
 
 
+def priced_budget(sc: Scenario, budget: Budget, cfg: ServingConfig, store_cost: float) -> Budget:
+    """A cost budget in $/h with each node's $/h: the flag where given, else the profile's
+    (its price, and its power for owned nodes, outcomes/cost.py), and ``store_cost`` taken
+    from it first. A node with no price and no flag is refused naming both."""
+    if budget.cost is None:
+        return budget
+    costs = []
+    for flag, node, given in (
+        ("--prefill-node-cost", sc.prefill_node, budget.prefill_node_cost),
+        ("--decode-node-cost", sc.decode_node, budget.decode_node_cost),
+    ):
+        if given is None:
+            given = node_usd_per_hour(node, cfg.pue, cfg.power_price)[0]
+            if given is None:
+                raise PlanInputError(
+                    f"node '{node.id}' has no price (price_usd_per_hour, or capital_usd with "
+                    f"amortization_years, and power_w with --power-price): give {flag}",
+                    field="--budget-cost",
+                )
+        costs.append(given)
+    return replace(
+        budget, prefill_node_cost=costs[0], decode_node_cost=costs[1], store_cost=store_cost
+    )
+
+
 @dataclass(frozen=True)
 class Candidate:
     prefill_nodes: int
@@ -123,6 +160,8 @@ class Candidate:
     modes: dict[OutcomeMode, ModeOutcome | None]  # None: infeasible in that mode
     # Why a mode is infeasible at this split (the error size would give), per mode.
     reasons: dict[OutcomeMode, str] = field(default_factory=dict)
+    # Each feasible mode's cost (outcomes/cost.py); empty where no profile has a price.
+    costs: dict[OutcomeMode, PlanCost] = field(default_factory=dict)
 
     @property
     def reason(self) -> str:
@@ -138,8 +177,11 @@ class Candidate:
         return self.prefill_nodes / self.decode_nodes
 
 
-def score(o: ModeOutcome, gpus: int, objective: Objective) -> float:
-    """Higher is better."""
+def score(o: ModeOutcome, gpus: int, objective: Objective, cost: PlanCost | None = None) -> float:
+    """Higher is better; the cost objective: the fewest $ per agent served online."""
+    if objective == "cost":
+        per_agent = None if cost is None else cost.usd_per_agent
+        return -math.inf if per_agent is None else -per_agent
     if objective == "jct_s":
         return -o.jct_s
     if objective == "aps":
@@ -244,7 +286,11 @@ def _evaluate(
         gpus = p * sc.prefill_node.gpus_per_node + d * sc.decode_node.gpus_per_node
         feasible = any(o is not None for o in results.values())
         free = feasible and bool(pd_min <= p / d <= pd_max)
-        out.append(Candidate(p, d, gpus, free, results, reasons))
+        costs = {}
+        if priced(sc):
+            at = replace(sc, prefill_nodes=p, decode_nodes=d)
+            costs = {m: plan_cost(at, o, cfg) for m, o in results.items() if o is not None}
+        out.append(Candidate(p, d, gpus, free, results, reasons, costs))
     return out
 
 
@@ -275,6 +321,18 @@ def recommend(
 ) -> RecommendReport:
     budget.validate()
     objective = objective_of(objective, OBJECTIVES)
+    if objective == "cost" and not priced(sc):
+        raise PlanInputError(
+            "ranks splits by $ per agent: no profile of the scenario has a price "
+            "(price_usd_per_hour, or capital_usd with amortization_years)",
+            field="--objective",
+        )
+    if budget.cost is not None:
+        # The store comes out of the budget first: --storage-nodes N as given, else the
+        # largest store a split of the whole budget needs (each sized at its own rate).
+        budget = priced_budget(sc, budget, cfg, 0.0)
+        first = _store_cost(sc, cfg, budget, modes)
+        budget = priced_budget(sc, budget, cfg, first)
     splits = budget.splits(sc.prefill_node.gpus_per_node, sc.decode_node.gpus_per_node)
     if len(splits) > MAX_SPLITS:
         raise PlanInputError(
@@ -283,8 +341,10 @@ def recommend(
             field=budget.option,
         )
     if not splits:
+        store = f" beside the store's {budget.store_cost:g} $/h" if budget.store_cost else ""
         raise InfeasibleError(
-            "the budget does not buy one prefill and one decode node", field=budget.option
+            f"the budget does not buy one prefill and one decode node{store}",
+            field=budget.option,
         )
     b = bottleneck_free_range(sc)
     free = bool(b.feasible)
@@ -296,10 +356,16 @@ def recommend(
         feasible = [c for c in cands if c.modes[m] is not None]
         if not feasible:
             continue
-        best = max(feasible, key=lambda c: score(c.modes[m], c.gpus, objective))  # type: ignore[arg-type]
+        if objective == "cost" and any(not c.costs[m].known for c in feasible):
+            why = next(c.costs[m].unknown for c in feasible if not c.costs[m].known)
+            raise PlanInputError(f"ranks splits by $ per agent: {why}", field="--objective")
+        best = max(
+            feasible,
+            key=lambda c: score(c.modes[m], c.gpus, objective, c.costs.get(m)),  # type: ignore[arg-type]
+        )
         o = best.modes[m]
         assert o is not None
-        if objective == "aps" and not o.aps > 0:
+        if objective in ("aps", "cost") and not o.aps > 0:
             fastest = max(feasible, key=lambda c: c.modes[m].throughput_turns_per_s)  # type: ignore[union-attr]
             at = fastest.modes[m]
             assert at is not None
@@ -339,6 +405,33 @@ def recommend(
     )
 
 
+def _store_cost(
+    sc: Scenario, cfg: ServingConfig, budget: Budget, modes: tuple[OutcomeMode, ...]
+) -> float:
+    """The store's $/h a cost budget pays first (recommend): --storage-nodes N's, else the
+    largest of the stores the maximal splits of the whole budget need, each sized at its
+    own rate (outcomes/cost.py), so that every split of the rest runs with its store within
+    the budget; 0 without a store or a store price."""
+    st = sc.storage
+    if st is None or hourly_price(st) is None:
+        return 0.0
+    each = node_usd_per_hour(st, cfg.pue, cfg.power_price)[0]
+    if each is None:
+        return 0.0
+    if sc.store is not None:
+        return st.storage_nodes * each
+    splits = budget.splits(sc.prefill_node.gpus_per_node, sc.decode_node.gpus_per_node)
+    if not splits or len(splits) > MAX_SPLITS:
+        return 0.0  # recommend says why about the splits themselves
+    nodes = 0
+    trials = [replace(sc, prefill_nodes=p, decode_nodes=d) for p, d in splits]
+    for trial, found in zip(trials, evaluate_each(trials, modes, cfg), strict=True):
+        for got in found.values():
+            if not isinstance(got, InfeasibleError):
+                nodes = max(nodes, plan_store_nodes(trial, got, cfg.agents, cfg.max_utilization))
+    return nodes * each
+
+
 @dataclass(frozen=True)
 class PhasePlan:
     phases: list[tuple[str, float, Recommendation]]  # workload, weight, best split
@@ -375,6 +468,12 @@ def phase_plan(
     """A ratio per phase, and the gain over the best static ratio. Phases combine as work
     done in sequence: total time = sum of weight x time (JCT objective), effective throughput
     = 1 / sum of weight / throughput (the others)."""
+    if objective == "cost":
+        raise PlanInputError(
+            "phases are combined by time or throughput; rank them by jct_s, aps or "
+            "throughput_per_gpu",
+            field="--objective",
+        )
     share = shares([w for _, w in phases])
     for wid, _ in phases:
         if wid not in registry.ids("workload"):

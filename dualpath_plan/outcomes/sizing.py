@@ -18,6 +18,7 @@ import numpy as np
 from dualpath_plan import plausible
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.formatting import plain
+from dualpath_plan.outcomes.cost import PlanCost, plan_cost, priced
 from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.serving import (
     ModeOutcome,
@@ -26,6 +27,7 @@ from dualpath_plan.outcomes.serving import (
     mode_offline,
     offline_jct_s,
 )
+from dualpath_plan.outcomes.store_size import StoreSize, store_size
 from dualpath_plan.outcomes.sweep import evaluate_clusters
 from dualpath_plan.physics.modes import REPORT_MODES
 from dualpath_plan.scenario.bundle import Scenario
@@ -58,57 +60,6 @@ class SizingResult:
 
 
 @dataclass(frozen=True)
-class StoreSize:
-    """The store that serves a mode's sized cluster at the target APS (issue 32, item 3):
-    storage nodes for its read and write bandwidth, with the busiest storage node at most
-    --max-utilization as every link, and for its capacity, the KV working set at the cluster's
-    APS (Little's law); the count is the larger, ``set_by`` says which."""
-
-    nodes: int
-    nodes_for_bandwidth: int
-    nodes_for_capacity: int
-    read_gbyte_s: float
-    write_gbyte_s: float
-    capacity_tbyte: float  # the working set it must hold
-    set_by: str  # "bandwidth" or "capacity"
-
-
-def store_size(
-    sc: Scenario, o: ModeOutcome, aps: float, max_utilization: float
-) -> StoreSize | None:
-    """The store for ``aps`` agents/s on a cluster whose outcome is ``o``; None where the
-    storage profile gives no per-node capacity and bandwidth (or there is no store)."""
-    st = sc.storage
-    if (
-        st is None
-        or st.node_capacity_tbyte is None
-        or st.node_read_gbyte_s is None
-        or st.node_write_gbyte_s is None
-    ):
-        return None
-    d = sc.turn_demand
-    turns_s = aps * d.trajectory_turns.mean
-    read = turns_s * d.mean(d.hit_bytes) / 1e9
-    write = turns_s * d.mean(d.generated_kv_bytes + d.append_writeback_bytes) / 1e9
-    for_bw = max(
-        math.ceil(read / (max_utilization * st.node_read_gbyte_s)),
-        math.ceil(write / (max_utilization * st.node_write_gbyte_s)),
-        1,
-    )
-    capacity_tb = o.working_set_gbyte / 1e3
-    for_cap = max(math.ceil(capacity_tb / st.node_capacity_tbyte), 1)
-    return StoreSize(
-        nodes=max(for_bw, for_cap),
-        nodes_for_bandwidth=for_bw,
-        nodes_for_capacity=for_cap,
-        read_gbyte_s=read,
-        write_gbyte_s=write,
-        capacity_tbyte=capacity_tb,
-        set_by="bandwidth" if for_bw >= for_cap else "capacity",
-    )
-
-
-@dataclass(frozen=True)
 class SizingReport:
     scenario: Scenario
     spec: ScenarioSpec
@@ -118,6 +69,20 @@ class SizingReport:
     modes: dict[OutcomeMode, SizingResult]
     # --target-aps: per reached mode, the store that serves it (None: not sized, see store_size)
     stores: dict[OutcomeMode, StoreSize | None] = field(default_factory=dict)
+
+    def costs(self) -> dict[OutcomeMode, PlanCost]:
+        """Each reached mode's cost, its store the one sized for it (--target-aps) or the
+        plan's own (outcomes/cost.py); empty where no profile has a price."""
+        if not priced(self.scenario):
+            return {}
+        out = {}
+        for m, s in self.modes.items():
+            if s.outcome is None:
+                continue
+            sc = replace(self.scenario, prefill_nodes=s.prefill_nodes, decode_nodes=s.decode_nodes)
+            st = self.stores.get(m)
+            out[m] = plan_cost(sc, s.outcome, self.spec.serving, st.nodes if st else None)
+        return out
 
 
 def _best_split(

@@ -311,6 +311,14 @@ class NodeProfile(ProfileBase):
     # ... and, for dense models (tensor parallel within a node), two all-reduces per layer,
     # each this latency plus its bytes over NVLink.
     tp_allreduce_latency_s: NonNegative = 0.0
+    # What one node costs (issue 32; docs/model.md section 13), one of: a price per hour
+    # (rented: power and facility included), or a capital price with the years it is paid
+    # off over (owned: its power is priced apart, --power-price and --pue). power_w: the
+    # node's maximum draw. None: not known (a plan on it says its cost is unknown).
+    price_usd_per_hour: Positive | None = None
+    capital_usd: Positive | None = None
+    amortization_years: Positive | None = None
+    power_w: Positive | None = None
 
     def calibrated_by(self, field: str) -> str:
         """Whose calibration ``field`` holds: the measured node it was transferred from (the
@@ -358,6 +366,11 @@ class NodeProfile(ProfileBase):
         return self
 
     @model_validator(mode="after")
+    def _one_price(self) -> NodeProfile:
+        price_problem(self)
+        return self
+
+    @model_validator(mode="after")
     def _nics_per_gpu(self) -> NodeProfile:
         if self.cnic_count > self.gpus_per_node * 4:
             raise ValueError("cnic_count is more than 4 per GPU; expected about one per GPU")
@@ -390,6 +403,45 @@ class StorageProfile(ProfileBase):
     node_capacity_tbyte: Positive | None = None
     node_read_gbyte_s: Positive | None = None
     node_write_gbyte_s: Positive | None = None
+    # What one storage node costs (issue 32; docs/model.md section 13), one of: a price per hour
+    # (rented: power and facility included), or a capital price with the years it is paid
+    # off over (owned: its power is priced apart, --power-price and --pue). power_w: the
+    # node's maximum draw. None: not known (a plan on it says its cost is unknown).
+    price_usd_per_hour: Positive | None = None
+    capital_usd: Positive | None = None
+    amortization_years: Positive | None = None
+    power_w: Positive | None = None
+
+    @model_validator(mode="after")
+    def _one_price(self) -> StorageProfile:
+        price_problem(self)
+        return self
+
+
+# Hours in a year of amortization: 365.25 days of 24 hours (a Julian year).
+HOURS_PER_YEAR = 8766.0
+
+
+def price_problem(p: NodeProfile | StorageProfile) -> None:
+    """A node's price is one of a price per hour or a capital price over years (issue 32)."""
+    if p.price_usd_per_hour is not None and p.capital_usd is not None:
+        raise ValueError(
+            "give price_usd_per_hour (rented) or capital_usd with amortization_years (owned), "
+            "not both"
+        )
+    if (p.capital_usd is None) != (p.amortization_years is None):
+        raise ValueError("capital_usd and amortization_years go together")
+
+
+def hourly_price(p: NodeProfile | StorageProfile) -> float | None:
+    """One node's price per hour: the rent, or the capital over its years (HOURS_PER_YEAR an
+    hour, no interest); None where the profile gives no price. Power is not in it (see
+    outcomes/cost.py: a rent includes it, owned hardware pays it apart)."""
+    if p.price_usd_per_hour is not None:
+        return p.price_usd_per_hour
+    if p.capital_usd is not None and p.amortization_years is not None:
+        return p.capital_usd / (p.amortization_years * HOURS_PER_YEAR)
+    return None
 
 
 # --- model ---------------------------------------------------------------------------------

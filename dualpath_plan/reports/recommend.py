@@ -36,6 +36,7 @@ from dualpath_plan.outcomes.recommend import Candidate, PhasePlan, RecommendRepo
 from dualpath_plan.outcomes.serving import ModeOutcome
 from dualpath_plan.outcomes.uncertainty import Interval
 from dualpath_plan.physics.links import LINK_INDEX
+from dualpath_plan.reports.cost import cost_payload, render_costs
 from dualpath_plan.reports.provenance import (
     efficiency_line,
     efficiency_payload,
@@ -115,7 +116,7 @@ def inputs_lines(r: RecommendReport) -> list[str]:
         f"{count(cfg.agents, 'agent')} started together"
         if r.objective == "jct_s"
         else f"SLOs {', '.join(cfg.slo_parts)}"
-        if r.objective == "aps"
+        if r.objective in ("aps", "cost")
         else "saturated"
     )
     return [
@@ -151,6 +152,9 @@ def _value(o: ModeOutcome | None, c: Candidate, objective: str) -> float | None:
         return o.jct_s
     if objective == "aps":
         return o.aps
+    if objective == "cost":
+        pc = c.costs.get(o.mode)
+        return None if pc is None else pc.usd_per_agent
     return o.throughput_turns_per_s / c.gpus
 
 
@@ -171,7 +175,15 @@ def recommend_payload(r: RecommendReport, phases: PhasePlan | None = None) -> di
                 "gpus": c.gpus,
                 "bottleneck_free": c.bottleneck_free,
                 "modes": {
-                    m: ({**mode_payload(o), "rank": ranks[m][i]} if o is not None else None)
+                    m: (
+                        {
+                            **mode_payload(o),
+                            "rank": ranks[m][i],
+                            **({"cost": cost_payload(c.costs[m])} if m in c.costs else {}),
+                        }
+                        if o is not None
+                        else None
+                    )
                     for m, o in c.modes.items()
                 },
                 # why each mode that has no outcome here is infeasible
@@ -186,6 +198,11 @@ def recommend_payload(r: RecommendReport, phases: PhasePlan | None = None) -> di
                 "gpus": rec.candidate.gpus,
                 "why": rec.why,
                 **interval_fields(r.intervals, m),
+                **(
+                    {"cost": cost_payload(rec.candidate.costs[m])}
+                    if m in rec.candidate.costs
+                    else {}
+                ),
             }
             for m, rec in r.recommended.items()
         },
@@ -224,7 +241,7 @@ def _ranks(r: RecommendReport, mode: str) -> list[int | None]:
     for i, c in enumerate(r.candidates):
         o = c.modes.get(mode)  # type: ignore[call-overload]
         if o is not None:
-            scored.append((score(o, c.gpus, r.objective), i))
+            scored.append((score(o, c.gpus, r.objective, c.costs.get(mode)), i))  # type: ignore[call-overload]
     out: list[int | None] = [None] * len(r.candidates)
     for rank, (_, i) in enumerate(sorted(scored, key=lambda t: -t[0]), 1):
         out[i] = rank
@@ -305,6 +322,14 @@ def render_recommend(r: RecommendReport, console: Console, phases: PhasePlan | N
             f"{rec.candidate.prefill_nodes}P{rec.candidate.decode_nodes}D "
             f"({rec.candidate.gpus} GPUs){_answer_interval(r, m)}. {rec.why}"
         )
+    render_costs(
+        {
+            f"{m} {rec.candidate.prefill_nodes}P{rec.candidate.decode_nodes}D": pc
+            for m, rec in r.recommended.items()
+            if (pc := rec.candidate.costs.get(m)) is not None
+        },
+        console,
+    )
     console.print(escape(efficiency_line(r.scenario)), highlight=False)
     if r.intervals is not None:
         console.print(

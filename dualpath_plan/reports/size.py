@@ -24,6 +24,7 @@ from dualpath_plan.formatting import (
     plain,
     scaled_column,
 )
+from dualpath_plan.outcomes.cost import size_costs
 from dualpath_plan.outcomes.limits import LinkLimit
 from dualpath_plan.outcomes.serving import (
     GAP_METRICS,
@@ -33,6 +34,7 @@ from dualpath_plan.outcomes.serving import (
 )
 from dualpath_plan.outcomes.uncertainty import Interval, OutcomeIntervals
 from dualpath_plan.physics.modes import MODE_TABLE
+from dualpath_plan.reports.cost import cost_payload, render_costs
 from dualpath_plan.reports.provenance import (
     efficiency_line,
     efficiency_payload,
@@ -119,6 +121,7 @@ def inputs_payload(sc: Scenario, cfg: ServingConfig) -> dict[str, Any]:
 
 def size_payload(r: SizeReport, intervals: OutcomeIntervals | None = None) -> dict[str, Any]:
     sc, cfg = r.scenario, r.config
+    costs = size_costs(r)
     modes: dict[str, dict[str, Any]] = {m: mode_payload(o) for m, o in r.modes.items()}
     for m in modes:
         modes[m].update(interval_fields(intervals, m))
@@ -133,6 +136,7 @@ def size_payload(r: SizeReport, intervals: OutcomeIntervals | None = None) -> di
         "speedup": {"jct": finite(r.speedup_jct), "aps": finite(r.speedup_aps)},
         # per metric: dualpath's value over the oracle's minus 1 (null: no such ratio)
         "oracle_gap": {k: finite(v) for k, v in r.oracle_gap.items()},
+        **({"cost": {m: cost_payload(c) for m, c in costs.items()}} if costs else {}),
     }
 
 
@@ -294,6 +298,7 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
             + ", ".join(f"{GAP_LABELS[k]} {v:+.1%}" for k, v in gaps.items() if math.isfinite(v)),
             highlight=False,
         )
+    render_costs(size_costs(r), console)
     console.print(efficiency_line(sc), highlight=False)
     if intervals is not None:
         console.print(intervals_line(intervals), highlight=False)
@@ -318,6 +323,7 @@ def _pair(i: Interval | None) -> tuple[float, float] | None:
 
 
 def sizing_payload(r: SizingReport, intervals: OutcomeIntervals | None = None) -> dict[str, Any]:
+    costs = r.costs()
     target: dict[str, float] = (
         {"aps": r.goal} if r.target == "aps" else {"deadline_s": r.goal, "agents": r.spec.agents}
     )
@@ -345,6 +351,7 @@ def sizing_payload(r: SizingReport, intervals: OutcomeIntervals | None = None) -
                     # Whether the target still holds at the interval's pessimistic end.
                     "target_met_at_interval_end": _met_at_end(r, intervals, m),
                     **_store_field(r, m),
+                    **({"cost": cost_payload(costs[m])} if m in costs else {}),
                 }
                 if s.outcome is not None
                 else {"reached": False, "reason": s.reason}
@@ -476,6 +483,7 @@ def render_sizing(
             f" (for a margin, size for {margin})"
         )
     _render_stores(r, console)
+    render_costs(r.costs(), console)
     console.print(efficiency_line(r.scenario), highlight=False)
     if intervals is not None:
         console.print(intervals_line(intervals) + " (at each mode's cluster)", highlight=False)

@@ -114,6 +114,18 @@ class ScenarioSpec(BaseModel):
         "bandwidth per node (instead of its own aggregate), the hit rate at that capacity.",
         group="store", default=None,
     )  # fmt: skip
+    pue: float = _opt(
+        "--pue",
+        help="The site's power usage effectiveness (facility power over IT power): the power "
+        "of owned nodes (priced by capital) is their power_w x PUE (default 1: no overhead).",
+        group="cost", default=1.0, gt=0, allow_inf_nan=False,
+    )  # fmt: skip
+    power_price: float | None = _opt(
+        "--power-price",
+        help="Electricity, $/kWh, for nodes priced by capital (a price per hour includes "
+        "power); default: power not priced (said so beside the cost).",
+        group="cost", default=None, gt=0, allow_inf_nan=False,
+    )  # fmt: skip
     prefill_nodes: int = _opt(
         "-P", "--prefill-nodes", help="Prefill nodes.", group="cluster", default=2,
     )  # fmt: skip
@@ -238,6 +250,15 @@ class ScenarioSpec(BaseModel):
             raise ValueError("nodes of no store: give --storage with it, not 'none'")
         return v
 
+    @field_validator("pue", "power_price")
+    @classmethod
+    def _plausible_cost(cls, v: float | None, info: ValidationInfo) -> float | None:
+        # --pue 130 (a percent) or --power-price 12 (cents) priced power 100 times over.
+        why = None if v is None else plausible.problem(str(info.field_name), v)
+        if why is not None:
+            raise ValueError(why)
+        return v
+
     @field_validator("ttft_slo_s", "tpot_slo_s")
     @classmethod
     def _plausible(cls, v: float, info: ValidationInfo) -> float:
@@ -349,6 +370,8 @@ class ScenarioSpec(BaseModel):
             self.tpot_slo_s,
             self.max_utilization,
             SloPercentiles.parse(self.slo_percentile),
+            self.pue,
+            self.power_price,
         )
 
     @property
@@ -449,6 +472,10 @@ class ServingConfig:
     max_utilization: float = _default("max_utilization")
     # Percentile SLOs (None: on the means, as the paper states them).
     slo_percentiles: SloPercentiles = SloPercentiles()
+    # The site, for a plan's cost (outcomes/cost.py): --pue and --power-price ($/kWh; None:
+    # power of owned nodes not priced).
+    pue: float = _default("pue")
+    power_price: float | None = None
 
     @property
     def slo_parts(self) -> tuple[str, str]:
@@ -467,6 +494,11 @@ class ServingConfig:
             raise PlanInputError(
                 f"expected 0 < U <= 1, got {self.max_utilization!r}", field="max_utilization"
             )
+        if not (math.isfinite(self.pue) and self.pue > 0):
+            raise PlanInputError(f"expected a finite PUE > 0, got {self.pue!r}", field="pue")
+        pp = self.power_price
+        if pp is not None and not (math.isfinite(pp) and pp > 0):
+            raise PlanInputError(f"expected a finite $/kWh > 0, got {pp!r}", field="power_price")
         a = self.agents
         if isinstance(a, bool) or not isinstance(a, numbers.Integral) or not 1 <= a <= MAX_AGENTS:
             raise PlanInputError(
@@ -486,5 +518,5 @@ class ServingConfig:
 
 
 DEFAULT_SPEC = ScenarioSpec()
-OPTION_GROUPS = ("profiles", "store", "cluster", "serving", "scheduling", "terms")
-Group = Literal["profiles", "store", "cluster", "serving", "scheduling", "terms"]
+OPTION_GROUPS = ("profiles", "store", "cost", "cluster", "serving", "scheduling", "terms")
+Group = Literal["profiles", "store", "cost", "cluster", "serving", "scheduling", "terms"]
