@@ -86,6 +86,8 @@ def plain(v: float, sig: int | None = 6) -> str:
     if not math.isfinite(v):
         return MISSING
     short = repr(float(v)) if sig is None else f"{v:.{sig}g}"
+    if math.isinf(float(short)):  # rounded past the largest float (1.5e308 to 1 digit: 2e308)
+        short = repr(float(v))
     if abs(v) >= EXPONENT_FROM:
         return short if "e" in short else f"{float(short):.{sig or 17}g}"
     text = format(Decimal(short).normalize(), "f")
