@@ -126,7 +126,7 @@ def _compare(sc: Scenario, r: SimResult, slo: ServingConfig) -> report.Analytica
 
 @scenario_options(
     groups=("profiles", "cluster", "serving", "terms"),
-    exclude=("max_utilization", "slo_percentile"),
+    exclude=("max_utilization",),
 )
 def simulate_cmd(
     spec: ScenarioSpec,
