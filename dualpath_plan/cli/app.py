@@ -14,7 +14,7 @@ import typer
 
 from dualpath_plan import __version__
 from dualpath_plan.cli.common import GlobalState, ProfilesOpt, SetOpt, unused_override_warnings
-from dualpath_plan.errors import PlanInputError, printable
+from dualpath_plan.errors import PlanInputError, TaskFailedError, printable
 from dualpath_plan.files import deferred_commits, report_read_progress
 
 app = typer.Typer(
@@ -172,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except TaskFailedError as exc:
+        # A simulation that failed twice, named by its inputs: not bad input, not a bug here.
+        say(f"error: {printable(exc)}")
+        return 1
     except StdoutError as exc:
         return _stdout_refused(exc)
     except Exception as exc:  # a bug: say so in one line unless debugging
