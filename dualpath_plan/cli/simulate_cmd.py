@@ -362,8 +362,7 @@ def _check_plan_flags(
         for flag, value in (("--workers", workers), ("--ray", ray)):
             if value is not None:
                 raise PlanInputError(
-                    "runs the simulations of --seeds N (N > 1) or --aps-search; one run "
-                    "runs here",
+                    "runs the simulations of --seeds N (N > 1) or --aps-search; one run runs here",
                     field=flag,
                 )
         return

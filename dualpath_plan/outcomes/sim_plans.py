@@ -8,11 +8,11 @@ The APS search (Vidur-Search bisects the request rate per configuration by simul
 the analytical model brackets it so that few simulations run): the analytical APS with the
 headroom cap (``ModeOutcome.aps``) is the bracket's low end, the APS under the SLOs alone
 (``slo_aps``) its high end. Both ends are simulated first (one batch); a low end the simulation
-misses moves the bracket down (halving), a high end it meets moves it up (x 1.5), at most
-``MAX_WIDEN`` times each way; then the bracket is bisected until its width is at most
-``tolerance`` of its high end. A rate "holds" when every seed's run is stable and the mean over
-the seeds of each SLO's statistic (the mean, or the percentile ``--slo-percentile`` names) is
-within its SLO.
+misses moves the bracket down, a high end it meets moves it up (by 4 tolerances, then 8, 16
+and 32: ``_widen_step``), at most ``MAX_WIDEN`` times each way; then the bracket is bisected
+until its width is at most ``tolerance`` of its high end. A rate "holds" when every seed's run
+is stable and the mean over the seeds of each SLO's statistic (the mean, or the percentile
+``--slo-percentile`` names) is within its SLO.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ class ApsSearch:
 def _point(aps: float, results: Sequence[SimResult], slo: ServingConfig) -> RatePoint:
     verdicts = [slo_verdict(r, slo) for r in results]
     for r, v in zip(results, verdicts, strict=True):
-        if r.status == "too_short" or v.met is None and r.status != "unstable":
+        if r.status == "too_short" or (v.met is None and r.status != "unstable"):
             raise PlanInputError(
                 f"the run at {plain(aps)} agents/s is {v.why}: a longer --duration and --warmup "
                 "(or leave both out)",
@@ -220,9 +220,7 @@ def aps_search(
         ]
 
     def read(rates: Sequence[float], results: list[SimResult]) -> list[RatePoint]:
-        got = [
-            _point(x, results[i * seeds : (i + 1) * seeds], slo) for i, x in enumerate(rates)
-        ]
+        got = [_point(x, results[i * seeds : (i + 1) * seeds], slo) for i, x in enumerate(rates)]
         points.extend(got)
         return got
 
@@ -235,8 +233,8 @@ def aps_search(
     widened = ""
     if not p_lo.holds:
         widened, hi = "down", lo
-        for _ in range(MAX_WIDEN):
-            lo /= 2.0
+        for k in range(MAX_WIDEN):
+            lo = hi * max(0.5, 1.0 - _widen_step(tolerance, k))
             (p,) = read([lo], (yield batch([lo])))
             if p.holds:
                 break
@@ -245,8 +243,8 @@ def aps_search(
             return done(0.0, (0.0, lo), widened, f"no rate down to {plain(lo)} agents/s holds")
     elif p_hi.holds:
         widened = "up"
-        for _ in range(MAX_WIDEN):
-            lo, hi = hi, hi * 1.5
+        for k in range(MAX_WIDEN):
+            lo, hi = hi, hi * (1.0 + _widen_step(tolerance, k))
             (p,) = read([hi], (yield batch([hi])))
             if not p.holds:
                 break
@@ -257,6 +255,13 @@ def aps_search(
         (p,) = read([mid], (yield batch([mid])))
         lo, hi = (mid, hi) if p.holds else (lo, mid)
     return done(lo, (lo, hi), widened)
+
+
+def _widen_step(tolerance: float, k: int) -> float:
+    """The k-th move of a bracket end the simulation disagrees with, as a share of the end:
+    4 tolerances, doubling (8%, 16%, 32%, 64% at 2%), so that a small disagreement costs one
+    simulated rate and a bisection of a few steps, and a large one few more."""
+    return 4.0 * tolerance * 2.0**k
 
 
 def check_tolerance(tolerance: float) -> None:

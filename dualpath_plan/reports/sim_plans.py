@@ -214,8 +214,7 @@ def search_line(s: ApsSearch) -> str:
         f"simulated APS {plain(s.aps, 4)} agents/s (holds at {plain(s.bracket[0], 4)}, not at "
         f"{hi}; tolerance {percent(s.tolerance)}), {where} the analytical bracket "
         f"{plain(s.analytical_aps, 4)} to {plain(s.analytical_slo_aps, 4)}; "
-        f"{s.simulations} simulations{widened}"
-        + (f" ({s.reason})" if s.reason else "")
+        f"{s.simulations} simulations{widened}" + (f" ({s.reason})" if s.reason else "")
     )
 
 
@@ -250,8 +249,11 @@ def recommend_sim_payload(
             for (p, d), f in zip(splits, found, strict=True)
         ],
         "recommended": (
-            {"prefill_nodes": best.prefill_nodes, "decode_nodes": best.decode_nodes,
-             "aps": best.aps}  # fmt: skip
+            {
+                "prefill_nodes": best.prefill_nodes,
+                "decode_nodes": best.decode_nodes,
+                "aps": best.aps,
+            }
             if best is not None
             else None
         ),

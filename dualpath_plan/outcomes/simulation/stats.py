@@ -120,4 +120,6 @@ _PER_DECADE, _LOW, _BINS = Histogram.PER_DECADE, Histogram.LOW, Histogram.BINS
 def _edges() -> np.ndarray:
     """The histogram's bin edges (built once per process)."""
     return 10.0 ** (Histogram.LOW + np.arange(Histogram.BINS + 1) / Histogram.PER_DECADE)
+
+
 log10 = math.log10
