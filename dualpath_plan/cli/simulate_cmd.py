@@ -223,7 +223,7 @@ def simulate_cmd(
             "--seeds",
             help="Run N seeds (--seed to --seed + N - 1) and give every metric as the mean "
             "with its 95% confidence interval across them (Student t). Default 1; with "
-            "--aps-search, 3 per simulated rate.",
+            f"--aps-search, {DEFAULT_PLAN_SEEDS} per simulated rate.",
             show_default=False,
         ),
     ] = None,

@@ -8,8 +8,8 @@ The APS search (Vidur-Search bisects the request rate per configuration by simul
 the analytical model brackets it so that few simulations run): the analytical APS with the
 headroom cap (``ModeOutcome.aps``) is the bracket's low end, the APS under the SLOs alone
 (``slo_aps``) its high end. Both ends are simulated first (one batch); a low end the simulation
-misses moves the bracket down, a high end it meets moves it up (by 4 tolerances, then 8, 16
-and 32: ``_widen_step``), at most ``MAX_WIDEN`` times each way; then the bracket is bisected
+misses moves the bracket down, a high end it meets moves it up (by 2 tolerances, then 4, 8
+and 16: ``_widen_step``), at most ``MAX_WIDEN`` times each way; then the bracket is bisected
 until its width is at most ``tolerance`` of its high end. A rate "holds" when every seed's run
 is stable and the mean over the seeds of each SLO's statistic (the mean, or the percentile
 ``--slo-percentile`` names) is within its SLO.
@@ -39,8 +39,9 @@ CONFIDENCE = 0.95
 DEFAULT_TOLERANCE = 0.02
 # Times the bracket moves down (or up) where the simulation disagrees with the analytical one.
 MAX_WIDEN = 4
-# Seeds per simulated rate in the APS search and the plans, unless told.
-DEFAULT_PLAN_SEEDS = 3
+# Seeds per simulated rate in the APS search and the plans, unless told: the rate is judged on
+# their mean (--seeds 3 or more for intervals narrow enough to read; each seed is a run).
+DEFAULT_PLAN_SEEDS = 2
 # recommend --by simulation simulates the splits the analytical model ranks in this top.
 DEFAULT_TOP_SPLITS = 3
 # size --target-aps --by simulation tries at most this many node counts above the analytical
@@ -259,9 +260,10 @@ def aps_search(
 
 def _widen_step(tolerance: float, k: int) -> float:
     """The k-th move of a bracket end the simulation disagrees with, as a share of the end:
-    4 tolerances, doubling (8%, 16%, 32%, 64% at 2%), so that a small disagreement costs one
-    simulated rate and a bisection of a few steps, and a large one few more."""
-    return 4.0 * tolerance * 2.0**k
+    2 tolerances, doubling (4%, 8%, 16%, 32% at 2%), so that a small disagreement costs one
+    simulated rate and a bisection step (the README default's 3P5D and 5P3D, 2% off), and a
+    large one few more."""
+    return 2.0 * tolerance * 2.0**k
 
 
 def check_tolerance(tolerance: float) -> None:
