@@ -2,9 +2,9 @@
 external storage, with DeepSeek's DualPath dual read path (arXiv 2602.21548).
 
 The Python API (docs/api.md) is exported here: ``dp.evaluate(dp.spec(prefill_nodes=2))``,
-``dp.size``, ``dp.recommend``, ``dp.sweep``, ``dp.paths``, ``dp.simulate``, ``dp.aps_search``. Its names load
-on first use, so that importing the package (as the CLI does first) imports no library. The
-library never imports the CLI.
+``dp.size``, ``dp.recommend``, ``dp.sweep``, ``dp.paths``, ``dp.simulate``,
+``dp.aps_search``. Its names load on first use, so that importing the package (as the CLI
+does first) imports no library. The library never imports the CLI.
 """
 
 from __future__ import annotations

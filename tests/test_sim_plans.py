@@ -224,7 +224,7 @@ def _children(pid: int) -> set[int]:
 def test_an_interrupt_stops_the_workers_and_leaves_no_output(tmp_path: Path, sig) -> None:
     md = tmp_path / "plan.md"
     cmd = [
-        sys.executable, "-m", "dualpath_plan", "recommend", "--budget-nodes", "3", "--by",
+        sys.executable, "-m", "dualpath_plan", "recommend", "--budget-nodes", "6", "--by",
         "simulation", "--workers", "2", "--markdown", str(md),
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)

@@ -170,13 +170,16 @@ class RayCluster:
                 ) from None
         self.workers = max(1, int(ray.cluster_resources().get("CPU", workers)))
         self._remote: dict[Callable[[Any], Any], Any] = {}
+        self._submitted: list[Any] = []
 
     def submit(self, fn: Callable[[Any], Any], arg: Any) -> Any:
         remote = self._remote.get(fn)
         if remote is None:
             # No automatic retries: the driver retries once and then names the task.
             remote = self._remote[fn] = self._ray.remote(num_cpus=1, max_retries=0)(fn)
-        return remote.remote(arg)
+        ref = remote.remote(arg)
+        self._submitted.append(ref)
+        return ref
 
     def wait(self, handles: Sequence[Any]) -> list[Any]:
         ready, _ = self._ray.wait(list(handles), num_returns=1)
@@ -193,6 +196,11 @@ class RayCluster:
             raise (inner if isinstance(inner, Exception) else cause) from None
 
     def close(self, cancel: bool) -> None:
+        if cancel:  # on a cluster this run did not start, its tasks still end
+            for ref in self._submitted:
+                with contextlib.suppress(Exception):
+                    self._ray.cancel(ref, force=True)
+        self._submitted.clear()
         if self._started:
             with contextlib.suppress(Exception):
                 self._ray.shutdown()
