@@ -227,7 +227,15 @@ def test_an_interrupt_stops_the_workers_and_leaves_no_output(tmp_path: Path, sig
         sys.executable, "-m", "dualpath_plan", "recommend", "--budget-nodes", "6", "--by",
         "simulation", "--workers", "2", "--markdown", str(md),
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        # As a terminal's Ctrl-C finds it: a test runner started in the background ignores
+        # SIGINT, and a process keeps an ignored signal ignored (the program's convention).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     workers: set[int] = set()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and len(workers) < 2:

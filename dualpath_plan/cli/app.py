@@ -109,6 +109,10 @@ def _show_rows(source: str, rows: int, done: bool) -> None:
     sys.stderr.flush()
 
 
+# The exit code of a run Ctrl-C stopped (128 + SIGINT), which Typer returns for it.
+INTERRUPTED = 130
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input is one line on stderr and exit 2, never a traceback."""
     args = sys.argv[1:] if argv is None else argv
@@ -133,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
             # Not standalone: a usage error (a bad type, an unknown option, a missing argument)
             # comes back here and is printed as one line like every other bad input.
             code = command(args=args, prog_name="dualpath-plan", standalone_mode=False)
+            if code == INTERRUPTED:
+                # Typer turns Ctrl-C into Exit(130) and returns it: the run was interrupted,
+                # so its outputs are not committed (a recommend --markdown was renamed into
+                # place after a Ctrl-C in the middle of its simulations).
+                return INTERRUPTED
             for line in unused_override_warnings():
                 say(line)  # a --set the run never read (as aic's warnings: said, not fatal)
             guarded.flush()  # what print() left buffered fails here, inside the guard

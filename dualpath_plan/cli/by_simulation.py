@@ -24,6 +24,9 @@ from dualpath_plan.physics.modes import ModeName
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ServingConfig
 
+# (SciPy, for the intervals, is imported where an interval is computed: a plain size or
+# recommend loads this module and does not need it.)
+
 # The mode planned by simulation: DualPath's, the tool's subject (the analytical report still
 # gives every mode).
 SIM_MODE: ModeName = "dualpath"

@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats
 
 from dualpath_plan.errors import MAX_SEED, InfeasibleError, PlanInputError
 from dualpath_plan.formatting import plain
@@ -100,6 +99,8 @@ def mean_ci(values: Sequence[float]) -> MeanCI:
         return MeanCI(math.nan, math.nan, 0)
     if v.size == 1:
         return MeanCI(float(v[0]), math.nan, 1)
+    from scipy import stats  # here: size and recommend import this module at start-up
+
     t = float(stats.t.ppf(0.5 + CONFIDENCE / 2.0, v.size - 1))
     return MeanCI(float(v.mean()), t * float(v.std(ddof=1)) / math.sqrt(v.size), int(v.size))
 
