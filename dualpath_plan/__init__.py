@@ -2,9 +2,9 @@
 external storage, with DeepSeek's DualPath dual read path (arXiv 2602.21548).
 
 The Python API (docs/api.md) is exported here: ``dp.evaluate(dp.spec(prefill_nodes=2))``,
-``dp.size``, ``dp.recommend``, ``dp.sweep``, ``dp.paths``, ``dp.simulate``. Its names load
-on first use, so that importing the package (as the CLI does first) imports no library. The
-library never imports the CLI.
+``dp.size``, ``dp.recommend``, ``dp.sweep``, ``dp.paths``, ``dp.simulate``,
+``dp.aps_search``. Its names load on first use, so that importing the package (as the CLI
+does first) imports no library. The library never imports the CLI.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 # Each exported name and the module that defines it.
 _EXPORTS = {
     "costs": "dualpath_plan.api",
+    "aps_search": "dualpath_plan.api",
     "evaluate": "dualpath_plan.api",
     "load_profiles": "dualpath_plan.api",
     "paths": "dualpath_plan.api",
@@ -45,6 +46,9 @@ __all__ = ["__version__", *_EXPORTS]
 if TYPE_CHECKING:  # the names as the checkers see them ('X as X': a re-export)
     from dualpath_plan.api import (
         SweepResult as SweepResult,
+    )
+    from dualpath_plan.api import (
+        aps_search as aps_search,
     )
     from dualpath_plan.api import (
         costs as costs,

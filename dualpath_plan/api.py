@@ -244,24 +244,72 @@ def simulate(
     aps: float | None = None,
     seed: int = 0,
     scheduler: str | None = None,
+    seeds: int | None = None,
+    workers: int | None = 1,
+    ray: str | None = None,
 ) -> Any:
     """``simulate``: the discrete-event simulation of the cluster, offline (``agents`` started
     together, default the scenario's) or online (Poisson arrivals at ``aps``); the
-    ``SimResult`` (throughput, JCT, TTFT/TPOT distributions, storage-read balance, ...)."""
-    from dualpath_plan.outcomes.simulation import SimConfig
+    ``SimResult`` (throughput, JCT, TTFT/TPOT distributions, storage-read balance, ...).
+    ``seeds=N`` (``simulate --seeds``): the N runs of seeds ``seed`` to ``seed + N - 1``, a list
+    in seed order, on ``workers`` local processes (1: here; None: the machine's cores) or the
+    Ray cluster at ``ray``; ``outcomes.sim_plans.mean_ci`` gives a metric's 95% interval."""
+    from dualpath_plan.outcomes.executor import make_executor
+    from dualpath_plan.outcomes.sim_plans import run_seeds
     from dualpath_plan.outcomes.simulation import simulate as _simulate
 
     stated = stated if stated is not None else ScenarioSpec()
+    cfg = _sim_config(stated, mode, agents, aps, seed, scheduler)
+    sc = scenario(stated, registry)
+    if seeds is None:
+        return _simulate(sc, cfg)
+    return run_seeds(sc, cfg, seeds, make_executor(workers, ray))
+
+
+def _sim_config(
+    stated: ScenarioSpec,
+    mode: OutcomeMode,
+    agents: int | None,
+    aps: float | None,
+    seed: int,
+    scheduler: str | None,
+) -> Any:
+    from dualpath_plan.outcomes.simulation import SimConfig
+
     if aps is None and agents is None:
         agents = stated.agents
-    cfg = SimConfig(
+    return SimConfig(
         mode=mode,
         agents=agents,
         aps=aps,
         seed=seed,
         scheduler=scheduler,  # type: ignore[arg-type]  # checked by SimConfig
     )
-    return _simulate(scenario(stated, registry), cfg)
+
+
+def aps_search(
+    stated: ScenarioSpec | None = None,
+    registry: Registry | None = None,
+    *,
+    mode: OutcomeMode = "dualpath",
+    seed: int = 0,
+    seeds: int = 2,
+    tolerance: float = 0.02,
+    scheduler: str | None = None,
+    workers: int | None = 1,
+    ray: str | None = None,
+) -> Any:
+    """``simulate --aps-search``: the highest APS whose SLOs (the spec's, means or
+    ``slo_percentile``) hold in the simulation, the mean over ``seeds`` seeds per rate, by
+    bisection bracketed by the analytical APS with and without the headroom cap; the
+    ``ApsSearch`` (``aps``, ``bracket``, ``points``, ``inside_bracket``, ...)."""
+    from dualpath_plan.outcomes.executor import make_executor
+    from dualpath_plan.outcomes.sim_plans import search_aps
+
+    stated = stated if stated is not None else ScenarioSpec()
+    cfg = _sim_config(stated, mode, None, 1.0, seed, scheduler)
+    sc = scenario(stated, registry)
+    return search_aps(sc, cfg, stated.serving, make_executor(workers, ray), seeds, tolerance)
 
 
 def records(outcome: SizeReport | RecommendReport) -> list[dict[str, object]]:

@@ -75,6 +75,21 @@ class PlanInputError(Exception):
         prefix = ": ".join(parts)
         super().__init__(printable(f"{prefix}: {message}" if prefix else message))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Raised in a worker process (outcomes/executor.py) and pickled back: keep where.
+        return (_rebuild, (type(self), self.detail, self.source, self.field, self.line))
+
+
+def _rebuild(
+    cls: type[PlanInputError], message: str, source: str | None, field: str | None, line: int | None
+) -> PlanInputError:
+    return cls(message, source=source, field=field, line=line)
+
+
+class TaskFailedError(Exception):
+    """A task of a parallel run (a simulation) failed twice for a reason other than bad
+    input: the CLI prints ``error: <message>`` naming the task's inputs and exits 1."""
+
 
 class InfeasibleError(PlanInputError):
     """The input is well formed but describes a cluster or target that cannot work."""

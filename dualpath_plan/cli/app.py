@@ -14,7 +14,7 @@ import typer
 
 from dualpath_plan import __version__
 from dualpath_plan.cli.common import GlobalState, ProfilesOpt, SetOpt, unused_override_warnings
-from dualpath_plan.errors import PlanInputError, printable
+from dualpath_plan.errors import PlanInputError, TaskFailedError, printable
 from dualpath_plan.files import deferred_commits, report_read_progress
 
 app = typer.Typer(
@@ -109,6 +109,10 @@ def _show_rows(source: str, rows: int, done: bool) -> None:
     sys.stderr.flush()
 
 
+# The exit code of a run Ctrl-C stopped (128 + SIGINT), which Typer returns for it.
+INTERRUPTED = 130
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input is one line on stderr and exit 2, never a traceback."""
     args = sys.argv[1:] if argv is None else argv
@@ -133,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
             # Not standalone: a usage error (a bad type, an unknown option, a missing argument)
             # comes back here and is printed as one line like every other bad input.
             code = command(args=args, prog_name="dualpath-plan", standalone_mode=False)
+            if code == INTERRUPTED:
+                # Typer turns Ctrl-C into Exit(130) and returns it: the run was interrupted,
+                # so its outputs are not committed (a recommend --markdown was renamed into
+                # place after a Ctrl-C in the middle of its simulations).
+                return INTERRUPTED
             for line in unused_override_warnings():
                 say(line)  # a --set the run never read (as aic's warnings: said, not fatal)
             guarded.flush()  # what print() left buffered fails here, inside the guard
@@ -172,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except TaskFailedError as exc:
+        # A simulation that failed twice, named by its inputs: not bad input, not a bug here.
+        say(f"error: {printable(exc)}")
+        return 1
     except StdoutError as exc:
         return _stdout_refused(exc)
     except Exception as exc:  # a bug: say so in one line unless debugging

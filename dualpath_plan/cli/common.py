@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -195,3 +196,48 @@ def refuse_overwrites(
                     source=str(out),
                     field=flag,
                 )
+
+
+@contextlib.contextmanager
+def task_progress(label: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar over tasks on standard error (a terminal only, as sweep's), erased when
+    done: yields ``hook(done, total)`` (the total may grow as a search yields more tasks)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    err = Console(stderr=True)
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as bar:
+        task = bar.add_task(label, total=None)
+
+        def hook(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield hook
+
+
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        help="Simulations run at once on a local process pool (default: the machine's cores; "
+        "1 runs them in this process). The results do not depend on it.",
+        show_default=False,
+    ),
+]
+RayOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        help="Run the simulations on a Ray cluster: its address (ray://HEAD:10001 or "
+        "HEAD:6379), 'auto' (the cluster this machine belongs to) or 'local' (start one here "
+        "with --workers CPUs). Needs pip install 'dualpath-plan[ray]'.",
+        show_default=False,
+    ),
+]

@@ -7,10 +7,20 @@ from typing import Annotated
 
 import typer
 
+from dualpath_plan.cli.by_simulation import (
+    SIM_MODE,
+    ByOpt,
+    PlanSeedsOpt,
+    TopSplitsOpt,
+    by_simulation,
+    recommend_by_simulation,
+)
 from dualpath_plan.cli.common import (
     JsonOpt,
     ProfilesOpt,
+    RayOpt,
     SetOpt,
+    WorkersOpt,
     command_line,
     load_registry,
     parse_pairs,
@@ -23,6 +33,7 @@ from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import AtomicGroup
 from dualpath_plan.outcomes.objectives import objective_of
 from dualpath_plan.outcomes.recommend import OBJECTIVES, Budget, phase_plan, recommend
+from dualpath_plan.outcomes.sim_plans import DEFAULT_PLAN_SEEDS, DEFAULT_TOP_SPLITS
 from dualpath_plan.reports.recommend import (
     recommend_markdown,
     recommend_payload,
@@ -30,6 +41,7 @@ from dualpath_plan.reports.recommend import (
     recommend_svg,
     render_recommend,
 )
+from dualpath_plan.reports.sim_plans import recommend_sim_payload, render_recommend_sim
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
 
@@ -109,6 +121,11 @@ def recommend_cmd(
             show_default=False,
         ),
     ] = None,
+    by: ByOpt = "analytical",
+    seeds: PlanSeedsOpt = DEFAULT_PLAN_SEEDS,
+    top_splits: TopSplitsOpt = DEFAULT_TOP_SPLITS,
+    workers: WorkersOpt = None,
+    ray: RayOpt = None,
     as_json: JsonOpt = False,
     profiles: ProfilesOpt = None,
     set_: SetOpt = None,
@@ -117,6 +134,9 @@ def recommend_cmd(
     rank them by the objective, mark the bottleneck-free range, and recommend a split per mode
     with what binds on each side of it."""
     objective = objective_of(objective, OBJECTIVES)
+    simulated = by_simulation(
+        by, {"--seeds": seeds, "--top-splits": top_splits, "--workers": workers, "--ray": ray}
+    )
     if plot is not None and plot.suffix.lower() not in (".svg", ".png"):
         raise PlanInputError(f"expected a .svg or .png file, got {plot.name!r}", field="--plot")
     for flag, price in (
@@ -159,10 +179,25 @@ def recommend_cmd(
             outputs.add(
                 markdown, recommend_markdown(report, phases, command_line()), field="--markdown"
             )
+    sim = None
+    if simulated:
+        ranked = [
+            (c.prefill_nodes, c.decode_nodes, o.aps)
+            for c in report.candidates
+            if (o := c.modes.get(SIM_MODE)) is not None
+        ]
+        sim = recommend_by_simulation(sc, ranked, cfg, seeds, top_splits, workers, ray)
     if as_json:
-        print_json(recommend_payload(report, phases))
+        payload = recommend_payload(report, phases)
+        if sim is not None:
+            splits, found, total = sim
+            payload["simulation"] = recommend_sim_payload(splits, found, top_splits, total)
+        print_json(payload)
         return
     render_recommend(report, stdout, phases)
+    if sim is not None:
+        splits, found, total = sim
+        render_recommend_sim(splits, found, top_splits, total, stdout, cfg)
 
 
 def register(app: typer.Typer) -> None:

@@ -12,16 +12,26 @@ import typer
 from dualpath_plan.cli.common import (
     JsonOpt,
     ProfilesOpt,
+    RayOpt,
     SetOpt,
+    WorkersOpt,
     load_registry,
     print_json,
     refuse_input,
     stdout,
+    task_progress,
 )
 from dualpath_plan.cli.options import given_flags, scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import AtomicWriter
 from dualpath_plan.formatting import plain
+from dualpath_plan.outcomes.executor import Executor, make_executor
+from dualpath_plan.outcomes.sim_plans import (
+    DEFAULT_PLAN_SEEDS,
+    DEFAULT_TOLERANCE,
+    run_seeds,
+    search_aps,
+)
 from dualpath_plan.outcomes.simulation import (
     SIM_SCHEDULERS,
     SimConfig,
@@ -126,7 +136,7 @@ def _compare(sc: Scenario, r: SimResult, slo: ServingConfig) -> report.Analytica
 
 @scenario_options(
     groups=("profiles", "cluster", "serving", "terms"),
-    exclude=("max_utilization", "slo_percentile"),
+    exclude=("max_utilization",),
 )
 def simulate_cmd(
     spec: ScenarioSpec,
@@ -207,6 +217,34 @@ def simulate_cmd(
         Path | None,
         typer.Option("--trace-out", help="Write every turn's record (.jsonl).", show_default=False),
     ] = None,
+    seeds: Annotated[
+        int | None,
+        typer.Option(
+            "--seeds",
+            help="Run N seeds (--seed to --seed + N - 1) and give every metric as the mean "
+            "with its 95% confidence interval across them (Student t). Default 1; with "
+            f"--aps-search, {DEFAULT_PLAN_SEEDS} per simulated rate.",
+            show_default=False,
+        ),
+    ] = None,
+    aps_search: Annotated[
+        bool,
+        typer.Option(
+            "--aps-search",
+            help="Find the highest APS whose SLOs (means, or --slo-percentile) hold in the "
+            "simulation, by bisection bracketed by the analytical APS with and without the "
+            "headroom cap; the bracket widens where the simulation disagrees.",
+        ),
+    ] = False,
+    tolerance: Annotated[
+        float,
+        typer.Option(
+            "--tolerance",
+            help="--aps-search stops when its bracket is at most this share of its high end.",
+        ),
+    ] = DEFAULT_TOLERANCE,
+    workers: WorkersOpt = None,
+    ray: RayOpt = None,
     as_json: JsonOpt = False,
     profiles: ProfilesOpt = None,
     set_: SetOpt = None,
@@ -217,6 +255,12 @@ def simulate_cmd(
     (DeepSeek-V3.2, 2P4D, paper-64k, 2,048 agents offline) unless told otherwise."""
     m = mode_named(mode).name
     slo = spec.serving
+    _check_plan_flags(
+        aps, seeds, aps_search, tolerance, workers, ray, compare, series_out, trace_out
+    )
+    if aps_search:
+        # The search sets the rate of every run; 1 agent/s until then.
+        aps = 1.0
     cfg = SimConfig(
         mode=m,
         agents=None if aps is not None else spec.agents,
@@ -243,6 +287,9 @@ def simulate_cmd(
     _output(trace_out, "--trace-out", (".jsonl",))
     registry = load_registry(profiles, set_)
     sc = Scenario.from_spec(registry, spec)
+    if aps_search or (seeds or 1) > 1:
+        _plan(sc, cfg, slo, seeds, aps_search, tolerance, make_executor(workers, ray), as_json)
+        return
     for path, flag in ((series_out, "--out"), (trace_out, "--trace-out")):
         if path is not None:
             refuse_input(path, sc, registry, flag)
@@ -289,6 +336,77 @@ def simulate_cmd(
         print_json(report.simulate_payload(sc, result, slo, analytical))
     else:
         report.render_simulate(sc, result, stdout, slo, analytical)
+
+
+def _check_plan_flags(
+    aps: float | None,
+    seeds: int | None,
+    aps_search: bool,
+    tolerance: float,
+    workers: int | None,
+    ray: str | None,
+    compare: bool,
+    series_out: Path | None,
+    trace_out: Path | None,
+) -> None:
+    """--seeds and --aps-search against the flags of one run: a flag that would be ignored is
+    an error."""
+    if seeds is not None and not 1 <= seeds <= 1000:
+        raise PlanInputError(f"expected 1 to 1,000 seeds, got {seeds}", field="--seeds")
+    plan = aps_search or (seeds or 1) > 1
+    if aps_search and aps is not None:
+        raise PlanInputError("--aps-search chooses the rate; give one of them", field="--aps")
+    if tolerance != DEFAULT_TOLERANCE and not aps_search:
+        raise PlanInputError("is --aps-search's", field="--tolerance")
+    if not plan:
+        for flag, value in (("--workers", workers), ("--ray", ray)):
+            if value is not None:
+                raise PlanInputError(
+                    "runs the simulations of --seeds N (N > 1) or --aps-search; one run runs here",
+                    field=flag,
+                )
+        return
+    for flag, given in (
+        ("--compare", compare),
+        ("--out", series_out is not None),
+        ("--trace-out", trace_out is not None),
+    ):
+        if given:
+            raise PlanInputError(
+                f"is one run's; --seeds or --aps-search runs many (run one seed with {flag})",
+                field=flag,
+            )
+
+
+def _plan(
+    sc: Scenario,
+    cfg: SimConfig,
+    slo: ServingConfig,
+    seeds: int | None,
+    aps_search: bool,
+    tolerance: float,
+    executor: Executor,
+    as_json: bool,
+) -> None:
+    """--seeds N or --aps-search: the simulations on ``executor``, a progress bar over them."""
+    from dualpath_plan.reports import sim_plans as plans
+
+    if aps_search:
+        n = DEFAULT_PLAN_SEEDS if seeds is None else seeds
+        with task_progress("simulations") as hook:
+            found = search_aps(sc, cfg, slo, executor, n, tolerance, hook)
+        if as_json:
+            print_json(plans.aps_search_payload(sc, found, slo, cfg.seed))
+        else:
+            plans.render_aps_search(sc, found, stdout, slo, cfg.seed)
+        return
+    assert seeds is not None
+    with task_progress("simulations") as hook:
+        results = run_seeds(sc, cfg, seeds, executor, hook)
+    if as_json:
+        print_json(plans.seeds_payload(sc, results, slo))
+    else:
+        plans.render_seeds(sc, results, stdout, slo)
 
 
 def _progress():  # type: ignore[no-untyped-def]

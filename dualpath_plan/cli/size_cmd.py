@@ -10,10 +10,20 @@ import numpy as np
 import typer
 
 from dualpath_plan import plausible
+from dualpath_plan.cli.by_simulation import (
+    SIM_MODE,
+    ByOpt,
+    PlanSeedsOpt,
+    TopSplitsOpt,
+    by_simulation,
+    size_by_simulation,
+)
 from dualpath_plan.cli.common import (
     JsonOpt,
     ProfilesOpt,
+    RayOpt,
     SetOpt,
+    WorkersOpt,
     load_registry,
     print_json,
     refuse_input,
@@ -22,6 +32,7 @@ from dualpath_plan.cli.common import (
 from dualpath_plan.cli.options import given_flags, scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.serving import evaluate
+from dualpath_plan.outcomes.sim_plans import DEFAULT_PLAN_SEEDS, DEFAULT_TOP_SPLITS
 from dualpath_plan.outcomes.uncertainty import answer_intervals, mode_intervals
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
 from dualpath_plan.reports import size as report
@@ -34,6 +45,8 @@ from dualpath_plan.scenario.spec import (
 )
 
 if TYPE_CHECKING:
+    from dualpath_plan.outcomes.sim_plans import SimSizing
+    from dualpath_plan.outcomes.sizing import SizingReport
     from dualpath_plan.profiles.registry import Registry
 
 # The search (--target-aps, --deadline) and the model at a rate (--aps, --aps-curve) are
@@ -104,6 +117,11 @@ def size(
             show_default=False,
         ),
     ] = None,
+    by: ByOpt = "analytical",
+    seeds: PlanSeedsOpt = DEFAULT_PLAN_SEEDS,
+    top_splits: TopSplitsOpt = DEFAULT_TOP_SPLITS,
+    workers: WorkersOpt = None,
+    ray: RayOpt = None,
     as_json: JsonOpt = False,
     profiles: ProfilesOpt = None,
     set_: SetOpt = None,
@@ -115,6 +133,11 @@ def size(
     does within --max-nodes); or, with --aps or --aps-curve, the online model of this cluster
     at given arrival rates."""
     searching = target_aps is not None or deadline is not None
+    simulated = by_simulation(
+        by, {"--seeds": seeds, "--top-splits": top_splits, "--workers": workers, "--ray": ray}
+    )
+    if simulated and target_aps is None:
+        raise PlanInputError("size plans by simulation with --target-aps only", field="--by")
     search = "--target-aps" if target_aps is not None else "--deadline"
     if not searching and max_nodes is not None:
         raise PlanInputError("bounds the search of --target-aps or --deadline", field="--max-nodes")
@@ -158,10 +181,25 @@ def size(
             if s.outcome is not None
         }
         at = answer_intervals(sc, spec.serving, answers)
+        sim = None
+        if simulated and target_aps is not None:
+            sim = _by_simulation(sc, sizing, target_aps, max_nodes, spec, seeds, top_splits,
+                                 workers, ray)  # fmt: skip
         if as_json:
-            print_json(report.sizing_payload(sizing, at))
+            payload = report.sizing_payload(sizing, at)
+            if sim is not None:
+                from dualpath_plan.reports.sim_plans import sizing_sim_payload
+
+                payload["simulation"] = sizing_sim_payload(sim)
+            print_json(payload)
         else:
             report.render_sizing(sizing, stdout, at)
+            if sim is not None:
+                from dualpath_plan.reports.sim_plans import render_sizing_sim
+
+                render_sizing_sim(sim, stdout, spec.serving, SIM_MODE)
+        if sim is not None and sim.answer is None:
+            raise typer.Exit(1)  # not reached by simulation: as an unreached target
         if not any(s.reached for s in sizing.modes.values()):
             # No mode reaches the target within --max-nodes: the report says why per mode,
             # and the exit says it to a script, as check's 1 says a regression.
@@ -174,6 +212,26 @@ def size(
         print_json(report.size_payload(result, intervals))
     else:
         report.render_size(result, stdout, intervals)
+
+
+def _by_simulation(
+    sc: Scenario,
+    sizing: SizingReport,
+    target_aps: float,
+    max_nodes: int,
+    spec: ScenarioSpec,
+    seeds: int,
+    top: int,
+    workers: int | None,
+    ray: str | None,
+) -> SimSizing:
+    """--by simulation: from the analytical dualpath answer's node count (max_nodes where
+    the analytical model does not reach the target)."""
+    got = sizing.modes.get(SIM_MODE)
+    start = got.nodes if got is not None and got.reached else max_nodes
+    return size_by_simulation(
+        sc, target_aps, start, max_nodes, spec.serving, seeds, top, workers, ray
+    )
 
 
 def _rates(aps: float | None, curve: str | None) -> np.ndarray | None:

@@ -24,7 +24,7 @@ from dualpath_plan.formatting import (
     percent,
     plain,
 )
-from dualpath_plan.outcomes.simulation import Distribution, SimResult, TurnRecord
+from dualpath_plan.outcomes.simulation import Distribution, SimResult, TurnRecord, slo_verdict
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.recommend import nice_ticks, tick_label
 from dualpath_plan.reports.size import scenario_line
@@ -143,24 +143,19 @@ def simulate_payload(
 
 
 def _slo(r: SimResult, slo: ServingConfig) -> dict[str, Any]:
-    """The SLOs against the measured means (the analytical model's reading of them), and why
-    where the means do not decide: a queue that fell behind its arrivals misses them whatever
-    its means so far (its waits grow without bound), and a run too short for a steady state
-    has transient means, which judge nothing (an overloaded run of 200 s, 5x the cluster's
-    capacity, showed means within the SLOs and was called "met"; whether such a run falls
-    behind its arrivals its turn count cannot tell, as its agents are still arriving)."""
-    ttft, tpot = finite(r.ttft_s.mean), finite(r.tpot_s.mean)
-    met: bool | None
-    why = "the measured means"
-    if r.status == "unstable":
-        met, why = False, "the turns fell behind the arrivals: the waits grow without bound"
-    elif r.status == "too_short":
-        met, why = None, "too short for a steady state: the means are transient"
-    elif ttft is None or tpot is None:
-        met, why = None, "no turn measured"
-    else:
-        met = ttft <= slo.ttft_slo_s and tpot <= slo.tpot_slo_s
-    return {"ttft_s": slo.ttft_slo_s, "tpot_s": slo.tpot_slo_s, "met": met, "why": why}
+    """The SLOs against the measured means (the analytical model's reading of them) or the
+    percentiles --slo-percentile names (``slo_verdict``); with percentiles, which ones and the
+    values they were judged on."""
+    v = slo_verdict(r, slo)
+    out: dict[str, Any] = {
+        "ttft_s": slo.ttft_slo_s, "tpot_s": slo.tpot_slo_s, "met": v.met, "why": v.why,
+    }  # fmt: skip
+    pct = slo.slo_percentiles
+    if pct.ttft is not None or pct.tpot is not None:
+        # Only with the flag: the payload of a run without it is byte-identical to before.
+        out["percentiles"] = {"ttft": pct.ttft, "tpot": pct.tpot}
+        out["measured"] = {"ttft_s": finite(v.ttft_s), "tpot_s": finite(v.tpot_s)}
+    return out
 
 
 def _s(v: float | None) -> str:
@@ -236,14 +231,15 @@ def render_simulate(
             f"agent JCT: the {r.agent_jct_s.count:,} of {_agents(r.agents_measured)} arriving in "
             "the measured span that finished"
         )
-        verdict = _slo(r, slo)
-        met = verdict["met"]
-        said = "met" if met else "missed" if met is not None else "not judged"
-        if verdict["why"] != "the measured means":
-            said += f" ({verdict['why']})"
+        v = slo_verdict(r, slo)
+        pct = slo.slo_percentiles
+        said = "met" if v.met else "missed" if v.met is not None else "not judged"
+        if v.why != f"the measured {pct.words}":
+            said += f" ({v.why})"
         console.print(
-            f"SLOs (means): TTFT {_s(r.ttft_s.mean)} against {plain(slo.ttft_slo_s)} s, TPOT "
-            f"{_s(r.tpot_s.mean)} against {plain(slo.tpot_slo_s * 1e3)} ms: {said}"
+            f"SLOs ({pct.words}): {pct.name('TTFT')} {_s(finite(v.ttft_s))} against "
+            f"{plain(slo.ttft_slo_s)} s, {pct.name('TPOT')} {_s(finite(v.tpot_s))} against "
+            f"{plain(slo.tpot_slo_s * 1e3)} ms: {said}"
         )
     span = f"{_s(r.throughput_span_s[0])} to {_s(r.throughput_span_s[1])}"
     where = (

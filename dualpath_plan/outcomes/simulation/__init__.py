@@ -76,7 +76,12 @@ from dualpath_plan.outcomes.simulation.engine import (
 )
 from dualpath_plan.outcomes.simulation.kinds import draw_turn_counts, replays
 from dualpath_plan.outcomes.simulation.links import LinkGroup, link_groups
-from dualpath_plan.outcomes.simulation.results import ServerSeries, SimResult
+from dualpath_plan.outcomes.simulation.results import (
+    ServerSeries,
+    SimResult,
+    SloVerdict,
+    slo_verdict,
+)
 from dualpath_plan.outcomes.simulation.schedulers import (
     ALPHA_READ_S,
     BETA_COMPUTE_S,
@@ -112,11 +117,13 @@ __all__ = [
     "SimConfig",
     "SimResult",
     "SimScheduler",
+    "SloVerdict",
     "TurnRecord",
     "TurnSink",
     "draw_turn_counts",
     "replays",
     "simulate",
+    "slo_verdict",
 ]
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from dualpath_plan.outcomes.simulation.schedulers import SimScheduler
 from dualpath_plan.outcomes.simulation.stats import Distribution
 from dualpath_plan.physics.modes import ModeName
+from dualpath_plan.scenario.spec import ServingConfig
 
 if TYPE_CHECKING:
     from dualpath_plan.outcomes.simulation.config import SimConfig
@@ -297,3 +298,38 @@ def max_over_avg(per_window: np.ndarray) -> float:
     if not ok.any():
         return math.nan
     return float((per_window[ok].max(axis=1) / mean[ok]).mean())
+
+
+@dataclass(frozen=True)
+class SloVerdict:
+    """A run against the SLOs: the measured TTFT and TPOT the SLOs hold (the means, or the
+    percentiles ``--slo-percentile`` names, read from the run's histograms), whether both are
+    within them (None: not judged) and why."""
+
+    ttft_s: float
+    tpot_s: float
+    met: bool | None
+    why: str
+
+
+def slo_verdict(r: SimResult, slo: ServingConfig) -> SloVerdict:
+    """The SLOs against the measured means or percentiles, and why where they do not decide:
+    a queue that fell behind its arrivals misses them whatever its waits so far (they grow
+    without bound), and a run too short for a steady state has transient waits, which judge
+    nothing (an overloaded run of 200 s, 5x the cluster's capacity, showed means within the
+    SLOs and was called "met"; whether such a run falls behind its arrivals its turn count
+    cannot tell, as its agents are still arriving)."""
+    pct = slo.slo_percentiles
+    ttft = r.ttft_s.mean if pct.ttft is None else r.ttft_s.percentile(pct.ttft)
+    tpot = r.tpot_s.mean if pct.tpot is None else r.tpot_s.percentile(pct.tpot)
+    met: bool | None
+    why = f"the measured {pct.words}"
+    if r.status == "unstable":
+        met, why = False, "the turns fell behind the arrivals: the waits grow without bound"
+    elif r.status == "too_short":
+        met, why = None, f"too short for a steady state: the {pct.words} are transient"
+    elif not (math.isfinite(ttft) and math.isfinite(tpot)):
+        met, why = None, "no turn measured"
+    else:
+        met = ttft <= slo.ttft_slo_s and tpot <= slo.tpot_slo_s
+    return SloVerdict(ttft, tpot, met, why)
