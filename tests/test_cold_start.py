@@ -12,7 +12,8 @@ HEAVY = ("scipy", "matplotlib", "numpy.ma")
 # Modules a plain ``size`` (one cluster, no rate, no search) does not need: the search
 # (--target-aps, --deadline), the model at a rate (--aps, --aps-curve), recommend's outcomes
 # and report (which the rate report's chart borrows from), the bottleneck-free range (paths,
-# recommend) and shlex (reports that quote their command line).
+# recommend), shlex (reports that quote their command line), and what no analytical run
+# needs (NOT_ANALYTICAL).
 NOT_PLAIN_SIZE = (
     "dualpath_plan.outcomes.sizing",
     "dualpath_plan.outcomes.at_rate",
@@ -21,6 +22,17 @@ NOT_PLAIN_SIZE = (
     "dualpath_plan.reports.recommend",
     "dualpath_plan.solvers.bounds",
     "shlex",
+)
+# The simulator and the plans by simulation (--by simulation alone), typer's help formatting
+# (help alone: 60 ms of a cold size) and the trace readers (a store of finite size on a trace).
+NOT_ANALYTICAL = (
+    "dualpath_plan.outcomes.simulation",
+    "dualpath_plan.outcomes.sim_plans",
+    "dualpath_plan.outcomes.executor",
+    "dualpath_plan.reports.sim_plans",
+    "dualpath_plan.physics.traces",
+    "dualpath_plan.physics.hitcurve",
+    "typer.rich_utils",
 )
 
 # Runs a command in a fresh interpreter and prints its exit code and every module it imported.
@@ -55,8 +67,19 @@ def test_plain_size_imports_only_its_path() -> None:
     for args in (["size"], ["size", "--json"]):
         code, modules = _imported(*args)
         assert code == 0
-        extra = sorted(set(NOT_PLAIN_SIZE) & set(modules))
+        extra = sorted(set(NOT_PLAIN_SIZE + NOT_ANALYTICAL) & set(modules))
         assert not extra, f"{args} imported {extra}"
+
+
+def test_analytical_runs_load_no_simulator_nor_help() -> None:
+    for args in (["recommend", "--budget-nodes", "4"], ["size", "--target-aps", "0.5"]):
+        code, modules = _imported(*args)
+        assert code == 0
+        extra = sorted(set(NOT_ANALYTICAL) & set(modules))
+        assert not extra, f"{args} imported {extra}"
+    # Help still goes through the stacked panels (cli/app.py routes typer's format_help).
+    code, modules = _imported("size", "--help")
+    assert code == 0 and "typer.rich_utils" in modules
 
 
 # The console script's entry point (cli/program.py): main() with the collector paused while

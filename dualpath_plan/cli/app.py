@@ -132,7 +132,6 @@ def main(argv: list[str] | None = None) -> int:
         with deferred_commits() as commit_outputs:
             command = typer.main.get_command(app)  # (what app() builds: built once here)
             tidy_help(command)
-            stacked_help_on_narrow_terminals()
             refuse_repeated_options(command, args)
             # Not standalone: a usage error (a bad type, an unknown option, a missing argument)
             # comes back here and is printed as one line like every other bad input.
@@ -294,6 +293,22 @@ def stacked_help_on_narrow_terminals() -> None:
     if _TYPER_OPTIONS_PANEL is None:
         _TYPER_OPTIONS_PANEL = rich_utils._print_options_panel
         rich_utils._print_options_panel = _stacked_options_panel  # type: ignore[assignment]
+
+
+def _routed_help(format_help: Any) -> Any:
+    def format_stacked(self: Any, ctx: Any, formatter: Any) -> None:
+        stacked_help_on_narrow_terminals()
+        format_help(self, ctx, formatter)
+
+    return format_stacked
+
+
+# Help (every command's and group's, however asked for) is formatted through typer's
+# format_help, which imports typer.rich_utils (and rich's markdown and syntax modules): the
+# panels are routed there, when help is formatted, so that a command that prints no help does
+# not import them (60 ms of a cold size).
+for _kind in (typer.core.TyperCommand, typer.core.TyperGroup):
+    _kind.format_help = _routed_help(_kind.format_help)  # type: ignore[method-assign]
 
 
 def refuse_repeated_options(command: Any, args: list[str]) -> None:

@@ -3,27 +3,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from dualpath_plan.cli.common import task_progress
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.outcomes.executor import make_executor, run_searches
-from dualpath_plan.outcomes.sim_plans import (
-    DEFAULT_PLAN_SEEDS,
-    DEFAULT_TOP_SPLITS,
-    SimSizing,
-    describe_task,
-    run_task,
-    search_splits,
-    smallest_by_simulation,
-)
-from dualpath_plan.outcomes.simulation import SimConfig
+from dualpath_plan.outcomes.plan_defaults import DEFAULT_PLAN_SEEDS, DEFAULT_TOP_SPLITS
 from dualpath_plan.physics.modes import ModeName
-from dualpath_plan.scenario import Scenario
-from dualpath_plan.scenario.spec import ServingConfig
 
+if TYPE_CHECKING:
+    from dualpath_plan.outcomes.sim_plans import SimSizing
+    from dualpath_plan.scenario import Scenario
+    from dualpath_plan.scenario.spec import ServingConfig
+
+# The simulator, the executor and the plans (outcomes/simulation, executor.py, sim_plans.py)
+# are imported where a plan by simulation runs: a plain size or recommend loads this module
+# for its options and does not need them (a sixth of a cold size's wall time).
 # (SciPy, for the intervals, is imported where an interval is computed: a plain size or
 # recommend loads this module and does not need it.)
 
@@ -88,6 +84,10 @@ def recommend_by_simulation(
 ) -> tuple[list[tuple[int, int]], list[Any], int]:
     """The APS search on the ``top`` splits of ``ranked`` ((P, D, analytical APS), every
     split the budget allows), all at once on the executor."""
+    from dualpath_plan.outcomes.executor import make_executor
+    from dualpath_plan.outcomes.sim_plans import search_splits
+    from dualpath_plan.outcomes.simulation import SimConfig
+
     order = sorted(ranked, key=lambda t: (-t[2], t[0]))[:top]
     splits = [(p, d) for p, d, _ in order]
     executor = make_executor(workers, ray)
@@ -109,6 +109,10 @@ def size_by_simulation(
     ray: str | None,
 ) -> SimSizing:
     """``size --target-aps X --by simulation``: from the analytical answer's node count."""
+    from dualpath_plan.outcomes.executor import make_executor, run_searches
+    from dualpath_plan.outcomes.sim_plans import describe_task, run_task, smallest_by_simulation
+    from dualpath_plan.outcomes.simulation import SimConfig
+
     executor = make_executor(workers, ray)
     base = SimConfig(mode=SIM_MODE, agents=None, aps=target_aps)
     search = smallest_by_simulation(sc, target_aps, start_nodes, max_nodes, base, slo, seeds, top)

@@ -32,8 +32,8 @@ from dualpath_plan.cli.options import scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import AtomicGroup
 from dualpath_plan.outcomes.objectives import objective_of
+from dualpath_plan.outcomes.plan_defaults import DEFAULT_PLAN_SEEDS, DEFAULT_TOP_SPLITS
 from dualpath_plan.outcomes.recommend import OBJECTIVES, Budget, phase_plan, recommend
-from dualpath_plan.outcomes.sim_plans import DEFAULT_PLAN_SEEDS, DEFAULT_TOP_SPLITS
 from dualpath_plan.reports.recommend import (
     recommend_markdown,
     recommend_payload,
@@ -41,7 +41,6 @@ from dualpath_plan.reports.recommend import (
     recommend_svg,
     render_recommend,
 )
-from dualpath_plan.reports.sim_plans import recommend_sim_payload, render_recommend_sim
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ScenarioSpec
 
@@ -190,12 +189,16 @@ def recommend_cmd(
     if as_json:
         payload = recommend_payload(report, phases)
         if sim is not None:
+            from dualpath_plan.reports.sim_plans import recommend_sim_payload
+
             splits, found, total = sim
             payload["simulation"] = recommend_sim_payload(splits, found, top_splits, total)
         print_json(payload)
         return
     render_recommend(report, stdout, phases)
     if sim is not None:
+        from dualpath_plan.reports.sim_plans import render_recommend_sim
+
         splits, found, total = sim
         render_recommend_sim(splits, found, top_splits, total, stdout, cfg)
 

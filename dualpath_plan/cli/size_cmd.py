@@ -31,8 +31,8 @@ from dualpath_plan.cli.common import (
 )
 from dualpath_plan.cli.options import given_flags, scenario_options
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.outcomes.plan_defaults import DEFAULT_PLAN_SEEDS, DEFAULT_TOP_SPLITS
 from dualpath_plan.outcomes.serving import evaluate
-from dualpath_plan.outcomes.sim_plans import DEFAULT_PLAN_SEEDS, DEFAULT_TOP_SPLITS
 from dualpath_plan.outcomes.uncertainty import answer_intervals, mode_intervals
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
 from dualpath_plan.reports import size as report

@@ -26,6 +26,7 @@ import numpy as np
 from dualpath_plan.errors import MAX_SEED, InfeasibleError, PlanInputError
 from dualpath_plan.formatting import plain
 from dualpath_plan.outcomes.executor import Executor, Search, run_searches
+from dualpath_plan.outcomes.plan_defaults import DEFAULT_PLAN_SEEDS, DEFAULT_TOP_SPLITS
 from dualpath_plan.outcomes.serving import mode_core, mode_outcome
 from dualpath_plan.outcomes.simulation import SimConfig, SimResult, simulate, slo_verdict
 from dualpath_plan.physics.modes import ModeName
@@ -38,11 +39,6 @@ CONFIDENCE = 0.95
 DEFAULT_TOLERANCE = 0.02
 # Times the bracket moves down (or up) where the simulation disagrees with the analytical one.
 MAX_WIDEN = 4
-# Seeds per simulated rate in the APS search and the plans, unless told: the rate is judged on
-# their mean (--seeds 3 or more for intervals narrow enough to read; each seed is a run).
-DEFAULT_PLAN_SEEDS = 2
-# recommend --by simulation simulates the splits the analytical model ranks in this top.
-DEFAULT_TOP_SPLITS = 3
 # size --target-aps --by simulation tries at most this many node counts above the analytical
 # answer (and goes below it while the simulation still meets the target).
 MAX_EXTRA_NODES = 4

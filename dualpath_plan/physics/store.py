@@ -38,8 +38,6 @@ import numpy as np
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.physics import model as phys
-from dualpath_plan.physics.hitcurve import BlockCollector, hit_curve
-from dualpath_plan.physics.traces import Turn
 from dualpath_plan.physics.workload import TurnDemand, trajectory_tokens
 from dualpath_plan.profiles.schemas import ModelProfile, WorkloadProfile
 
@@ -80,6 +78,11 @@ def trace_resident(
     growing token sequence of ``TRACE_BLOCK_TOKENS``-token blocks; None when the rows share no
     block (one-turn sessions whose hits the trace measured against other sessions' blocks,
     which the rows do not keep: the caller then uses the profile model)."""
+    # The trace machinery is imported here, where a store of finite size meets a trace: every
+    # other run (no --storage-capacity) does not load it.
+    from dualpath_plan.physics.hitcurve import BlockCollector, hit_curve
+    from dualpath_plan.physics.traces import Turn
+
     collector = BlockCollector(TRACE_BLOCK_TOKENS)
     cached = d.context_tokens - d.append_tokens
     for i in range(cached.size):
