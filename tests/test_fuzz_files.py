@@ -22,7 +22,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dualpath_plan.errors import PlanInputError, printable
@@ -1120,6 +1120,9 @@ def measurement_files(draw):
 
 @settings(FUZZ, max_examples=fuzz_examples(60))
 @given(data=measurement_files())
+@example(  # one valid JCT point, which does not determine prefill_mfu: exit 1
+    data=b"metric,value,mode,prefill_nodes,decode_nodes,agents\njct_s,3000,dualpath,2,2,2\n"
+)
 def test_hostile_measurements(cli, tmp_path, data) -> None:
     root = fresh(tmp_path)
     measured = root / "m.csv"
@@ -1127,10 +1130,13 @@ def test_hostile_measurements(cli, tmp_path, data) -> None:
     node = root / "out" / "node" / "dualpath-hopper.toml"
     node.parent.mkdir(parents=True)
     node.write_text(PREVIOUS)
+    # Exit 1 is a fit the points do not determine (one JCT point, say): reported, nothing
+    # written (README, calibrate), as check's 1 is a regression.
     result = assert_clean(
         cli(
             "calibrate", str(measured), "--fit", "prefill_mfu", "--out", str(root / "out"), "--json"
         ),
+        allowed=(0, 1, 2),
         json_out=True,
     )
     if result.code != 0:

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import dualpath_plan.api as dp
@@ -30,6 +30,7 @@ CASES = int(os.environ.get("TAIL_SLO_CASES", "1"))
     pi=st.floats(0.0, 1.0),
     p=st.sampled_from([0.5, 0.9, 0.95, 0.99]),
 )
+@example(a=0.0, m=1.0, pi=0.0234375, p=0.99)  # a rare long wait's p99: a unit from the sample's
 def test_the_quantile_is_that_of_the_sum_sampled(a: float, m: float, pi: float, p: float) -> None:
     """``_sum_quantile`` is the quantile of U + W drawn: U uniform on [0, a], W 0 with
     probability 1 - pi and exponential of mean m / pi otherwise."""
@@ -38,11 +39,18 @@ def test_the_quantile_is_that_of_the_sum_sampled(a: float, m: float, pi: float, 
     u = rng.uniform(0.0, 1.0, n) * a
     waits = (rng.uniform(0.0, 1.0, n) < pi) if m > 0 and pi > 0 else np.zeros(n, dtype=bool)
     w = np.where(waits, rng.exponential(m / pi if pi > 0 else 0.0, n), 0.0)
-    drawn = float(np.quantile(u + w, p))
+    drawn = u + w
     got = float(_sum_quantile(p, np.array([a]), np.array([m]), np.array([pi]))[0])
     scale = a + (m / pi if pi > 0 else 0.0)
-    # The sampled quantile's error: a few hundredths of the spread at 4e5 draws, at p99 too.
-    assert abs(got - drawn) <= 0.02 * scale + 1e-12, (got, drawn)
+    # The share of the draws at or below the quantile is p, to the sampling error of a share
+    # (standard deviation sqrt(p (1 - p) / n); five of them). Compared by shares, not by
+    # values: a sampled p99 of a rare long wait (pi 0.02, mean 43) strays by a unit or more,
+    # more than any fixed share of the spread. At an atom (no wait, a = 0) the quantile's
+    # share is an interval, from the draws below it to the draws at it.
+    tol = 5.0 * math.sqrt(p * (1.0 - p) / n)
+    eps = 1e-9 * scale + 1e-12
+    below, at = float(np.mean(drawn < got - eps)), float(np.mean(drawn <= got + eps))
+    assert below - tol <= p <= at + tol, (got, below, at)
 
 
 def _queue(spec: dict[str, object], mode: str = "dualpath"):
