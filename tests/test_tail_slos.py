@@ -159,11 +159,12 @@ def test_bad_percentiles_are_one_line(cli, text: str, why: str) -> None:
 # (scenario, mode, load): the analytical p90 TTFT against the simulation's, five seeds each,
 # on the README default (docs/model.md section 6c has the table; Llama-3.1-70B on DGX H100
 # at 60% load, 26% low, is a known gap there).
+# The first is CI's (TAIL_SLO_CASES=1): the quickest to simulate (4 s; dualpath at 60%, 22 s).
 AGREEMENT = (
+    ({}, "basic", 0.2),
     ({}, "dualpath", 0.6),
     ({}, "basic", 0.4),
     ({}, "dualpath", 0.2),
-    ({}, "basic", 0.2),
     ({}, "dualpath", 0.4),
     ({}, "basic", 0.6),
 )
