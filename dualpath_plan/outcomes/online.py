@@ -181,16 +181,29 @@ class OnlineQueue:
             # 0), rho against the capped rate B / tau(B). B counts a GPU's share of requests
             # (1 / g of a request that runs on g = request_gpus GPUs), so a batch of B holds
             # B g requests: c_a^2 = c^2 / (B g) for arrivals of squared variation c^2 (1 for
-            # Poisson). Negligible when B g is large (layer-wise prefill), it keeps TTFT
-            # finite only below the capped capacity. (Without g, a tensor-parallel rank of 8
-            # GPUs waited 8 times too long: Llama-3.1-70B's mean TTFT on DGX H100 2P2D at 40%
-            # load 28% above the simulation's, its p90 80%.)
+            # Poisson). It keeps TTFT finite only below the capped capacity. (Without g, a
+            # tensor-parallel rank of 8 GPUs waited 8 times too long: Llama-3.1-70B's mean
+            # TTFT on DGX H100 2P2D at 40% load 28% above the simulation's, its p90 80%.)
+            # Only the cap's part counts: tau(B) / B = t0 / B + u, and without a cap (B ->
+            # infinity) the same wait tends to rho_u / (1 - rho_u) u c^2 / (2 g), rho_u =
+            # lambda_g u: a GPU's M/D/1 wait for the work u of the requests ahead, which the
+            # running pass's wait and the steady batch b already hold. So the wait for later
+            # batches is Kingman's at the cap less that limit: 0 without a cap, Kingman's
+            # pole at the cap (docs/model.md section 6c; Kingman's alone put a compute-bound
+            # MoE whose simulated turns wait for nothing 59% to 188% above the simulation's
+            # p90 at 30% to 60% load).
             c2 = self.arrival_cv2
             forward_cap = pm.t0_s + cap * pm.u_s
             rho_cap = lam_g * forward_cap / cap
+            rho_u = lam_g * pm.u_s
             unstable |= lam_busy * forward_cap / cap >= 1.0
-            requests_per_batch = cap * np.asarray(pm.request_gpus)
-            wait_batches = rho_cap / (1.0 - rho_cap) * forward_cap * c2 / (2.0 * requests_per_batch)
+            wait_batches = (
+                rho_cap / (1.0 - rho_cap) * forward_cap / cap - rho_u / (1.0 - rho_u) * pm.u_s
+            ) * (c2 / (2.0 * np.asarray(pm.request_gpus)))
+            # The chance a request waits for a later batch: the share of the capped rate's
+            # room that the passes' fixed time takes beyond the work, (rho_cap - rho_u) /
+            # (1 - rho_u) = lambda_g t0 / (B (1 - rho_u)): 0 without a cap, 1 at it.
+            batch_busy = np.clip((rho_cap - rho_u) / (1.0 - rho_u), 0.0, 1.0)
             # The I/O queues a turn's read passes, one after another: on each side its
             # busiest link's Kingman G/D/1 wait (c^2 + 0) / 2 x rho / (1 - rho) / mu, the
             # M/D/1 wait for Poisson arrivals, summed (``_io_wait``).
@@ -227,8 +240,8 @@ class OnlineQueue:
             wait_running = np.minimum(wait_idle, tau_own / 2.0)
             ttft = pm.read_latency_s + wait_running + tau_own + wait_batches + wait_io
             # The chance a turn finds a queue: that of each queue it passes, taken as
-            # independent (the batches' rho_cap, each I/O side's rho).
-            queued_share = 1.0 - (1.0 - np.clip(rho_cap, 0.0, 1.0)) * (1.0 - io_busy)
+            # independent (the batches' share above, each I/O side's rho).
+            queued_share = 1.0 - (1.0 - batch_busy) * (1.0 - io_busy)
         return PrefillWaits(
             turns_per_s=lam,
             unstable=unstable,
