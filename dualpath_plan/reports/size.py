@@ -90,7 +90,7 @@ def mode_payload(o: ModeOutcome) -> dict[str, Any]:
         "latency_bound": o.latency_bound,
         "prefill_batch_per_gpu": o.prefill_batch,
         "decode_batch": o.decode_batch,
-        "working_set_gbyte": o.working_set_gbyte,
+        "kv_working_set_gbyte": o.working_set_gbyte,  # online, at the APS (Little)
         "utilization": o.utilization,
     }
 
