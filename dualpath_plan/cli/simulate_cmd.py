@@ -204,7 +204,8 @@ def simulate_cmd(
         typer.Option(
             "--compare",
             help="Also run the analytical model (size's, with the matching scheduler) and print "
-            "both with the error.",
+            "both with the error, like with like (offline the TTFT over the saturated span, "
+            "10% to 50% of the turns done, and over the whole run).",
         ),
     ] = False,
     series_out: Annotated[
