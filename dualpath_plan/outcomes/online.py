@@ -385,7 +385,7 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
     gpus = P * sc.prefill_node.gpus_per_node
     scheduler = sc.scheduling.scheduler(asm.mode.scheduler)
     policy = scheduler.policy
-    imbalance = scheduler.imbalance(gpus)  # busiest GPU
+    imbalance = scheduler.gpu_imbalance(gpus)  # busiest GPU
     t_max = _column(sol.throughput_turns_per_s, n)
     util = np.asarray(sol.utilization).reshape(-1, len(LINK_TABLE))
     if util.shape[0] != n:
@@ -425,7 +425,7 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
         )
         if np.ndim(pm.t1_s) > 0
         else pm,
-        batch_cap=_column(asm.pe.take(pm.batch_cap), n),
+        batch_cap=_column(asm.pe.take(pm.pass_batch), n),
         t_io=t_io,
         io_nodes=io_nodes,
         groups=groups,

@@ -608,7 +608,7 @@ def mode_outcome(
     sat, t_max, jct, cycle_min, on = core.sat, core.t_max, core.jct_s, core.cycle_min, core.online
     P = sc.prefill_nodes
     pm = sat.prefill.one_cluster()
-    cap = float(np.asarray(pm.batch_cap))  # one cluster: numbers
+    cap = float(np.asarray(pm.pass_batch))  # one cluster: numbers
     t0, u = float(np.asarray(pm.t0_s)), float(np.asarray(pm.u_s))
     group = sat.assembly.de.decode
     assert group is not None

@@ -33,13 +33,7 @@ from dualpath_plan.outcomes.simulation.results import (
     SimResult,
     build_result,
 )
-from dualpath_plan.outcomes.simulation.schedulers import (
-    ALPHA_READ_S,
-    BETA_COMPUTE_S,
-    QUOTA_PER_LAYER_S,
-    SCHEDULERS,
-    SimScheduler,
-)
+from dualpath_plan.outcomes.simulation.schedulers import SCHEDULERS, SimScheduler
 from dualpath_plan.outcomes.simulation.state import (
     Agents,
     Cluster,
@@ -52,6 +46,7 @@ from dualpath_plan.outcomes.simulation.state import (
     WorkingSet,
 )
 from dualpath_plan.outcomes.simulation.stats import Histogram
+from dualpath_plan.physics.engines import ALPHA_READ_S, BETA_COMPUTE_S, QUOTA_PER_LAYER_S
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.scenario.assemble import Assembly
 from dualpath_plan.scenario.bundle import Scenario
