@@ -225,7 +225,7 @@ def test_size_aps_at_the_size_aps_repeats_size(cli) -> None:
     size = cli("size", "--json").json()["modes"]["dualpath"]
     at = cli("size", "--aps", repr(size["aps"]), "--json").json()["modes"]["dualpath"]
     assert at["ttft_s"] == size["online_ttft_s"] and at["tpot_s"] == size["online_tpot_s"]
-    assert at["kv_working_set_gbyte"] == size["working_set_gbyte"]
+    assert at["kv_working_set_gbyte"] == size["kv_working_set_gbyte"]
     assert at["utilization"] == size["binding_utilization"]
 
 

@@ -630,3 +630,73 @@ def test_size_says_the_rate_few_agents_run_at(cli) -> None:
         assert o["latency_bound"] and o["throughput_turns_per_s"] < o["saturated_turns_per_s"]
     many = cli("size", "--json").json()["modes"]["dualpath"]
     assert many["throughput_turns_per_s"] == many["saturated_turns_per_s"]
+
+
+def _ttft_by_turns(agents, t_max, floor, decode, counts: TurnCounts, lo, hi, steps=200_000):
+    """The closed system's mean TTFT over the turns done from share lo to hi of all, by a
+    midpoint rule over the turn index: S(k) on a fine grid, each index weighing its N S(k)
+    turns."""
+    k_end = counts.longest
+    dk = k_end / steps
+    k = (np.arange(steps) + 0.5) * dk
+    edges = np.concatenate([[0.0], np.cumsum(counts.length)])
+    j = np.minimum(np.searchsorted(edges, k, side="right") - 1, counts.length.size)
+    top = float(counts.surviving[-1])
+    on_ramp = j >= counts.length.size
+    s = np.where(
+        on_ramp,
+        top * (1 - (k - edges[-1]) / max(counts.ramp_turns, 1e-300)),
+        counts.surviving[np.minimum(j, counts.length.size - 1)],
+    )
+    done = np.cumsum(s * dk) / (counts.mean)
+    ttft = np.maximum(agents * s / t_max - decode, floor)
+    inside = (done > lo) & (done <= hi)
+    return float((s * ttft)[inside].sum() / s[inside].sum())
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    agents=st.integers(1, 8192),
+    t_max=st.floats(5.0, 500.0),
+    floor=st.floats(0.1, 5.0),
+    decode=st.floats(0.0, 30.0),
+    turns=st.floats(4.0, 300.0),
+    spread=st.floats(0.0, 1.0),
+    observed=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_offline_ttft_is_the_turn_weighted_closed_system_wait(
+    agents, t_max, floor, decode, turns, spread, observed, seed
+) -> None:
+    """INV-84: the analytical offline TTFT is the closed system's wait max(N S / T - decode,
+    floor) at the agents still running, weighted by the turns at each turn index: over the whole
+    run and over the saturated span (10% to 50% of the turns done), as a midpoint rule over the
+    turn index gives it, for uniform turn counts and observed ones; where every trajectory has
+    the mean length both are the wait while all N run."""
+    from dualpath_plan.outcomes.serving import offline_ttft
+
+    if observed:
+        rng = np.random.default_rng(seed)
+        counts = TurnCounts.observed(rng.integers(1, int(turns) + 2, size=50).astype(float))
+    else:
+        counts = TurnCounts.uniform(turns, spread)
+    got = offline_ttft(agents, t_max, floor, decode, counts)
+    for value, (lo, hi) in ((got.whole_run_s, (0.0, 1.0)), (got.span_s, (0.1, 0.5))):
+        want = _ttft_by_turns(agents, t_max, floor, decode, counts, lo, hi)
+        assert value == pytest.approx(want, rel=2e-3, abs=1e-6)
+    flat = offline_ttft(agents, t_max, floor, decode, TurnCounts.uniform(turns, 0.0))
+    all_running = max(agents / t_max - decode, floor)
+    assert flat.whole_run_s == pytest.approx(all_running, rel=1e-12)
+    assert flat.span_s == pytest.approx(all_running, rel=1e-12)
+
+
+def test_size_gives_both_offline_ttfts(registry) -> None:
+    """INV-84: ``size`` gives the offline TTFT over the whole run (``ttft_s``) and over the
+    saturated span (``ttft_span_s``), the closed system's at the agents still running: on the
+    README default (turn counts uniform on 0 to 314, agents leaving all along) both are below
+    the wait while all 2,048 run, the whole run's the lowest (the drain's turns wait little)."""
+    sc = _ds660(registry)
+    o = evaluate_mode(sc, "dualpath", ServingConfig(agents=2048))
+    gen = sc.workload.generated_tokens
+    all_running = 2048 / o.throughput_turns_per_s - gen * o.tpot_s - sc.workload.tool_latency_s
+    assert 0 < o.ttft_s < o.ttft_span_s < all_running

@@ -217,15 +217,23 @@ def test_storage_bound_speedup_is_p_plus_d_over_p() -> None:
 def test_paper_assumptions_mean_balanced_reads(cli) -> None:
     """Issue 31: eq. (9)'s bounds assume balanced reads, one of the paper's assumptions:
     --paper-assumptions alone gives 1/7 and 7/2 exactly (it gave 0.1532 and 3.265, the
-    queue-aware imbalance applied); --scheduler still chooses another."""
+    queue-aware imbalance applied); --scheduler still chooses another: round robin's imbalance
+    narrows them, the queue-aware scheduler's (balanced GPUs, nodes within 1 + 1/k alike on
+    both sides) leaves them."""
     data = cli("bounds", "--node", "dualpath-hopper", "--paper-assumptions", "--json").json()
     assert data["scheduler"] == "ideal"
     assert data["pd_min"] == 1 / 7 and data["pd_max"] == 7 / 2
+    dealt = cli(
+        "bounds", "--node", "dualpath-hopper", "--paper-assumptions", "--scheduler",
+        "round_robin", "--json",
+    ).json()  # fmt: skip
+    assert dealt["scheduler"].startswith("round_robin") and dealt["pd_min"] > 1 / 7
+    assert dealt["pd_max"] < 7 / 2
     queued = cli(
         "bounds", "--node", "dualpath-hopper", "--paper-assumptions", "--scheduler",
         "queue_aware", "--json",
     ).json()  # fmt: skip
-    assert queued["scheduler"].startswith("queue_aware") and queued["pd_min"] > 1 / 7
+    assert queued["pd_min"] == pytest.approx(1 / 7) and queued["pd_max"] == pytest.approx(7 / 2)
 
 
 def test_node_with_both_sides_named_is_refused(cli) -> None:
@@ -451,8 +459,8 @@ def test_paths_refuses_a_cluster_for_sizes_reason(cli) -> None:
     paths = cli("paths", "--model", "kimi-k2")
     assert size.code == paths.code == 2
     assert "cannot hold" in paths.err and "add prefill nodes" in paths.err
-    # A shortfall is said as one, not as "leave -9.48 GB".
-    assert "exceed its HBM by 9.48 GB" in paths.err and "leave -" not in paths.err
+    # A shortfall is said as one, not as "leave -10.3 GB".
+    assert "exceed its HBM by 10.3 GB" in paths.err and "leave -" not in paths.err
 
 
 @pytest.mark.parametrize(

@@ -39,9 +39,10 @@ def test_a_steady_run_draws_a_curve(run: tuple[Scenario, SimResult]) -> None:
     smooth = smoothed_rate(r)
     steady = _steady(r, smooth.turns_per_s)
     assert raw.size >= 10 and steady.size == raw.size
-    # The raw windows are a comb (turns finish in waves); the averaged line is not.
-    assert _cv(raw) > 0.1, _cv(raw)
-    assert _cv(steady) < 0.05, _cv(steady)
+    # The raw windows are a comb (turns finish in waves: 9% spread on the default); the
+    # averaged line is not.
+    assert _cv(raw) > 0.05, _cv(raw)
+    assert _cv(steady) < min(0.05, _cv(raw) / 2), (_cv(steady), _cv(raw))
     # The window: odd (centred), at least the stated turn cycles, in whole windows.
     cycle_s = float(np.mean(r.in_flight)) / (r.turns_done.sum() / r.window_length_s.sum())
     assert smooth.windows % 2 == 1

@@ -209,3 +209,23 @@ def test_the_working_set_does_not_depend_on_the_window(cli, tmp_path: Path) -> N
     mean = sum(float(x["kv_working_set_gbyte"]) * w for x, w in zip(rows, length, strict=True))
     assert mean / sum(length) == pytest.approx(got[0]["mean"], rel=1e-6)
     assert all(float(x["kv_working_set_gbyte"]) > 0 for x in rows)
+
+
+def test_compare_names_the_two_ttfts_apart(cli) -> None:
+    """INV-79: offline, ``--compare`` sets the span TTFT against the analytical model's span TTFT
+    and the whole run's against its whole run's, each row named; the JSON carries both under
+    ``ttft_span_s`` and ``ttft_s``, with their errors. Online they are one quantity: one row,
+    and no ``ttft_span_s`` repeating ``ttft_s``."""
+    text = " ".join(cli("simulate", *SMALL, "--compare").out.split())
+    assert "TTFT mean, saturated span" in text and "TTFT mean, whole run" in text
+    data = cli("simulate", *SMALL, "--compare", "--json").json()
+    sim, model = data, data["analytical"]
+    assert 0 < sim["ttft_span_s"]["count"] < sim["ttft_s"]["count"] == sim["turns"]
+    for key, error in (("ttft_s", "ttft_mean"), ("ttft_span_s", "ttft_span_mean")):
+        assert model[key] > 0
+        assert model["error"][error] == pytest.approx(model[key] / sim[key]["mean"] - 1)
+    on = cli(
+        "simulate", "--set", "workload.turns=12", "--aps", "0.5", "--duration", "400",
+        "--compare", "--json",
+    ).json()  # fmt: skip
+    assert "ttft_span_s" not in on and "ttft_span_s" not in on["analytical"]

@@ -6,7 +6,10 @@ The goldens under tests/data/des_golden/ were recorded from `simulate --json` (a
 cases, `--trace-out` and `--out`, kept as SHA-256) with outcomes/simulation.py as it was before
 the move to a package (commit 38f9aaa), on a trace whose rows are a fixed pseudo-random draw
 (profiles/workload/golden-trace.csv); a run of the same case and seed must print the same
-bytes. A change of the simulation's results is a new golden, recorded on purpose."""
+bytes. A change of the simulation's results is a new golden, recorded on purpose: on
+2026-12-06 for the recalibrated dualpath-hopper profile (the pass batch in the analytical
+model; the simulator's code unchanged, its earlier code giving the new bytes on the new profile)
+and the saturated span's TTFT (a new field)."""
 
 from __future__ import annotations
 

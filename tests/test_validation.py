@@ -235,8 +235,9 @@ def test_calibrate_recovers_the_shipped_calibration(cli, registry, tmp_path) -> 
         assert value == pytest.approx(shipped, rel=0.01), field
     # Five readings, five fields, but the spread stops at its bound (uniform from 0 turns):
     # the fit is close, not exact. The Figure 7 bar at 512 agents is read to 19% (2% of its
-    # figure's 19,500 s bar), so the weighted fit lets it land about 6% off.
-    assert data["train_rms_log_error"] < 0.03
+    # figure's 19,500 s bar), so the weighted fit lets it land about 6% off (0.0292 in RMS
+    # log error with the pass batch, 0.0305 with the wait for later batches of INV-89 too).
+    assert data["train_rms_log_error"] < 0.035
     # Every fitted field has a standard error (from the points' rel_stderr), the shipped
     # profiles carry them, and the overlay writes them.
     for field, err in data["stderr"].items():
@@ -547,15 +548,16 @@ def test_calibrate_takes_the_slos_of_online_points(cli, registry, tmp_path) -> N
 
 
 def test_a_field_fitted_to_a_bound_has_no_error_and_no_crash(cli, tmp_path) -> None:
-    """One Basic JCT point cannot place snic_efficiency (Basic is flat in it above 0.512): the
-    fit walked to its bound of 1 and recorded a standard error of 264, and size on the overlay
+    """One Basic JCT point below what its HBM-capped batch allows cannot place
+    snic_efficiency (Basic is flat in it above about 0.44, where the SNIC stops binding): the
+    fit walks to its bound of 1; it recorded a standard error of 264, and size on the overlay
     then crashed (math range error, exit 1: found in a trial). A field at a bound is not
     determined (no error written), and an absurd error in a hand-written profile gives no
     interval rather than a crash."""
     measured = tmp_path / "one.csv"
     measured.write_text(
         "metric,value,mode,prefill_nodes,decode_nodes,agents,rel_stderr\n"
-        "jct_s,10100,basic,2,4,2048,0.02\n"
+        "jct_s,9900,basic,2,4,2048,0.02\n"
     )
     out = tmp_path / "ov"
     args = ("calibrate", str(measured), "--fit", "snic_efficiency", "--out", str(out), "--json")

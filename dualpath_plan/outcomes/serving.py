@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -72,7 +73,10 @@ class ModeOutcome:
     jct_s: float  # offline, N agents
     drain_s: float  # of the JCT, time beyond N x turns / throughput: stragglers, critical path
     aps: float  # online agents/s: under both SLOs and the utilization cap (0: no rate meets them)
-    ttft_s: float  # offline TTFT at the operating point
+    # Offline TTFT, the closed system's (``offline_ttft``): the mean over every turn of the run,
+    # the drain included, and over the saturated span (the turns done from 10% to 50% of all)
+    ttft_s: float
+    ttft_span_s: float
     tpot_s: float  # offline TPOT at the operating point
     online_ttft_s: float  # at the APS
     online_tpot_s: float
@@ -150,6 +154,88 @@ def offline_jct_s(agents: Num, t_max: Num, cycle_min: Num, counts: TurnCounts) -
         ramp *= counts.ramp_turns / top
         total += ramp
     return float(total) if total.ndim == 0 else total
+
+
+# The saturated span of an offline run: the turns done from 10% to 50% of all turns (most agents
+# still run; the drain after it is the stragglers'). The simulation measures its throughput and
+# span TTFT over it, the analytical model averages its closed-system TTFT over it.
+SATURATED_SPAN = (Fraction(1, 10), Fraction(1, 2))
+
+
+def saturated_span_turns(total: int) -> tuple[int, int]:
+    """The turns done at the saturated span's start and end (at least one turn apart)."""
+    lo = int(total * SATURATED_SPAN[0])
+    return lo, max(int(total * SATURATED_SPAN[1]), lo + 1)
+
+
+@dataclass(frozen=True)
+class OfflineTtft:
+    """The closed system's TTFT, turn-weighted: over the whole run and the saturated span."""
+
+    whole_run_s: float
+    span_s: float
+
+
+def offline_ttft(
+    agents: float, t_max: float, floor_s: float, decode_s: float, counts: TurnCounts
+) -> OfflineTtft:
+    """The mean TTFT of N agents started together (docs/model.md section 6). While n = N S(k)
+    agents run, a turn's cycle is max(n / T, cycle_min) (the JCT's asymptotic bounds), of
+    which ``decode_s`` (generated x TPOT + tool latency) is not TTFT: TTFT(S) = max(a S - b, f),
+    a = N / T, b = ``decode_s``, f = ``floor_s`` (at most the light-load TTFT below the cycle's
+    lower bound). Turn index k holds N S(k) turns, so a mean over turns weighs TTFT(S(k)) by
+    S(k): over the whole run (the drain's short waits included) and over the turns done from
+    10% to 50% of all (``SATURATED_SPAN``: fewer agents than N run there, as some have
+    finished, so the span's cycle is below N / T). Exact: the steps of S are sums, its linear
+    ramp the closed-form integral of S max(a S - b, f)."""
+    a, b, f = agents / t_max, decode_s, floor_s
+    kink = (b + f) / a if a > 0 else math.inf  # where a S - b crosses the floor
+
+    def ttft(s: float) -> float:
+        return max(a * s - b, f)
+
+    def area(s: float) -> float:
+        """Integral from 0 to s of S TTFT(S) dS."""
+        x = min(s, kink)
+        out = f * x * x / 2
+        if s > x:
+            out += a * (s**3 - x**3) / 3 - b * (s * s - x * x) / 2
+        return out
+
+    # Pieces of the turn index: (turns, S at start, S at end), steps flat, the ramp falling.
+    pieces = [
+        (float(n), float(s), float(s))
+        for n, s in zip(counts.length, counts.surviving, strict=True)
+        if n > 0
+    ]
+    top = float(counts.surviving[-1]) if counts.surviving.size else 1.0
+    if counts.ramp_turns > 0 and top > 0:
+        pieces.append((float(counts.ramp_turns), top, 0.0))
+    mean = counts.mean
+    lo, hi = (float(x) * mean for x in SATURATED_SPAN)
+
+    def between(c0: float, c1: float) -> float:
+        """Integral of S TTFT(S) dk over the turns done from c0 to c1 (in mean turns)."""
+        done, out = 0.0, 0.0
+        for n, s0, s1 in pieces:
+            here = n * (s0 + s1) / 2  # turns per agent done in this piece
+            u0, u1 = max(c0 - done, 0.0), min(c1 - done, here)
+            done += here
+            if u1 <= u0:
+                continue
+            if s0 == s1:
+                out += (u1 - u0) * ttft(s0)
+                continue
+            # On the ramp S falls linearly over n turns: turns done to S is n (s0^2 - S^2) /
+            # (2 s0), and dk = n / s0 dS.
+            hi_s = math.sqrt(max(s0 * s0 - 2 * s0 * u0 / n, 0.0))
+            lo_s = math.sqrt(max(s0 * s0 - 2 * s0 * u1 / n, 0.0))
+            out += n / s0 * (area(hi_s) - area(lo_s))
+        return out
+
+    whole = between(0.0, mean) / mean if mean > 0 else f
+    span = between(lo, hi) / (hi - lo) if hi > lo else f
+    return OfflineTtft(whole, span)
 
 
 def offline_drain_s(jct_s: Num, agents: Num, t_max: Num, counts: TurnCounts) -> Num:
@@ -522,7 +608,7 @@ def mode_outcome(
     sat, t_max, jct, cycle_min, on = core.sat, core.t_max, core.jct_s, core.cycle_min, core.online
     P = sc.prefill_nodes
     pm = sat.prefill.one_cluster()
-    cap = float(np.asarray(pm.batch_cap))  # one cluster: numbers
+    cap = float(np.asarray(pm.pass_batch))  # one cluster: numbers
     t0, u = float(np.asarray(pm.t0_s)), float(np.asarray(pm.u_s))
     group = sat.assembly.de.decode
     assert group is not None
@@ -541,8 +627,10 @@ def mode_outcome(
     # a batch of one's, and x gen TPOT(b) alone gave 137 sequences for 128 agents).
     b_dec = min(group.little_batch(x, gen), float(cfg.agents))
     tpot = group.step_s(max(b_dec, 1.0))
-    cycle = cfg.agents / x
-    ttft = max(cycle - gen * tpot - tool, ttft_min)
+    # TTFT(S) = max(N S / T, cycle_min) - generated x TPOT - tool, at least the light-load TTFT
+    closed = offline_ttft(
+        cfg.agents, t_max, max(cycle_min - gen * tpot - tool, ttft_min), gen * tpot + tool, counts
+    )
     util = np.asarray(sol.utilization)
     aps, slo_aps = float(on.aps[0]), float(on.slo_aps[0])
     t_on, p_on = float(on.ttft_s[0]), float(on.tpot_s[0])
@@ -558,7 +646,8 @@ def mode_outcome(
         jct_s=jct,
         drain_s=float(offline_drain_s(jct, cfg.agents, t_max, counts)),
         aps=aps,
-        ttft_s=ttft,
+        ttft_s=closed.whole_run_s,
+        ttft_span_s=closed.span_s,
         tpot_s=tpot,
         online_ttft_s=t_on,
         online_tpot_s=p_on,
@@ -583,7 +672,7 @@ GAP_METRICS = (
     "saturated_turns_per_s",
     "throughput_turns_per_s",
     "jct_s",
-    "ttft_s",
+    "ttft_span_s",
     "tpot_s",
     "aps",
     "online_ttft_s",

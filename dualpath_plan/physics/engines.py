@@ -5,6 +5,7 @@ cluster are assembled from these in one place, ``scenario/assemble.py``."""
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,6 +31,16 @@ if TYPE_CHECKING:
 
 SchedulerPolicy = Literal["ideal", "round_robin", "queue_aware"]
 
+# The paper's engine and scheduler thresholds (section 6, A.4), read by the analytical model
+# (``PrefillEngine.pass_batch``) and the simulation alike: a forward pass computes at most 300 ms
+# of attention per layer (the request that overflows it is chunked), and the queue-aware
+# scheduler gives a GPU more work only while its waiting work is at most beta, the tokens it
+# prefills in 5 s at its largest batch ("profiled in advance"); alpha, what a node reads in 3 s,
+# sets its read category.
+QUOTA_PER_LAYER_S = 0.300
+BETA_COMPUTE_S = 5.0
+ALPHA_READ_S = 3.0
+
 
 @dataclass(frozen=True)
 class Scheduler:
@@ -42,7 +53,11 @@ class Scheduler:
       1 + v sqrt(2 ln n / k) times the mean (expected maximum of n near-normal sums, a Gumbel
       approximation).
     - queue_aware: a token- and read-queue-aware scheduler like the paper's (Algorithm 1) keeps
-      every engine within one request of the mean: 1 + 1/k.
+      every node within one request of the mean: 1 + 1/k. Its GPUs are fed from one global
+      queue whenever their waiting work falls below beta, so at saturation none idles: across
+      GPUs 1 (``gpu_imbalance``); what it costs is the batch a GPU is let wait for
+      (``PrefillEngine.pass_batch``), not an imbalance. The simulation of the paper's scheduler
+      keeps the prefill GPUs' busy time at 1.00 max/avg when compute binds.
     """
 
     policy: SchedulerPolicy = "ideal"
@@ -64,11 +79,29 @@ class Scheduler:
             out = np.where(n <= 1, 1.0, 1.0 + spread)
         return float(out) if out.ndim == 0 else out
 
+    def gpu_imbalance(self, gpus: Num) -> Num:
+        """Max/avg load over ``gpus`` prefill GPUs: ``imbalance``'s, but 1 for the queue-aware
+        scheduler (its global queue feeds every GPU, class docstring)."""
+        if self.policy == "queue_aware":
+            ones = np.ones_like(np.asarray(gpus, dtype=np.float64))
+            return float(ones) if ones.ndim == 0 else ones
+        return self.imbalance(gpus)
+
+    @property
+    def admits_by_beta(self) -> bool:
+        """Whether a GPU is given work only while its waiting work is under beta (the paper's
+        scheduler, section 6): its passes then hold at most what beta lets wait."""
+        return self.policy == "queue_aware"
+
     def describe(self) -> str:
         if self.policy == "ideal":
             return "ideal"
-        extra = f", load cv {plain(self.load_cv)}" if self.policy == "round_robin" else ""
-        return f"{self.policy}, {plain(self.requests_per_engine)} requests per engine{extra}"
+        if self.policy == "queue_aware":
+            return f"queue_aware, {plain(self.requests_per_engine)} requests per engine"
+        return (
+            f"{self.policy}, {plain(self.requests_per_engine)} requests per engine, "
+            f"load cv {plain(self.load_cv)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -459,6 +492,11 @@ class PrefillEngine:
     request_gpus: float = 1.0
     # What times the pass (the efficiencies line): the operator model's engine, or "".
     timed_by: str = ""
+    # The engine's compute quota of a forward pass (QUOTA_PER_LAYER_S per layer; inf: none)
+    # and, under a scheduler that admits by beta, beta's seconds (BETA_COMPUTE_S; 0: no such
+    # scheduler): with the HBM cap they bound the batch a saturated GPU's pass holds.
+    pass_quota_s: float = math.inf
+    admission_s: float = 0.0
 
     @property
     def u_s(self) -> Num:
@@ -480,10 +518,57 @@ class PrefillEngine:
         return replace(self, t0_s=float(t0), t1_s=float(t1))
 
     @property
+    def quota_batch(self) -> Num:
+        """Requests per GPU a pass computes within the quota: (quota - t0) / u, at least one
+        request of its replica (a pass starts with one, whole; the next is chunked)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            b = np.maximum(
+                (self.pass_quota_s - np.asarray(self.t0_s)) / np.asarray(self.u_s),
+                1.0 / self.request_gpus,
+            )
+        return float(b) if np.ndim(b) == 0 else b
+
+    @property
+    def admitted_batch(self) -> Num:
+        """Requests per GPU the scheduler lets wait for a busy GPU (inf without admission):
+        beta, the requests it prefills in ``admission_s`` at its largest batch b* (the HBM
+        cap and the quota's, at least one request of its replica), S b* / (t0 + b* u). At
+        saturation the next pass takes them all (the running pass is not counted: one request
+        more may slip in, as a GPU under beta takes the next turn whole)."""
+        if self.admission_s <= 0:
+            return math.inf
+        largest = np.maximum(
+            np.minimum(np.asarray(self.batch_cap), self.quota_batch), 1.0 / self.request_gpus
+        )
+        b = self.admission_s * largest / (np.asarray(self.t0_s) + largest * np.asarray(self.u_s))
+        return float(b) if np.ndim(b) == 0 else b
+
+    @property
+    def pass_batch(self) -> Num:
+        """Requests per GPU in a saturated GPU's pass: the least of the HBM cap, the quota's
+        and the admitted batch (docs/model.md section 4)."""
+        b = np.minimum(
+            np.minimum(np.asarray(self.batch_cap), self.quota_batch), self.admitted_batch
+        )
+        return float(b) if np.ndim(b) == 0 else b
+
+    def batch_limit(self) -> str:
+        """What sets ``pass_batch``: the HBM cap, the compute quota or the admission (beta);
+        the first of them on a tie (one cluster, or each count's at the first)."""
+        cap = float(np.ravel(np.asarray(self.batch_cap))[0])
+        quota = float(np.ravel(np.asarray(self.quota_batch))[0])
+        admitted = float(np.ravel(np.asarray(self.admitted_batch))[0])
+        least = min(cap, quota, admitted)
+        if cap <= least:
+            return "HBM"
+        return "compute quota" if quota <= least else "admission (beta)"
+
+    @property
     def max_rate(self) -> Num:
-        """Requests/s of one GPU at its batch cap (0 where not one request fits)."""
+        """Requests/s of one GPU at its pass batch (0 where not one request fits its HBM)."""
         cap = np.asarray(self.batch_cap)
-        rate = np.where(cap >= 1, cap / (self.t0_s + cap * self.u_s), 0.0)
+        b = np.asarray(self.pass_batch)
+        rate = np.where(cap >= 1, b / (self.t0_s + b * self.u_s), 0.0)
         return float(rate) if rate.ndim == 0 else rate
 
 
@@ -502,11 +587,13 @@ def prefill_engine(
     engine: EngineProfile | None = None,
     append_tokens: float | None = None,
     pcie_link_limit: bool = True,
+    admission_s: float = 0.0,
 ) -> PrefillEngine:
     """Batching parameters of one prefill GPU for a mean turn; ``nodes`` (prefill nodes, a
     number or an array) sets the weight shard and so the batch cap (< 1: not one request
     fits). With an ``engine`` profile the pass is the operator model's (``operator_pass``);
-    ``append_tokens`` (the mean turn's) is then needed."""
+    ``append_tokens`` (the mean turn's) is then needed. ``admission_s``: beta's seconds
+    where the scheduler admits by it (``Scheduler.admits_by_beta``), else 0."""
     e = efficiencies
     tflops = gpu.dense_tflops(model.compute_dtype) or gpu.bf16_dense_tflops
     peak = tflops * 1e12 * (node.prefill_mfu if e else 1.0)
@@ -578,6 +665,8 @@ def prefill_engine(
         read_latency_s=read,
         free_hbm_bytes=float(free) if scalar else free,
         kv_bytes_per_request=per_request,
+        pass_quota_s=QUOTA_PER_LAYER_S * model.num_layers,
+        admission_s=admission_s,
     )
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from dualpath_plan.formatting import duration, number, plain
 from dualpath_plan.physics.engines import (
+    BETA_COMPUTE_S,
     DecodeGroup,
     PrefillEngine,
     Scheduler,
@@ -154,7 +155,7 @@ def side_capacity(
     n = np.asarray(nodes, dtype=np.float64)
     scheduler: Scheduler = sc.scheduling.scheduler(mode.scheduler)
     per_node_imb = scheduler.imbalance(n, scheduler.requests_per_engine * node.gpus_per_node)
-    per_gpu_imb = scheduler.imbalance(n * node.gpus_per_node)
+    per_gpu_imb = scheduler.gpu_imbalance(n * node.gpus_per_node)
     imb_node = Factor(
         f"imbalance across nodes ({scheduler.describe()})", 1.0 / np.asarray(per_node_imb)
     )
@@ -246,8 +247,9 @@ def side_capacity(
             engine=engine,
             append_tokens=d.mean(d.append_tokens),
             pcie_link_limit=o.pcie_link_limit,
+            admission_s=BETA_COMPUTE_S if scheduler.admits_by_beta else 0.0,
         )
-        rate = np.asarray(prefill.max_rate)  # requests/s per GPU at the batch cap
+        rate = np.asarray(prefill.max_rate)  # requests/s per GPU at its pass batch
         tflops = gpu.dense_tflops(sc.model.compute_dtype) or gpu.bf16_dense_tflops
         base["compute"] = node.gpus_per_node * tflops * 1e12
         if engine is not None:
@@ -261,11 +263,19 @@ def side_capacity(
             )
         else:
             mfu = eff("prefill_mfu")
+        admitted = (
+            f", admitted {_fmt(prefill.admitted_batch)} (beta: {plain(BETA_COMPUTE_S)} s of "
+            "work waits for a GPU)"
+            if scheduler.admits_by_beta
+            else ""
+        )
         cap_note = (
-            f"batch cap {_fmt(prefill.batch_cap)} requests per GPU "
+            f"pass batch {_fmt(prefill.pass_batch)} requests per GPU, set by "
+            f"{prefill.batch_limit()}: HBM cap {_fmt(prefill.batch_cap)} "
             f"({_fmt(np.asarray(prefill.free_hbm_bytes) / 1e9)} GB HBM free / "
             f"{number(prefill.kv_bytes_per_request / 1e9)} GB "
-            f"{'one layer' if mode.layerwise else 'KV'} per request)"
+            f"{'one layer' if mode.layerwise else 'KV'} per request), compute quota "
+            f"{_fmt(prefill.quota_batch)} ({plain(prefill.pass_quota_s)} s a pass){admitted}"
         )
         if mode.layerwise:
             # Batching efficiency at the cap: b / tau(b) over the plateau 1 / t1.

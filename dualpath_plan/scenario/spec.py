@@ -170,7 +170,8 @@ class ScenarioSpec(BaseModel):
     requests_per_engine: float = _opt(
         "--requests-per-engine",
         help="Requests in flight per engine, k, of the imbalance model "
-        "(round_robin: 1 + v sqrt(2 ln n / k); queue_aware: 1 + 1/k).",
+        "(round_robin: 1 + v sqrt(2 ln n / k); queue_aware: 1 + 1/k across nodes, its GPUs "
+        "balanced and batched at what beta admits).",
         group="scheduling", default=16.0, ge=1, le=1e6, allow_inf_nan=False,
     )  # fmt: skip
     load_cv: float = _opt(

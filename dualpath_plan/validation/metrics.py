@@ -33,6 +33,7 @@ SIZE_METRICS = (
     "aps",
     "binding_utilization",
     "ttft_s",
+    "ttft_span_s",
     "tpot_s",
     "decode_path_fraction",
 )

@@ -83,17 +83,19 @@ from dualpath_plan.outcomes.simulation.results import (
     slo_verdict,
 )
 from dualpath_plan.outcomes.simulation.schedulers import (
-    ALPHA_READ_S,
-    BETA_COMPUTE_S,
     HIGH_TOKEN_MARGIN,
-    QUOTA_PER_LAYER_S,
     SCHEDULERS,
     SIM_SCHEDULERS,
     Scheduler,
     SimScheduler,
 )
 from dualpath_plan.outcomes.simulation.stats import Distribution
-from dualpath_plan.physics.engines import Scheduling
+from dualpath_plan.physics.engines import (
+    ALPHA_READ_S,
+    BETA_COMPUTE_S,
+    QUOTA_PER_LAYER_S,
+    Scheduling,
+)
 from dualpath_plan.physics.links import LINK_TABLE, LINKS
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.scenario.assemble import Assembly

@@ -15,6 +15,7 @@ from itertools import count
 import numpy as np
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.outcomes.serving import saturated_span_turns
 from dualpath_plan.outcomes.simulation.config import STABLE_SHARE, SimConfig
 from dualpath_plan.outcomes.simulation.kinds import Kinds, turn_kinds
 from dualpath_plan.outcomes.simulation.links import (
@@ -32,13 +33,7 @@ from dualpath_plan.outcomes.simulation.results import (
     SimResult,
     build_result,
 )
-from dualpath_plan.outcomes.simulation.schedulers import (
-    ALPHA_READ_S,
-    BETA_COMPUTE_S,
-    QUOTA_PER_LAYER_S,
-    SCHEDULERS,
-    SimScheduler,
-)
+from dualpath_plan.outcomes.simulation.schedulers import SCHEDULERS, SimScheduler
 from dualpath_plan.outcomes.simulation.state import (
     Agents,
     Cluster,
@@ -51,6 +46,7 @@ from dualpath_plan.outcomes.simulation.state import (
     WorkingSet,
 )
 from dualpath_plan.outcomes.simulation.stats import Histogram
+from dualpath_plan.physics.engines import ALPHA_READ_S, BETA_COMPUTE_S, QUOTA_PER_LAYER_S
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.scenario.assemble import Assembly
 from dualpath_plan.scenario.bundle import Scenario
@@ -213,12 +209,14 @@ class Engine:
         self.cluster = Cluster(P, D, self.G, self.gpus, self.decode, self.reads)
         self.scheduler = SCHEDULERS[self.scheduler_name](self.cluster)
         total_turns = int(counts.sum())
+        tenth, half = saturated_span_turns(total_turns)
         self.tally = Tally(
             warmup=cfg.warmup if cfg.online else 0.0,
             duration=cfg.duration if cfg.online else math.inf,
-            tenth=total_turns // 10,
-            half=max(total_turns // 2, total_turns // 10 + 1),
+            tenth=tenth,
+            half=half,
             ttft=Histogram(),
+            ttft_span=Histogram(),
             tpot=Histogram(),
             wait=Histogram(),
         )
@@ -348,6 +346,7 @@ class Engine:
             decode_area=self.servers[self.decode_server].area,
             decode_batch_max=self.decode_batch_max,
             ttft=t.ttft.distribution(),
+            ttft_span=t.ttft_span.distribution(),
             tpot=t.tpot.distribution(),
             decode_wait=t.wait.distribution(),
             measured_done=t.measured_done,
@@ -696,6 +695,8 @@ class Engine:
             t.tpot.add(tpot)
             t.measured_done += 1
         t.done += 1
+        if t.tenth < t.done <= t.half:
+            t.ttft_span.add(ttft)  # offline, a turn of the saturated span (online unused)
         if t.done == t.tenth:
             t.span_lo = now
         if t.done == t.half:

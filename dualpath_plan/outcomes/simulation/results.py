@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dualpath_plan.outcomes.serving import saturated_span_turns
 from dualpath_plan.outcomes.simulation.schedulers import SimScheduler
 from dualpath_plan.outcomes.simulation.stats import Distribution
 from dualpath_plan.physics.modes import ModeName
@@ -18,17 +19,23 @@ if TYPE_CHECKING:
     from dualpath_plan.outcomes.simulation.state import Window
 
 
+_NONE = np.zeros(0)  # no turns: a distribution of none
+
+
 @dataclass(frozen=True)
 class ServerSeries:
     """One simulated link kind: its name, how many servers (nodes), the capacity of each, and
-    its utilization per window (busy time over window time, averaged over its servers)."""
+    its busy share per window (busy time over window time, averaged over its servers). A busy
+    share is not a utilization (load over capacity, docs/model.md "Metrics"): a link's server
+    moves its full capacity whenever busy, so for a link the two agree, but a prefill GPU is
+    busy running a pass of one request as much as a full batch."""
 
     name: str
     servers: int
     capacity: float  # per server, in the link's unit per second
     queued: bool  # simulated with processor sharing (else a fixed crossing time)
-    utilization: np.ndarray  # per window
-    mean_utilization: float  # over the measured span
+    busy_share: np.ndarray  # per window
+    mean_busy_share: float  # over the measured span
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,12 @@ class SimResult:
     whole_run: bool  # offline: too few turns for the 10%-50% span, the throughput is the run's
     jct_s: float  # offline: all agents done; online: mean JCT of the agents measured
     agent_jct_s: Distribution  # per agent, of the agents that started after the warm-up
+    # TTFT over every measured turn (offline the whole run, drain included) and over the
+    # saturated span (offline the turns done from 10% to 50% of all, the throughput's span;
+    # online the measured span, the same turns as ``ttft_s``; none where the run is too short
+    # for a saturated span): docs/model.md, "Metrics"
     ttft_s: Distribution
+    ttft_span_s: Distribution
     tpot_s: Distribution
     decode_path_fraction: float  # of the hit bytes read on the decode side
     reads: bool  # any KV read at all (none in the oracle)
@@ -112,6 +124,7 @@ class Outcome:
     decode_area: float  # sequences decoding x time, over the run
     decode_batch_max: int
     ttft: Distribution
+    ttft_span: Distribution  # offline: the turns done in the saturated span
     tpot: Distribution
     decode_wait: Distribution
     measured_done: int
@@ -166,7 +179,7 @@ def _offline_summary(o: Outcome) -> _Summary:
     # Offline: the throughput while the cluster is saturated, from 10% to 50% of all turns
     # done (most agents still run; the drain after is the stragglers').
     total = o.total_turns
-    lo_i, hi_i = total // 10, max(total // 2, total // 10 + 1)
+    lo_i, hi_i = saturated_span_turns(total)
     saturated_span = total >= 20 and o.span[1] > o.span[0]
     if saturated_span:
         span = o.span
@@ -207,7 +220,7 @@ def _series(o: Outcome, span: tuple[float, float]) -> _Series:
 
 
 def _server_series(o: Outcome, s: _Series) -> tuple[ServerSeries, ...]:
-    """Each link group's utilization per window and over the span, and the prefill GPUs'."""
+    """Each link group's busy share per window and over the span, and the prefill GPUs'."""
     per = np.where(s.length > 0, s.length, 1.0)[:, None]  # a window's share of its own length
 
     def mean_in_span(u: np.ndarray) -> float:
@@ -261,6 +274,9 @@ def build_result(o: Outcome) -> SimResult:
         jct_s=m.jct,
         agent_jct_s=Distribution.of(m.jct_agents[np.isfinite(m.jct_agents)]),
         ttft_s=o.ttft,
+        ttft_span_s=(
+            o.ttft if cfg.online else o.ttft_span if m.saturated_span else Distribution.of(_NONE)
+        ),
         tpot_s=o.tpot,
         decode_path_fraction=o.de_read / o.all_read if o.all_read > 0 else 0.0,
         reads=o.all_read > 0 and not o.io_free,

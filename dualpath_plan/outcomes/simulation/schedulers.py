@@ -17,12 +17,9 @@ if TYPE_CHECKING:
 # The paper's scheduler (section 6) is queue-aware: the name the analytical model gives it.
 SimScheduler = Literal["queue_aware", "round_robin", "least_loaded"]
 
-# The paper's scheduler thresholds (section 6, A.4): alpha = what a node reads in 3 s (bytes
-# here), beta = the tokens one GPU prefills in 5 s; the compute quota of a forward pass, 300
-# ms of attention per layer; the DE high-token margin 1.05.
-ALPHA_READ_S = 3.0
-BETA_COMPUTE_S = 5.0
-QUOTA_PER_LAYER_S = 0.300
+# The paper's scheduler thresholds (section 6, A.4): alpha, beta and the compute quota of a
+# forward pass live with the engines (physics/engines.py: the analytical model reads them too);
+# the DE high-token margin 1.05.
 HIGH_TOKEN_MARGIN = 1.05
 
 

@@ -214,13 +214,15 @@ class WorkingSet:
 class Tally:
     """The run's counts and latency histograms; online, turns count when they start within
     [warmup, duration]; offline, the span is from 10% (``tenth``) to 50% (``half``) of the
-    turns done."""
+    turns done, and ``ttft_span`` holds the TTFT of the turns done in it (online the measured
+    turns' ``ttft`` is already the span's)."""
 
     warmup: float
     duration: float
     tenth: int
     half: int
     ttft: Histogram
+    ttft_span: Histogram
     tpot: Histogram
     wait: Histogram
     span_lo: float = math.nan
