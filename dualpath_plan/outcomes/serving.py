@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import pairwise
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -51,7 +52,7 @@ from dualpath_plan.outcomes.limits import LinkLimit, link_limits
 from dualpath_plan.outcomes.online import OnlineAps, online_aps, online_aps_each, online_queue
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import PrefillEngine
-from dualpath_plan.physics.links import LINKS, Num
+from dualpath_plan.physics.links import LINK_INDEX, LINK_TABLE, LINKS, Num
 from dualpath_plan.physics.modes import MODE_TABLE, REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import TurnCounts, trajectory_tokens
 from dualpath_plan.scenario.assemble import Assembly, SideMemo, assemble
@@ -77,7 +78,10 @@ class ModeOutcome:
     # the drain included, and over the saturated span (the turns done from 10% to 50% of all)
     ttft_s: float
     ttft_span_s: float
-    tpot_s: float  # offline TPOT at the operating point
+    # Offline TPOT, (done - first token) / generated turn-weighted over the run: the decode step
+    # at the operating point's batch and, where the decode group binds, the wait for a slot
+    tpot_s: float
+    decode_wait_s: float  # offline, the mean wait for a decode slot (0 unless decode binds)
     online_ttft_s: float  # at the APS
     online_tpot_s: float
     binding: tuple[str, ...]  # the tight links at the optimum (all of them on a tie)
@@ -129,13 +133,26 @@ def saturated(
     return Saturated(asm, solve(asm.links))
 
 
-def offline_jct_s(agents: Num, t_max: Num, cycle_min: Num, counts: TurnCounts) -> Num:
+# The ramp of S (a uniform's tail) in this many equal pieces of S, each at the load-dependent
+# cycle of its midpoint's running agents (``offline_jct_s`` with a ``ClosedCycle``).
+RAMP_PIECES = 8
+
+
+def offline_jct_s(
+    agents: Num,
+    t_max: Num,
+    cycle_min: Num,
+    counts: TurnCounts,
+    cycle_at: ClosedCycle | None = None,
+) -> Num:
     """Offline JCT of N agents started together (docs/model.md section 6): over the turn
     index k, turns take max(cycle_min x P(any left), N S(k) / T_max) each, P(any left) =
     1 - (1 - S)^N. Exact: a sum over the steps of S, and the integral over its linear ramp in
     closed form. Vectorized over agents, t_max and cycle_min. A step of no turns adds
     nothing (the uniform turn counts of a spread of 1 start with one): it is skipped, so
-    where T_max = 0 the JCT is inf (no turns are ever served) rather than NaN."""
+    where T_max = 0 the JCT is inf (no turns are ever served) rather than NaN. ``cycle_at``:
+    the critical path rises with the agents running (``ClosedCycle``): a step of S takes the
+    cycle of its N S agents, the ramp ``RAMP_PIECES`` pieces each its midpoint's."""
     n = np.asarray(agents, dtype=np.float64)
     t = np.asarray(t_max, dtype=np.float64)
     c = np.asarray(cycle_min, dtype=np.float64)
@@ -146,11 +163,21 @@ def offline_jct_s(agents: Num, t_max: Num, cycle_min: Num, counts: TurnCounts) -
             continue
         # (x 1.0 is x to the bit: skipped for the first step, where every agent is left)
         any_left = -np.expm1(n * np.log1p(-share)) if share < 1.0 else None
-        bound = c if any_left is None else c * any_left
+        cs = c if cycle_at is None else cycle_at(n * share)
+        bound = cs if any_left is None else cs * any_left
         total += length * np.maximum(bound, r if share == 1.0 else r * share)
     if counts.ramp_turns > 0:
         top = float(counts.surviving[-1]) if counts.surviving.size else 1.0
-        ramp = _ramp_integral(n, r, c, top)  # a new array of the full shape: scaled in place
+        if cycle_at is None:
+            ramp = _ramp_integral(n, r, c, top)  # a new array of the full shape: scaled in place
+        else:
+            ramp = np.zeros(total.shape)
+            edges = [top * j / RAMP_PIECES for j in range(RAMP_PIECES + 1)]
+            for lo, hi in pairwise(edges):
+                cj = cycle_at(n * (lo + hi) / 2)
+                ramp += _ramp_integral(n, r, cj, hi)
+                if lo > 0:
+                    ramp -= _ramp_integral(n, r, cj, lo)
         ramp *= counts.ramp_turns / top
         total += ramp
     return float(total) if total.ndim == 0 else total
@@ -355,7 +382,8 @@ _NEWTON_MAX_STEPS = 100
 
 
 # What a mode's offline outcome of one cluster rests on: its saturated optimum, the saturated
-# throughput, the offline JCT, the per-agent cycle and a lone turn's TTFT (``light_load``).
+# throughput, the offline JCT, the per-agent cycle while the N agents run (``closed_cycle``)
+# and a lone turn's TTFT (``light_load``).
 Offline = tuple[Saturated, float, float, float, float]
 
 
@@ -368,7 +396,7 @@ class ModeCore:
     sat: Saturated
     t_max: float
     jct_s: float
-    cycle_min: float
+    cycle_min: float  # the per-agent cycle while all N run (``closed_cycle``)
     online: OnlineAps
     ttft_min: float  # a turn alone in the cluster (``light_load``): the critical path's TTFT
 
@@ -501,10 +529,12 @@ def _offline(sc: Scenario, cfg: ServingConfig, sat: Saturated, t_max: float) -> 
     """``mode_offline`` of a cluster that runs (``runnable``'s optimum and throughput)."""
     d = sc.turn_demand
     # Offline: the closed system while all N agents run (the operating point), then drained.
+    # The critical path at the N agents' decode batch (``closed_cycle``), and in the drain at
+    # the agents still running.
     ttft, cycle = light_load(sc, sat.assembly)
-    cycle_min = cycle.item()
-    jct = float(offline_jct_s(cfg.agents, t_max, cycle_min, d.trajectory_turns))
-    return sat, t_max, jct, cycle_min, ttft.item()
+    at = closed_cycle(sc, sat.assembly)
+    jct = float(offline_jct_s(cfg.agents, t_max, cycle.item(), d.trajectory_turns, at))
+    return sat, t_max, jct, float(at(cfg.agents)), ttft.item()
 
 
 def offline_each(
@@ -588,6 +618,85 @@ def light_load(sc: Scenario, asm: Assembly) -> tuple[np.ndarray, np.ndarray]:
     return ttft_min, cycle
 
 
+# Points of the decode batch (geometric from 1 to the HBM cap) at which ``closed_cycle``
+# tabulates the cycle; between them it interpolates linearly in the running agents (within
+# 0.3% of the exact fixed point on the README default's group, tests/test_sim_agreement.py).
+CYCLE_POINTS = 64
+
+
+@dataclass(frozen=True)
+class ClosedCycle:
+    """The per-agent cycle while n agents run and no link saturates (docs/model.md section 6,
+    "Load-dependent cycle"): c(n) = r + g TPOT(b(n)), r = TTFT_min + tool latency, g the
+    generated tokens, b(n) the decode batch of Little's law in the closed system,
+    b = n g TPOT(b) / c(n): the n agents share their cycle between the decode batch and the
+    rest. Tabulated at decode batches b_k (``CYCLE_POINTS``) as the agents n_k = b_k c_k /
+    (g TPOT(b_k)) that give them, so c(n) is an interpolation over n. Below one sequence the
+    light-load cycle; beyond the HBM cap the batch is the cap, c = n g TPOT(B) / B (the decode
+    group's capacity, which the saturated throughput T already holds). Arrays over the
+    scenario's clusters, a leading axis the table's."""
+
+    agents: np.ndarray  # n_k, increasing along axis 0
+    cycle: np.ndarray  # c_k
+    per_agent_s: np.ndarray  # beyond the cap: g TPOT(B) / B, the cycle per running agent
+
+    def __call__(self, n: Num) -> np.ndarray:
+        """c(n), broadcast over ``n`` and the clusters."""
+        n = np.asarray(n, dtype=np.float64)
+        nk, ck = self.agents, self.cycle
+        out = np.where(n <= nk[0], ck[0], n * self.per_agent_s)
+        for k in range(nk.shape[0] - 1):
+            lo, hi = nk[k], nk[k + 1]
+            inside = (n > lo) & (n <= hi)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                w = np.where(hi > lo, (n - lo) / (hi - lo), 1.0)
+            out = np.where(inside, ck[k] + (ck[k + 1] - ck[k]) * w, out)
+        return out
+
+    def expand(self, axes: int) -> ClosedCycle:
+        """The table with ``axes`` trailing axes of one (to broadcast against an agents axis)."""
+        shape = (*self.agents.shape, *([1] * axes))
+        return ClosedCycle(
+            self.agents.reshape(shape),
+            self.cycle.reshape(shape),
+            self.per_agent_s.reshape(shape[1:]),
+        )
+
+    def select(self, index: np.ndarray) -> ClosedCycle:
+        """The clusters at ``index`` (along the clusters' axis)."""
+        return ClosedCycle(self.agents[:, index], self.cycle[:, index], self.per_agent_s[index])
+
+
+def closed_cycle(sc: Scenario, asm: Assembly) -> ClosedCycle:
+    """The load-dependent cycle of each cluster of ``asm`` (``ClosedCycle``), from the same
+    light-load TTFT and decode steps ``light_load`` uses."""
+    d = sc.turn_demand
+    group = asm.de.decode
+    assert group is not None
+    ttft_min, cycle_one = light_load(sc, asm)
+    gen = d.mean(d.generated_tokens)
+    rest = ttft_min + sc.workload.tool_latency_s
+    top = np.maximum(np.asarray(group.max_batch_array()), 1.0)
+    agents, cycle = [], []
+    for k in range(CYCLE_POINTS):
+        b = top ** (k / (CYCLE_POINTS - 1))
+        step = asm.de.take(group.step_array_s(b))
+        b = asm.de.take(b)
+        c = rest + gen * step
+        cycle.append(c)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            agents.append(np.where(gen * step > 0, b * c / (gen * step), np.inf))
+    nk, ck = np.stack(agents), np.stack(cycle)
+    ck[0] = cycle_one  # below one sequence: the light-load cycle (a batch of one's step)
+    # n_k increases with b_k where b / TPOT(b) does (a step grows less than its batch); the
+    # running maximum keeps the table monotone where a floor's rounding did not.
+    nk = np.maximum.accumulate(nk, axis=0)
+    top_c = asm.de.take(top)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_agent = gen * asm.de.take(group.step_array_s(top)) / top_c
+    return ClosedCycle(nk, ck, per_agent)
+
+
 def operating_rate(agents: Num, saturated: Num, cycle_min: Num) -> Num:
     """Turns/s while all N agents of a closed system run: min(T, N / cycle_min), its
     asymptotic bounds (docs/model.md section 6). What ``throughput_turns_per_s`` is in every
@@ -626,11 +735,24 @@ def mode_outcome(
     # at most N sequences: at the latency bound x rests on the light-load cycle, whose TPOT is
     # a batch of one's, and x gen TPOT(b) alone gave 137 sequences for 128 agents).
     b_dec = min(group.little_batch(x, gen), float(cfg.agents))
-    tpot = group.step_s(max(b_dec, 1.0))
-    # TTFT(S) = max(N S / T, cycle_min) - generated x TPOT - tool, at least the light-load TTFT
-    closed = offline_ttft(
-        cfg.agents, t_max, max(cycle_min - gen * tpot - tool, ttft_min), gen * tpot + tool, counts
-    )
+    step = group.step_s(max(b_dec, 1.0))
+    # The cycle max(N S / T, c) less the decode and the tool call: max(a S - b, f), f a lone
+    # turn's TTFT (the prefill side's own latency) and the rest, W(S) = max(a S - b - f, 0),
+    # the wait of the closed system's queue, at its bottleneck (docs/model.md section 6,
+    # "Where the wait is"): a decode slot where the decode group binds (in TPOT, as the
+    # simulation counts it), else prefill (in TTFT).
+    floor = ttft_min
+    closed = offline_ttft(cfg.agents, t_max, floor, gen * step + tool, counts)
+    decode_waits = any(LINK_TABLE[LINK_INDEX[n]].resource == "decode" for n in binding)
+    wait = closed.whole_run_s - floor  # the turn-weighted mean of W over the run
+    if decode_waits:
+        # The prefill side, not the bottleneck, queues as it would open at the rate x (the
+        # online model's TTFT there); the decode slot holds the rest of W.
+        pre = float(online_queue(sc, sat.assembly, sol).waits(np.array([x / turns])).mean_ttft_s[0])
+        pre = min(max(pre, floor), floor + wait) if math.isfinite(pre) else floor + wait
+        wait -= pre - floor
+        closed = OfflineTtft(pre, min(pre, closed.span_s))
+    tpot = step + (wait / gen if decode_waits and gen > 0 else 0.0)
     util = np.asarray(sol.utilization)
     aps, slo_aps = float(on.aps[0]), float(on.slo_aps[0])
     t_on, p_on = float(on.ttft_s[0]), float(on.tpot_s[0])
@@ -649,6 +771,7 @@ def mode_outcome(
         ttft_s=closed.whole_run_s,
         ttft_span_s=closed.span_s,
         tpot_s=tpot,
+        decode_wait_s=wait if decode_waits else 0.0,
         online_ttft_s=t_on,
         online_tpot_s=p_on,
         binding=binding,

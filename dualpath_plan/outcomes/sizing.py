@@ -24,6 +24,7 @@ from dualpath_plan.outcomes.serving import (
     ModeOutcome,
     OutcomeMode,
     evaluate_mode,
+    light_load,
     mode_offline,
     offline_jct_s,
 )
@@ -208,7 +209,8 @@ def _jct_floor_note(
     section 6) is beyond the deadline, that more nodes do not shorten it (a turn's light-load
     time is a node's, not the cluster's)."""
     p, d, out = best
-    cycle_min = mode_offline(replace(sc, prefill_nodes=p, decode_nodes=d), mode, cfg)[3]
+    at = replace(sc, prefill_nodes=p, decode_nodes=d)
+    cycle_min = light_load(at, mode_offline(at, mode, cfg)[0].assembly)[1].item()
     floor = float(offline_jct_s(cfg.agents, math.inf, cycle_min, sc.turn_demand.trajectory_turns))
     note = f": the best, {p}P{d}D, takes {out.jct_s:,.0f} s"
     if floor > goal:

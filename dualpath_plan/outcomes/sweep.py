@@ -32,9 +32,11 @@ from dualpath_plan.outcomes.objectives import (
 )
 from dualpath_plan.outcomes.online import APS_LIMITS, online_aps, online_queue
 from dualpath_plan.outcomes.serving import (
+    ClosedCycle,
     OutcomeMode,
     Saturated,
     ServingConfig,
+    closed_cycle,
     evaluate_mode,
     light_load,
     offline_drain_s,
@@ -728,33 +730,43 @@ def _evaluate_chunk(
         spread = grid[2].size > 1
     else:
         spread = pair.size != np.size(P) or not np.array_equal(pair, np.arange(pair.size))
-    # The per-agent critical path at light load, per pair (serving.light_load, as size).
+    # The per-agent critical path at light load, per pair (serving.light_load, as size), and
+    # as it rises with the agents running (serving.closed_cycle, as size).
     cycle_min = light_load(sc, sat.assembly)[1]
+    at = closed_cycle(sc, sat.assembly)
     if grid is not None:
         # On (P, D, agents) axes: the cycle per D value, the agents' terms per agents
         # value; laid flat afterwards, in the points' order.
         shape3 = (grid[0].size, grid[1].size, 1)
         t_pt = t.reshape(shape3)
         cycle_pt = np.reshape(cycle_min, (*np.shape(cycle_min), 1))
+        at = at.expand(1)
         agents_pt = grid[2].reshape(1, 1, -1)
         ok = feasible.reshape(shape3)
         gpus_pt = gpus.reshape(shape3)
     else:
         t_pt = t[pair] if spread else t
         cycle_pt = np.broadcast_to(cycle_min, np.shape(t))[pair] if spread else cycle_min
+        if spread:
+            shape = np.shape(t)
+            at = ClosedCycle(
+                np.broadcast_to(at.agents, (at.agents.shape[0], *shape))[:, pair],
+                np.broadcast_to(at.cycle, (at.cycle.shape[0], *shape))[:, pair],
+                np.broadcast_to(at.per_agent_s, shape)[pair],
+            )
         agents_pt = agents
         ok = feasible[pair] if spread else feasible
         gpus_pt = gpus[pair] if spread else gpus
     with np.errstate(divide="ignore", invalid="ignore"):
         # The rate the agents run at (serving.operating_rate, as size), per point.
-        rate = np.where(ok, operating_rate(agents_pt, t_pt, cycle_pt), np.nan)
+        rate = np.where(ok, operating_rate(agents_pt, t_pt, at(agents_pt)), np.nan)
         rate_per_gpu = np.ravel(rate / gpus_pt)
         rate = np.ravel(rate)
 
     @functools.cache
     def offline() -> tuple[np.ndarray, np.ndarray]:
         with np.errstate(divide="ignore", invalid="ignore"):
-            jct = np.where(ok, offline_jct_s(agents_pt, t_pt, cycle_pt, counts), np.nan)
+            jct = np.where(ok, offline_jct_s(agents_pt, t_pt, cycle_pt, counts, at), np.nan)
             drain = np.ravel(offline_drain_s(jct, agents_pt, t_pt, counts))
         return np.ravel(jct), drain
 

@@ -1,0 +1,68 @@
+"""The analytical model against the simulation offline on random scenarios (issue 30, item 5;
+INV-100, INV-101): bench/agreement.py's draw of seed 0.
+
+``SIM_AGREEMENT_CASES`` sets how many of its cases run (default 2, a few seconds; 500 for the
+issue's bound, about two hours here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dualpath_plan.api as dp
+from dualpath_plan.outcomes.serving import closed_cycle, light_load, runnable
+
+CASES = int(os.environ.get("SIM_AGREEMENT_CASES", "2"))
+BENCH = Path(__file__).parent.parent / "bench" / "agreement.py"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("agreement", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["agreement"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("case", range(CASES))
+def test_size_agrees_with_the_simulation_on_random_scenarios(case: int) -> None:
+    """INV-100: outside the regimes docs/model.md names as known limits (dualpath under round
+    robin, a processor-sharing read link binding, latency-bound), throughput within 5% and
+    JCT and TPOT within 10% of the simulation's; a case in a known limit says which."""
+    bench = _bench()
+    m = bench.measure(bench.draw_cases(case + 1)[case])
+    why = bench.known_limit(m)
+    if why is not None:
+        pytest.skip(f"{m.case.label()}: known limit, {why}")
+    for metric in ("throughput", "jct", "tpot"):
+        assert m.within(metric), (m.case.label(), metric, m.error(metric))
+
+
+def test_the_loaded_cycle_is_the_closed_systems_fixed_point() -> None:
+    """INV-101: the load-dependent cycle c(n) is the light-load cycle for one agent, rises
+    with the agents running, and at each n solves Little's law at the decode group,
+    b = n g TPOT(b) / c(n), within 0.3% (the table's interpolation)."""
+    sc = dp.scenario(dp.spec())
+    sat, _ = runnable(sc, "dualpath")
+    at = closed_cycle(sc, sat.assembly)
+    one = float(light_load(sc, sat.assembly)[1][()])
+    assert float(at(1.0)) == pytest.approx(one, rel=1e-12)
+    n = np.array([1.0, 8.0, 64.0, 256.0, 1024.0, 4096.0])
+    c = at(n)
+    assert np.all(np.diff(c) >= 0)
+    group = sat.assembly.de.decode
+    assert group is not None
+    d = sc.turn_demand
+    gen = d.mean(d.generated_tokens)
+    rest = c[0] - gen * group.step_s(1.0)
+    for ni, ci in zip(n[1:], c[1:], strict=True):
+        b = ni * (ci - rest) / ci  # Little: the share of the cycle spent decoding
+        if b < 1.0 or b > group.max_batch:
+            continue
+        assert ci == pytest.approx(rest + gen * group.step_s(b), rel=3e-3)
