@@ -81,11 +81,11 @@ SPECS = (
     mode=st.sampled_from(["basic", "dualpath"]),
 )
 def test_the_parts_sum_to_the_mean_and_quantiles_rise(which: int, load: float, mode: str) -> None:
-    """The distribution's mean is the online model's TTFT (fixed + residual / 2 + queued, to
-    rounding), and its quantiles rise with p from above the fixed part."""
+    """The distribution's mean is the online model's TTFT (fixed + residual / 2 + queued +
+    shared, to rounding), and its quantiles rise with p from above the fixed part."""
     q, t_max = _queue(SPECS[which], mode)
     w = q.waits(np.array([load * t_max / q.turns]))
-    mean = float((w.fixed_s + w.residual_s / 2 + w.queued_s)[0])
+    mean = float((w.fixed_s + w.residual_s / 2 + w.queued_s + w.shared_s)[0])
     assert mean == pytest.approx(float(w.mean_ttft_s[0]), rel=1e-12)
     qs = [float(w.ttft_quantile(p)[0]) for p in (0.1, 0.5, 0.9, 0.99, 0.999)]
     assert all(math.isfinite(v) for v in qs)
@@ -242,7 +242,7 @@ def test_a_batch_counts_the_requests_of_a_rank() -> None:
     for load in (0.2, 0.4, 0.6):
         lam = np.array([load * t_max])
         w = q.waits(lam / q.turns)
-        io, _ = _io_wait(lam, q.t_io, q.io_nodes, q.arrival_cv2, q.reads_pooled)
+        io, _, _, _ = _io_wait(lam, q.t_io, q.io_nodes, q.arrival_cv2, q.reads_pooled, q.node_ranks)
         cap = q.batch_cap
         tau_cap = q.prefill.t0_s + cap * q.prefill.u_s
         rho = lam / q.gpus * tau_cap / cap
@@ -314,7 +314,7 @@ def test_no_cap_no_wait_for_later_batches() -> None:
 
     q, t_max = _queue(SPECS[0], "basic")
     lam = np.array([0.4 * t_max])
-    io, _ = _io_wait(lam, q.t_io, q.io_nodes, q.arrival_cv2, q.reads_pooled)
+    io, _, _, _ = _io_wait(lam, q.t_io, q.io_nodes, q.arrival_cv2, q.reads_pooled, q.node_ranks)
     got = []
     for scale in (1.0, 10.0, 1e3, 1e9):
         w = replace(q, batch_cap=q.batch_cap * scale).waits(lam / q.turns)
