@@ -531,6 +531,11 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
     )
 
 
+# Siegmund's correction of a Brownian maximum to that of a random walk of the same drift and
+# variance per step: -zeta(1/2) / sqrt(2 pi) (Siegmund 1979, corrected diffusion approximations).
+_SIEGMUND = 0.5825971579390107
+
+
 def _walk_max(n: np.ndarray, mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
     """E[max_{0 <= s <= n} X_s] for a Brownian motion X of drift ``mu`` and variance
     ``sigma``^2 per unit time from 0 (Brownian approximation of the largest partial sum of n
@@ -565,9 +570,14 @@ def _block_read_wait(
     (j = 0 .. k - 1) the largest partial sum of the block's last j increments S - gap, mean
     mu = S (1 - 1 / r), deviation sigma = c S (so that the stationary wait sigma^2 / (2 |mu|)
     is Kingman's, c^2 r S / (2 (1 - r))), S = P / t_s a read's time at its node alone:
-    W_in = (1 / k) sum_j E[max of j steps] (``_walk_max``), plus the wait for the earlier
-    blocks' work, Kingman's for a block of k S arriving at Erlang-(k P) gaps, c^2 rho S /
-    (2 P (1 - rho)) a read. Processor sharing doubles a FIFO link's wait where reads of one
+    W_in = (1 / k) sum_j (E[max of j steps] - 0.5826 sigma)^+ (``_walk_max``, less Siegmund's
+    correction of a Brownian maximum to one of discrete steps, -zeta(1/2) / sqrt(2 pi) sigma),
+    plus the wait for the earlier blocks' work: over long spans the node gets one turn in P
+    (arrivals of squared variation c_b^2 = c^2 / P, Erlang-P gaps for Poisson), Kingman's
+    c_b^2 / 2 rho / (1 - rho) S = c^2 rho S / (2 P (1 - rho)) times Kraemer and
+    Langenbach-Belz's factor exp(-2 (1 - rho) (1 - c_b^2)^2 / (3 rho c_b^2)) where
+    c_b^2 < 1 (reads of one size: c_s^2 = 0), as Kingman's heavy-traffic form overstates the
+    wait of regular arrivals. Processor sharing doubles a FIFO link's wait where reads of one
     size overlap: two reads a apart both end at 2 S - a (FIFO: S and 2 S - a, one wait of S - a
     against two), k at once all at k S (FIFO: a mean of (k - 1) S / 2), and the M/D/1-PS wait
     rho S / (1 - rho) is twice the M/D/1 one. So W = 2 (W_in + W_btw). A read shares its
@@ -582,13 +592,10 @@ def _block_read_wait(
         sigma = np.sqrt(c2) * service
         within = np.zeros_like(rho)
         for j in range(1, int(np.max(k, initial=1.0))):
-            step = np.maximum(_walk_max(np.full_like(rho, j), mu, sigma) - 0.5826 * sigma, 0.0)
+            top = _walk_max(np.full_like(rho, j), mu, sigma)
+            step = np.maximum(top - _SIEGMUND * sigma, 0.0)
             within = within + np.where(j < k, step, 0.0)
         within = within / k
-        # The blocks' own wait: Kingman's for work k S at gaps of squared variation
-        # c_b^2 = c^2 / (k P) (Erlang-(k P) for Poisson), with Kraemer and Langenbach-Belz's
-        # factor for c_b^2 < 1, exp(-2 (1 - rho) (1 - c_b^2)^2 / (3 rho c_b^2)) (service of
-        # one size: c_s^2 = 0), as Kingman's heavy-traffic form overstates regular arrivals.
         c_b2 = c2 / nodes
         klb = np.where(
             c_b2 < 1.0, np.exp(-2.0 * (1.0 - rho) * (1.0 - c_b2) ** 2 / (3.0 * rho * c_b2)), 1.0
