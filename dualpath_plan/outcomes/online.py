@@ -554,6 +554,8 @@ def _walk_max(n: np.ndarray, mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
             2.0 * root / (sigma * math.sqrt(2 * math.pi)),
         )
         out = mu * n * big_phi + sigma * root * small_phi + 0.5 * sigma * sigma * ratio
+    # A drift of -inf (a rate so small that 1 / (P rho) overflows): the walk never rises.
+    out = np.where(np.isneginf(mu), 0.0, out)
     return np.where((n > 0.0) & (sigma > 0.0), np.maximum(out, 0.0), 0.0)
 
 
