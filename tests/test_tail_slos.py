@@ -41,6 +41,7 @@ BENCH = Path(__file__).parent.parent / "bench" / "p90_agreement.py"
     pi_v=st.floats(0.01, 1.0),
 )
 @example(a=0.0, m=1.0, pi=0.0234375, p=0.99, v=0.0, pi_v=1.0)  # a rare long wait's p99
+@example(a=1.0, m=6.240895871733344e-58, pi=1.0, p=0.5, v=2.0, pi_v=1.0)  # W nothing, V wide
 def test_the_quantile_is_that_of_the_sum_sampled(
     a: float, m: float, pi: float, p: float, v: float, pi_v: float
 ) -> None:

@@ -374,12 +374,16 @@ def _sum_quantile(
         np.broadcast_to(np.asarray(x, dtype=np.float64), shape) for x in (a, m, pi, v, pi_v)
     )
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        waits = (pi > 0.0) & (m > 0.0)
-        theta = np.where(waits, pi / np.where(m > 0.0, m, 1.0), 1.0)
-        pi = np.where(waits, np.clip(pi, 0.0, 1.0), 0.0)
         shares = (pi_v > 0.0) & (v > 0.0) & np.isfinite(v)
         pi_v = np.where(shares, np.clip(pi_v, 0.0, 1.0), 0.0)
         b = np.where(shares, 2.0 * v / np.where(shares, pi_v, 1.0), 0.0)
+        # A wait W whose mean m / pi is below 1e-12 of U's and V's spans is W = 0 (its
+        # rate theta, up to 1e57, overflowed the integral of V's part: a median of U + V of
+        # 2.5 came out as 1.0, found by the sampling test).
+        waits = (pi > 0.0) & (m > 0.0)
+        waits &= m / np.where(waits, pi, 1.0) > 1e-12 * (a + b)
+        theta = np.where(waits, pi / np.where(m > 0.0, m, 1.0), 1.0)
+        pi = np.where(waits, np.clip(pi, 0.0, 1.0), 0.0)
         q_w = np.where(pi > 1.0 - p, np.log(pi / (1.0 - p)) / theta, 0.0)
         lo = np.maximum(q_w, p * a)
         hi = a + q_w + b
