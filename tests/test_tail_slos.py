@@ -358,3 +358,16 @@ def test_round_robin_reads_are_processor_shared_blocks() -> None:
     service = 1.0 / t_s
     assert float(wait[0]) == pytest.approx(float(rho * service[0] / (1 - rho)), rel=1e-12)
     assert float(share[0]) == pytest.approx(min(1.0, float(wait[0] / service[0])))
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=st.floats(-40.0, 40.0))
+def test_the_normal_distribution_function_is_erfs(x: float) -> None:
+    """``_normal_cdf`` (Abramowitz and Stegun 7.1.26, in NumPy so that a plain size loads no
+    SciPy) within 1e-7 of Phi from math.erf, and monotone."""
+    from dualpath_plan.outcomes.online import _normal_cdf
+
+    exact = 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+    got = float(_normal_cdf(np.array([x]))[0])
+    assert abs(got - exact) <= 1e-7
+    assert float(_normal_cdf(np.array([x + 0.01]))[0]) >= got - 1e-7
