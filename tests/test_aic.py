@@ -125,7 +125,7 @@ def test_agg_schema(cli) -> None:
 def test_table_names_the_verdict(cli) -> None:
     result = cli("aic", "check", str(DISAGG), "--node", "dualpath-hopper")
     assert result.code == 0, result.err
-    assert "storage-bound: 42.3 seq/s basic" in result.out
+    assert "storage-bound: 42.4 seq/s basic" in result.out
     assert "pe_snic_read" in result.out
 
 

@@ -459,8 +459,8 @@ def test_paths_refuses_a_cluster_for_sizes_reason(cli) -> None:
     paths = cli("paths", "--model", "kimi-k2")
     assert size.code == paths.code == 2
     assert "cannot hold" in paths.err and "add prefill nodes" in paths.err
-    # A shortfall is said as one, not as "leave -10.3 GB".
-    assert "exceed its HBM by 10.3 GB" in paths.err and "leave -" not in paths.err
+    # A shortfall is said as one, not as "leave -10.4 GB".
+    assert "exceed its HBM by 10.4 GB" in paths.err and "leave -" not in paths.err
 
 
 @pytest.mark.parametrize(

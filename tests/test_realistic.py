@@ -472,7 +472,7 @@ def test_one_fit_moves_every_node_it_calibrates_together(registry) -> None:
     assert snic.above.prefill_node.snic_efficiency > 0.512
     mixed = Scenario.from_ids(registry, prefill_node="dgx-a100", decode_node="dualpath-hopper")
     mfu = next(p for p in perturbations(mixed) if p.field == "prefill_mfu")
-    assert mfu.above.prefill_node.prefill_mfu == mfu.above.decode_node.prefill_mfu > 0.1291
+    assert mfu.above.prefill_node.prefill_mfu == mfu.above.decode_node.prefill_mfu > 0.1302
 
 
 @settings(max_examples=15, deadline=None)
@@ -506,8 +506,9 @@ def test_burstier_arrivals_never_raise_the_aps(cv, more, p, d) -> None:
     mode=st.sampled_from(["basic", "dualpath"]),
 )
 def test_arrival_variation_scales_the_queueing_waits_by_c_squared(c, load, p, d, mode) -> None:
-    """INV-29, Kingman: with arrivals of coefficient of variation c, every queueing wait is c^2
-    times Poisson's (c = 1), and nothing else in the TTFT moves: TTFT(c) - TTFT(0) equals
+    """INV-29, Kingman: with arrivals of coefficient of variation c, every FIFO queueing wait is
+    c^2 times Poisson's (c = 1), and nothing else in the TTFT moves (round robin's
+    processor-shared block reads aside, which only rise with c): TTFT(c) - TTFT(0) equals
     c^2 (TTFT(1) - TTFT(0)), where the running pass's residual does not cap the wait. TPOT
     does not depend on c. And with no headroom cap (max utilization 1) a burstier trace serves
     strictly fewer agents/s wherever the TTFT SLO sets the APS."""
@@ -527,9 +528,18 @@ def test_arrival_variation_scales_the_queueing_waits_by_c_squared(c, load, p, d,
     )
 
     def at(c2: float) -> tuple[float, float]:
-        ttft, tpot = dataclasses.replace(q, arrival_cv2=c2).at(rate)
-        return float(ttft[0]), float(tpot[0])
+        # Less round robin's processor-shared block reads (basic: a Brownian maximum and
+        # Kraemer and Langenbach-Belz's factor, not linear in c^2; checked apart below).
+        moved = dataclasses.replace(q, arrival_cv2=c2)
+        ttft, tpot = moved.at(rate)
+        return float(ttft[0] - moved.waits(rate).shared_s[0]), float(tpot[0])
 
+    def shared(c2: float) -> float:
+        return float(dataclasses.replace(q, arrival_cv2=c2).waits(rate).shared_s[0])
+
+    # The block reads never fall as the arrivals get burstier.
+    assert shared(0.0) <= shared(1.0) * (1 + 1e-12) + 1e-15
+    assert shared(1.0) <= shared(1.0 + c * c) * (1 + 1e-12) + 1e-15
     (t0, s0), (t1, s1), (tc, sc_) = at(0.0), at(1.0), at(c * c)
     # The running pass's wait is at most its residual, half a pass of at least one request:
     # below that (every wait together under it) nothing caps the scaling.

@@ -672,7 +672,7 @@ def test_recommend_markdown_stands_alone(cli, tmp_path) -> None:
     assert f"dualpath-plan {__version__}" in md
     assert "8 x h800-sxm, SNIC 1 x 400 Gb/s, CNIC 8 x 400 Gb/s" in md and "DRAM 2,048 GB" in md
     assert (
-        "efficiencies: dualpath-hopper (prefill and decode) measured" in md and "SNIC 0.512" in md
+        "efficiencies: dualpath-hopper (prefill and decode) measured" in md and "SNIC 0.513" in md
     )
     assert "prefill_mfu" in md and "SLOs TTFT 4 s, TPOT 50 ms" in md
     assert "even and dualpath coincide" in md and "**even = dualpath**" in md

@@ -22,6 +22,7 @@ from dualpath_plan.outcomes.serving import (
 from dualpath_plan.outcomes.uncertainty import mode_intervals, perturbations
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.modes import MODES
+from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ServingConfig
 
@@ -123,10 +124,13 @@ def test_evaluate_searches_every_mode_at_once_as_each_alone(registry, index, cfg
 
 
 def test_intervals_take_the_centre_for_a_step_cut_to_nothing(registry) -> None:
-    """paper-64k's turns_spread sits at its upper bound: its step up leaves the scenario as it
-    was, and the intervals take the centre's outcomes (evaluate's) for it instead of
-    evaluating it again; the same numbers, bit for bit, as evaluating it."""
+    """A turns_spread at its upper bound (paper-64k's, until its refit of 2026-12-06): its
+    step up leaves the scenario as it was, and the intervals take the centre's outcomes
+    (evaluate's) for it instead of evaluating it again; the same numbers, bit for bit, as
+    evaluating it."""
     sc = _scenarios(registry)[0]
+    at_bound = sc.workload.model_copy(update={"turns_spread": 1.0})
+    sc = replace(sc, workload=at_bound, turn_demand=workload_demand(sc.model, at_bound))
     cfg = ServingConfig()
     moves = perturbations(sc)
     spread = next(p for p in moves if p.field == "turns_spread")

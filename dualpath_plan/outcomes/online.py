@@ -120,6 +120,10 @@ class OnlineQueue:
     # 1 where the scheduler also picks each turn's read path by the read queues (dualpath's
     # optimal split under queue_aware or ideal): the prefill and decode nodes' reads are one pool.
     reads_pooled: np.ndarray
+    # Where round robin deals the turns and every read is on the prefill side (basic): the
+    # ranks of one prefill node, which it deals one after another (its reads come in blocks
+    # of that many, ``_block_read_wait``); 0 elsewhere.
+    node_ranks: np.ndarray
     prefill: PrefillEngine  # t0, u and the read latency (batch cap: ``batch_cap``)
     batch_cap: np.ndarray
     # Per cluster and I/O side (prefill nodes, decode nodes, storage: clusters x 3): the
@@ -207,7 +211,9 @@ class OnlineQueue:
             # The I/O queues a turn's read passes, one after another: on each side its
             # busiest link's Kingman G/D/1 wait (c^2 + 0) / 2 x rho / (1 - rho) / mu, the
             # M/D/1 wait for Poisson arrivals, summed (``_io_wait``).
-            wait_io, io_busy = _io_wait(lam, self.t_io, self.io_nodes, c2, self.reads_pooled)
+            wait_io, io_busy, wait_read, read_share = _io_wait(
+                lam, self.t_io, self.io_nodes, c2, self.reads_pooled, self.node_ranks
+            )
             # The running pass: at or above one request per pass (b >= 1, the GPU always busy)
             # a request waits out its residual, tau(b)/2, then its own pass. Below that a pass
             # holds one request and the GPU idles between passes; the scheduler deals the
@@ -238,7 +244,7 @@ class OnlineQueue:
             )
             wait_idle = np.where(self.pooled > 0.0, wait_pool, wait_idle)
             wait_running = np.minimum(wait_idle, tau_own / 2.0)
-            ttft = pm.read_latency_s + wait_running + tau_own + wait_batches + wait_io
+            ttft = pm.read_latency_s + wait_running + tau_own + wait_batches + wait_io + wait_read
             # The chance a turn finds a queue: that of each queue it passes, taken as
             # independent (the batches' share above, each I/O side's rho).
             queued_share = 1.0 - (1.0 - batch_busy) * (1.0 - io_busy)
@@ -253,6 +259,8 @@ class OnlineQueue:
             residual_s=2.0 * wait_running,
             queued_s=wait_batches + wait_io,
             queued_share=queued_share,
+            shared_s=wait_read,
+            shared_share=read_share,
         )
 
 
@@ -280,12 +288,28 @@ def erlang_c(servers: np.ndarray, rho: np.ndarray) -> np.ndarray:
         if not small.all():
             beta = (1.0 - r) * np.sqrt(c)
             phi = np.exp(-beta * beta / 2.0) / math.sqrt(2.0 * math.pi)
-            big_phi = 0.5 * (1.0 + _erf(beta / math.sqrt(2.0)).astype(np.float64))
+            big_phi = _normal_cdf(beta)
             out = np.where(small, exact, 1.0 / (1.0 + beta * big_phi / phi))
     return np.clip(np.nan_to_num(out, nan=1.0), 0.0, 1.0)
 
 
-_erf = np.frompyfunc(math.erf, 1, 1)
+# Abramowitz and Stegun 7.1.26: erf(x) = 1 - (a1 t + ... + a5 t^5) e^(-x^2), t = 1 / (1 + p x),
+# x >= 0, within 1.5e-7 of erf everywhere. In NumPy, over arrays of clusters: SciPy's ndtr
+# would load SciPy on a plain `size` (a tenth of a second of its cold start, INV-17), and
+# math.erf per element takes a microsecond each in the APS search's loops.
+_AS_P = 0.3275911
+_AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def _normal_cdf(x: np.ndarray) -> np.ndarray:
+    """Phi(x), the standard normal distribution function, within 1e-7 (``_AS_A``)."""
+    x = np.asarray(x, dtype=np.float64)
+    z = np.abs(x) / math.sqrt(2.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = 1.0 / (1.0 + _AS_P * z)
+        poly = t * (_AS_A[0] + t * (_AS_A[1] + t * (_AS_A[2] + t * (_AS_A[3] + t * _AS_A[4]))))
+        erf = 1.0 - poly * np.exp(-z * z)
+    return np.where(x >= 0.0, 0.5 * (1.0 + erf), 0.5 * (1.0 - erf))
 
 
 def _tpot(group: DecodeGroup, b_d: np.ndarray, percentiles: SloPercentiles | None) -> np.ndarray:
@@ -316,12 +340,26 @@ class PrefillWaits:
     residual_s: np.ndarray
     queued_s: np.ndarray
     queued_share: np.ndarray
+    # The wait of a read on a processor-shared link fed in blocks (round robin's prefill
+    # nodes, ``_block_read_wait``): mean ``shared_s``; zero with probability 1 - pi_S, else
+    # uniform on [0, 2 shared_s / pi_S], pi_S = ``shared_share`` (a block's overlapping reads
+    # end together: the sojourn is narrow, not exponential).
+    shared_s: np.ndarray
+    shared_share: np.ndarray
 
     def ttft_quantile(self, p: float) -> np.ndarray:
-        """The p-quantile of the TTFT (0 < p < 1): fixed_s plus that of U + W, U uniform on
-        [0, a] and W zero with probability 1 - pi, else exponential of mean m / pi, found on its
+        """The p-quantile of the TTFT (0 < p < 1): fixed_s plus that of U + W + V, U uniform
+        on [0, a], W zero with probability 1 - pi, else exponential of mean m / pi, and V zero
+        with probability 1 - pi_S, else uniform on [0, 2 shared_s / pi_S], found on its
         distribution function by bisection (``_sum_quantile``)."""
-        return self.fixed_s + _sum_quantile(p, self.residual_s, self.queued_s, self.queued_share)
+        return self.fixed_s + _sum_quantile(
+            p,
+            self.residual_s,
+            self.queued_s,
+            self.queued_share,
+            self.shared_s,
+            self.shared_share,
+        )
 
 
 # Bisection steps of ``_sum_quantile``: its bracket is at most the residual wide, 60 halvings
@@ -329,33 +367,91 @@ class PrefillWaits:
 _QUANTILE_STEPS = 60
 
 
-def _sum_quantile(p: float, a: np.ndarray, m: np.ndarray, pi: np.ndarray) -> np.ndarray:
-    """The p-quantile of U + W: U uniform on [0, a] (a >= 0), W zero with probability 1 - pi
-    and exponential of rate theta = pi / m otherwise. Its distribution function is
-    (1 - pi) min(t / a, 1) + pi G(t), G that of U + an exponential: for t <= a
+def _sum_quantile(
+    p: float,
+    a: np.ndarray,
+    m: np.ndarray,
+    pi: np.ndarray,
+    v: np.ndarray | float = 0.0,
+    pi_v: np.ndarray | float = 0.0,
+) -> np.ndarray:
+    """The p-quantile of U + W + V: U uniform on [0, a] (a >= 0), W zero with probability
+    1 - pi and exponential of rate theta = pi / m otherwise, V zero with probability 1 - pi_v
+    and uniform on [0, b], b = 2 v / pi_v, otherwise (mean v). U + W's distribution function is
+    F0(t) = (1 - pi) min(t / a, 1) + pi G(t), G that of U + an exponential: for t <= a
     (t - (1 - e^(-theta t)) / theta) / a, beyond 1 - (e^(-theta (t - a)) - e^(-theta t)) /
-    (theta a). The quantile lies between W's (and U's, p a) and a more than W's."""
+    (theta a); with V, F(t) = (1 - pi_v) F0(t) + pi_v (H0(t) - H0(t - b)) / b, H0 the integral
+    of F0 from 0 (``_f0_integral``). The quantile lies between W's (and U's, p a) and a + b
+    more than W's."""
     a = np.asarray(a, dtype=np.float64)
-    shape = np.broadcast_shapes(a.shape, np.shape(m), np.shape(pi))
-    a, m, pi = (np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for v in (a, m, pi))
+    shape = np.broadcast_shapes(a.shape, np.shape(m), np.shape(pi), np.shape(v), np.shape(pi_v))
+    a, m, pi, v, pi_v = (
+        np.broadcast_to(np.asarray(x, dtype=np.float64), shape) for x in (a, m, pi, v, pi_v)
+    )
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        shares = (pi_v > 0.0) & (v > 0.0) & np.isfinite(v)
+        pi_v = np.where(shares, np.clip(pi_v, 0.0, 1.0), 0.0)
+        b = np.where(shares, 2.0 * v / np.where(shares, pi_v, 1.0), 0.0)
+        # A wait W whose mean m / pi is below 1e-12 of U's and V's spans is W = 0 (its
+        # rate theta, up to 1e57, overflowed the integral of V's part: a median of U + V of
+        # 2.5 came out as 1.0, found by the sampling test).
         waits = (pi > 0.0) & (m > 0.0)
+        waits &= m / np.where(waits, pi, 1.0) > 1e-12 * (a + b)
         theta = np.where(waits, pi / np.where(m > 0.0, m, 1.0), 1.0)
         pi = np.where(waits, np.clip(pi, 0.0, 1.0), 0.0)
+        # Likewise a span a of U below 1e-12 of W's mean and V's span is U = 0 (F0's terms
+        # divide by a: at a = 7e-129 V's part came out as nothing and the median of W + V as
+        # W's alone).
+        a = np.where(a > 1e-12 * (np.where(waits, 1.0 / theta, 0.0) + b), a, 0.0)
         q_w = np.where(pi > 1.0 - p, np.log(pi / (1.0 - p)) / theta, 0.0)
         lo = np.maximum(q_w, p * a)
-        hi = a + q_w
-        flat = a > 0.0
-        safe_a = np.where(flat, a, 1.0)
+        hi = a + q_w + b
+        safe_b = np.where(shares, b, 1.0)
         for _ in range(_QUANTILE_STEPS):
             t = (lo + hi) / 2.0
-            u = np.where(flat, np.minimum(t / safe_a, 1.0), 1.0)
-            inside = (t - (1.0 - np.exp(-theta * t)) / theta) / safe_a
-            beyond = 1.0 - (np.exp(-theta * (t - a)) - np.exp(-theta * t)) / (theta * safe_a)
-            g = np.where(flat, np.where(t <= a, inside, beyond), 1.0 - np.exp(-theta * t))
-            below = (1.0 - pi) * u + pi * g < p
+            f0 = _f0(t, a, pi, theta)
+            spread = (_f0_integral(t, a, pi, theta) - _f0_integral(t - b, a, pi, theta)) / safe_b
+            f = (1.0 - pi_v) * f0 + pi_v * np.where(shares, spread, f0)
+            below = f < p
             lo, hi = np.where(below, t, lo), np.where(below, hi, t)
-    return np.where(np.isfinite(m) & np.isfinite(a), (lo + hi) / 2.0, math.inf)
+    return np.where(np.isfinite(m) & np.isfinite(a) & np.isfinite(v), (lo + hi) / 2.0, math.inf)
+
+
+def _f0(t: np.ndarray, a: np.ndarray, pi: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """F0 of ``_sum_quantile``: the distribution function of U + W at t >= 0."""
+    flat = a > 0.0
+    safe_a = np.where(flat, a, 1.0)
+    u = np.where(flat, np.minimum(t / safe_a, 1.0), 1.0)
+    inside = (t + np.expm1(-theta * t) / theta) / safe_a
+    beyond = 1.0 - (np.exp(-theta * (t - a)) - np.exp(-theta * t)) / (theta * safe_a)
+    g = np.where(flat, np.where(t <= a, inside, beyond), -np.expm1(-theta * t))
+    return (1.0 - pi) * u + pi * g
+
+
+def _shape_x2(x: np.ndarray) -> np.ndarray:
+    """(x^2 / 2 - x + 1 - e^(-x)) / x^2, by its series below 1e-3 (the terms cancel there)."""
+    big = x > 1e-3
+    safe = np.where(big, x, 1.0)
+    exact = (0.5 * safe * safe - safe - np.expm1(-safe)) / (safe * safe)
+    return np.where(big, exact, x / 6.0 - x * x / 24.0 + x * x * x / 120.0)
+
+
+def _f0_integral(s: np.ndarray, a: np.ndarray, pi: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """The integral of F0 (``_f0``) from 0 to s (0 for s <= 0): of min(t / a, 1), s^2 / (2 a)
+    to a, s - a / 2 beyond; of G, s^2 q(theta s) / a to a, q(x) = (x^2 / 2 - x + 1 - e^(-x)) /
+    x^2, and beyond that at a plus (s - a) - (e^(theta a) - 1) / (theta a) (e^(-theta a) -
+    e^(-theta s)) / theta; without U (a = 0), s and s - (1 - e^(-theta s)) / theta."""
+    s = np.maximum(s, 0.0)
+    flat = a > 0.0
+    safe_a = np.where(flat, a, 1.0)
+    lin = np.where(s <= a, s * s / (2.0 * safe_a), s - a / 2.0)
+    lin = np.where(flat, lin, s)
+    at_a = a * _shape_x2(theta * a)
+    tail = np.expm1(theta * a) / (theta * safe_a) * np.exp(-theta * a)
+    tail = tail * -np.expm1(-theta * (s - a)) / theta
+    g = np.where(s <= a, s * s * _shape_x2(theta * s) / safe_a, at_a + (s - a) - tail)
+    g = np.where(flat, g, s + np.expm1(-theta * s) / theta)
+    return (1.0 - pi) * lin + pi * g
 
 
 @dataclass(frozen=True)
@@ -429,6 +525,12 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
         imbalance=_column(imbalance, n),
         pooled=_column(float(policy != "round_robin"), n),
         reads_pooled=_column(float(policy != "round_robin" and asm.mode.split == "optimal"), n),
+        node_ranks=_column(
+            float(sc.prefill_node.gpus_per_node / max(float(np.asarray(pm.request_gpus)), 1.0))
+            if policy == "round_robin" and asm.mode.split == "pe_only"
+            else 0.0,
+            n,
+        ),
         # The pass's times per cluster: per prefill node count under the operator model
         # (each count its own layout), numbers otherwise.
         prefill=replace(
@@ -452,9 +554,92 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
     )
 
 
-def _io_wait(
-    lam: np.ndarray, t_io: np.ndarray, io_nodes: np.ndarray, c2: Any, pooled: np.ndarray
+# Siegmund's correction of a Brownian maximum to that of a random walk of the same drift and
+# variance per step: -zeta(1/2) / sqrt(2 pi) (Siegmund 1979, corrected diffusion approximations).
+_SIEGMUND = 0.5825971579390107
+
+
+def _walk_max(n: np.ndarray, mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """E[max_{0 <= s <= n} X_s] for a Brownian motion X of drift ``mu`` and variance
+    ``sigma``^2 per unit time from 0 (Brownian approximation of the largest partial sum of n
+    steps): mu n Phi(a) + sigma sqrt(n) phi(a) + sigma^2 / (2 mu) (2 Phi(a) - 1),
+    a = mu sqrt(n) / sigma; sigma sqrt(2 n / pi) at mu = 0, sigma^2 / (2 |mu|) as n -> inf
+    for mu < 0 (the stationary wait)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        root = np.sqrt(n)
+        a = mu * root / sigma
+        big_phi = _normal_cdf(a)
+        small_phi = np.exp(-0.5 * a * a) / math.sqrt(2.0 * math.pi)
+        # (2 Phi(a) - 1) / mu, continued through mu = 0 by its limit 2 phi(0) sqrt(n) / sigma.
+        ratio = np.where(
+            np.abs(a) > 1e-8,
+            (2.0 * big_phi - 1.0) / mu,
+            2.0 * root / (sigma * math.sqrt(2 * math.pi)),
+        )
+        out = mu * n * big_phi + sigma * root * small_phi + 0.5 * sigma * sigma * ratio
+    # A drift of -inf (a rate so small that 1 / (P rho) overflows): the walk never rises.
+    out = np.where(np.isneginf(mu), 0.0, out)
+    return np.where((n > 0.0) & (sigma > 0.0), np.maximum(out, 0.0), 0.0)
+
+
+def _block_read_wait(
+    lam: np.ndarray, t_s: np.ndarray, nodes: np.ndarray, ranks: np.ndarray, c2: Any
 ) -> tuple[np.ndarray, np.ndarray]:
+    """The mean wait of a turn's read at its prefill node where round robin deals the G ranks
+    in turn, a node's k = ``ranks`` one after another, and the node's read link shares its
+    bandwidth among the reads in flight (processor sharing, as the simulation runs it); and
+    the chance a read shares its link at all. The node's reads come in blocks of k at the
+    stream's own gaps (mean 1 / lambda, squared variation c^2), then none for (P - 1) k gaps:
+    during a block the link sees the local load r = P rho (rho = lambda / t_s its mean
+    utilization), above 1 where rho > 1 / P. A FIFO link would hold the j-th read of a block
+    (j = 0 .. k - 1) the largest partial sum of the block's last j increments S - gap, mean
+    mu = S (1 - 1 / r), deviation sigma = c S (so that the stationary wait sigma^2 / (2 |mu|)
+    is Kingman's, c^2 r S / (2 (1 - r))), S = P / t_s a read's time at its node alone:
+    W_in = (1 / k) sum_j (E[max of j steps] - 0.5826 sigma)^+ (``_walk_max``, less Siegmund's
+    correction of a Brownian maximum to one of discrete steps, -zeta(1/2) / sqrt(2 pi) sigma),
+    plus the wait for the earlier blocks' work: over long spans the node gets one turn in P
+    (arrivals of squared variation c_b^2 = c^2 / P, Erlang-P gaps for Poisson), Kingman's
+    c_b^2 / 2 rho / (1 - rho) S = c^2 rho S / (2 P (1 - rho)) times Kraemer and
+    Langenbach-Belz's factor exp(-2 (1 - rho) (1 - c_b^2)^2 / (3 rho c_b^2)) where
+    c_b^2 < 1 (reads of one size: c_s^2 = 0), as Kingman's heavy-traffic form overstates the
+    wait of regular arrivals. Processor sharing doubles a FIFO link's wait where reads of one
+    size overlap: two reads a apart both end at 2 S - a (FIFO: S and 2 S - a, one wait of S - a
+    against two), k at once all at k S (FIFO: a mean of (k - 1) S / 2), and the M/D/1-PS wait
+    rho S / (1 - rho) is twice the M/D/1 one. So W = 2 (W_in + W_btw). A read shares its
+    link with W / S others on average, so it shares it at all with probability
+    pi = min(1, W / S) at most (docs/model.md section 6c)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        rho = lam / t_s
+        service = nodes / t_s
+        local = nodes * rho
+        k = np.maximum(np.floor(ranks + 1e-9), 1.0)
+        mu = service * (1.0 - 1.0 / local)
+        sigma = np.sqrt(c2) * service
+        within = np.zeros_like(rho)
+        for j in range(1, int(np.max(k, initial=1.0))):
+            top = _walk_max(np.full_like(rho, j), mu, sigma)
+            step = np.maximum(top - _SIEGMUND * sigma, 0.0)
+            within = within + np.where(j < k, step, 0.0)
+        within = within / k
+        c_b2 = c2 / nodes
+        klb = np.where(
+            c_b2 < 1.0, np.exp(-2.0 * (1.0 - rho) * (1.0 - c_b2) ** 2 / (3.0 * rho * c_b2)), 1.0
+        )
+        between = klb * c2 * rho * service / (2.0 * nodes * (1.0 - rho))
+        wait = np.where(rho < 1.0, 2.0 * (within + between), math.inf)
+        wait = np.where(lam > 0.0, wait, 0.0)
+        share = np.clip(np.where(service > 0.0, wait / service, 0.0), 0.0, 1.0)
+    return wait, share
+
+
+def _io_wait(
+    lam: np.ndarray,
+    t_io: np.ndarray,
+    io_nodes: np.ndarray,
+    c2: Any,
+    pooled: np.ndarray,
+    node_ranks: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The mean wait of a turn's read in the I/O queues, at ``lam`` turns/s: per side (``t_io``,
     ``io_nodes``: clusters x sides), its busiest link's G/D/1 wait, summed over the sides a
     read passes (storage, then a node's SNIC: a tandem, each queue taken on its own). A side
@@ -495,7 +680,24 @@ def _io_wait(
             pool = np.where(lam > 0.0, pool, 0.0)
         total = np.where(both, pool + waits[2], total)
         free = np.where(both, (1.0 - waiting) * (1.0 - busy[2]), free)
-    return np.asarray(total, dtype=np.float64), 1.0 - np.asarray(free, dtype=np.float64)
+    # Round robin's reads at the prefill nodes (basic): processor-shared links fed in blocks
+    # (``_block_read_wait``), their own wait and shape, out of the FIFO queues' total.
+    shared = np.zeros_like(lam)
+    share = np.zeros_like(lam)
+    if node_ranks is not None:
+        blocks = (node_ranks > 0.0) & np.isfinite(t_io[:, 0]) & (pooled <= 0.0)
+        if blocks.any():
+            w, sh = _block_read_wait(lam, t_io[:, 0], io_nodes[:, 0], node_ranks, c2)
+            total = np.where(blocks, total - waits[0], total)
+            free = np.where(blocks, free / np.where(busy[0] < 1.0, 1.0 - busy[0], 1.0), free)
+            shared = np.where(blocks, w, 0.0)
+            share = np.where(blocks, sh, 0.0)
+    return (
+        np.asarray(total, dtype=np.float64),
+        1.0 - np.asarray(free, dtype=np.float64),
+        shared,
+        share,
+    )
 
 
 # Clusters up to which a number is laid out over them (np.full) rather than broadcast: a few
@@ -555,6 +757,7 @@ def stack_queues(queues: Sequence[OnlineQueue]) -> OnlineQueue:
         imbalance=cat(lambda q: q.imbalance),
         pooled=cat(lambda q: q.pooled),
         reads_pooled=cat(lambda q: q.reads_pooled),
+        node_ranks=cat(lambda q: q.node_ranks),
         prefill=replace(queues[0].prefill, **prefill),
         batch_cap=cat(lambda q: q.batch_cap),
         t_io=np.concatenate([q.t_io for q in queues]),

@@ -297,7 +297,12 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
     if any(math.isfinite(v) for v in gaps.values()):
         console.print(
             "dualpath vs oracle: "
-            + ", ".join(f"{GAP_LABELS[k]} {v:+.1%}" for k, v in gaps.items() if math.isfinite(v)),
+            # Through the formatter: a gap that rounds to nothing is "0.0%", not "-0.0%".
+            + ", ".join(
+                f"{GAP_LABELS[k]} {percent(v, 1, sign=True)}"
+                for k, v in gaps.items()
+                if math.isfinite(v)
+            ),
             highlight=False,
         )
     render_costs(size_costs(r), console)
