@@ -79,8 +79,8 @@ def test_the_queue_aware_scheduler_admits_and_balances_gpus() -> None:
 
 
 def test_the_assembly_batches_at_the_pass_batch() -> None:
-    """The README default: DualPath (queue-aware) batches at beta's 20.5 requests, not the HBM
-    cap's 277 (the compute link's batching factor b / (b + h) falls accordingly); Basic's
+    """The README default: DualPath (queue-aware) batches at beta's 20.7 requests, not the HBM
+    cap's 272 (the compute link's batching factor b / (b + h) falls accordingly); Basic's
     round-robin scheduler has no admission and its HBM cap (5.1) binds first."""
     sc = Scenario.from_spec(Registry.load(use_env=False), ScenarioSpec())
     from dualpath_plan.outcomes.serving import runnable
