@@ -1481,3 +1481,13 @@ def test_old_spellings_are_refused_with_the_new_one(cli, args, new) -> None:
     result = cli(*args)
     assert result.code == 2
     assert f"now spelled '{new}'" in result.err and "Traceback" not in result.err
+
+
+def test_a_grid_over_p_on_a_stock_node_runs(cli) -> None:
+    """A grid of P on a node timed by its engine profile: the load-dependent cycle's table is
+    P by D there and its per-agent tail the decode side's (one per D value); laying the tail
+    out as the table crashed (`sweep --node dgx-b200 --grid P=1:3`, found by the fuzzer)."""
+    r = cli("sweep", "--node", "dgx-b200", "--grid", "P=1:3", "--json")
+    assert r.code == 0, r.err
+    data = r.json()
+    assert data["feasible"] > 0

@@ -672,10 +672,13 @@ class ClosedCycle:
     def expand(self, axes: int) -> ClosedCycle:
         """The table with ``axes`` trailing axes of one (to broadcast against an agents axis)."""
         shape = (*self.agents.shape, *([1] * axes))
+        # The per-agent cycle beyond the cap is the decode side's (one per D value of a grid),
+        # the table the clusters' (P by D): laid out as the table before the new axes.
+        per_agent = np.broadcast_to(self.per_agent_s, self.agents.shape[1:])
         return ClosedCycle(
             self.agents.reshape(shape),
             self.cycle.reshape(shape),
-            self.per_agent_s.reshape(shape[1:]),
+            per_agent.reshape(shape[1:]),
         )
 
     def select(self, index: np.ndarray) -> ClosedCycle:
