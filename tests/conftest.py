@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +15,18 @@ from dualpath_plan.cli.common import GlobalState
 from dualpath_plan.profiles.registry import ENV_VAR, Registry, builtin_profiles_dir
 
 BUILTIN = builtin_profiles_dir()
+BENCH = Path(__file__).parent.parent / "bench"
+
+
+def load_bench(name: str) -> Any:
+    """The script ``bench/<name>.py`` as a module (the benches are scripts, not a package):
+    tests read its draws and measurements as the bench prints them."""
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 @dataclass

@@ -4,10 +4,8 @@ against AIConfigurator 0.12.0's own estimates (bench/aic_reference.csv)."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +22,7 @@ from dualpath_plan.physics.operators import (
     touched_experts,
 )
 from dualpath_plan.profiles.registry import Registry
+from tests.conftest import load_bench
 
 REGISTRY = Registry.load(use_env=False)
 BENCH = Path(__file__).parent.parent / "bench"
@@ -237,15 +236,6 @@ def test_a_replicas_prefill_is_its_pass_not_one_gpus_share() -> None:
     assert float(t.time_s) == pytest.approx(0.1887, rel=0.30)
 
 
-def _bench_engine():
-    spec = importlib.util.spec_from_file_location("bench_engine", BENCH / "bench_engine.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_engine"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_accuracy_against_aiconfigurator_holds() -> None:
     """The accuracy table (README), issue 29's bar: on its grid (DeepSeek-V3, Llama-3.1-70B,
     Qwen3-235B-A22B, gpt-oss-120b, Qwen3-32B x H100, H200, B200 x batch 1-64 x context 4K-32K)
@@ -253,7 +243,7 @@ def test_accuracy_against_aiconfigurator_holds() -> None:
     bench/aic_reference.csv the median holds too, and the worst stays where the README
     records it: Kimi-K2's prefill, where AIConfigurator times MLA at DeepSeek's 128 heads
     (its sdk/models/deepseek.py, "128-head kernel-table convention") and we at Kimi's 64."""
-    bench = _bench_engine()
+    bench = load_bench("bench_engine")
     table = bench.load_reference(BENCH / "aic_reference.csv")
     for phase, (median, worst) in bench.summarize(table, REGISTRY, grid_only=True).items():
         assert median <= 0.10, (phase, median)
@@ -267,7 +257,7 @@ def test_accuracy_holds_on_held_out_layouts() -> None:
     """Layouts the reference table does not run (bench/aic_reference_heldout.csv, README):
     the medians within 10% per phase, the worst where the README records it (a shape's
     Triton configuration steps with its token count: Qwen3-235B-A22B EP4 on H200, +32%)."""
-    bench = _bench_engine()
+    bench = load_bench("bench_engine")
     table = bench.load_reference(BENCH / "aic_reference_heldout.csv")
     for phase, (median, worst) in bench.summarize(table, REGISTRY).items():
         assert median <= 0.10, (phase, median)

@@ -6,28 +6,16 @@ issue's bound, about two hours here)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import dualpath_plan.api as dp
 from dualpath_plan.outcomes.serving import closed_cycle, light_load, runnable
+from tests.conftest import load_bench
 
 CASES = int(os.environ.get("SIM_AGREEMENT_CASES", "2"))
-BENCH = Path(__file__).parent.parent / "bench" / "agreement.py"
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("agreement", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["agreement"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("case", range(CASES))
@@ -35,7 +23,7 @@ def test_size_agrees_with_the_simulation_on_random_scenarios(case: int) -> None:
     """INV-100: outside the regimes docs/model.md names as known limits (dualpath under round
     robin, a processor-sharing read link binding, latency-bound), throughput within 5% and
     JCT and TPOT within 10% of the simulation's; a case in a known limit says which."""
-    bench = _bench()
+    bench = load_bench("agreement")
     m = bench.measure(bench.draw_cases(case + 1)[case])
     why = bench.known_limit(m)
     if why is not None:

@@ -8,12 +8,9 @@ p90 TTFT (CI: the default, 1; 6 for the whole table of docs/model.md section 6c)
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,10 +22,10 @@ from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.online import _sum_quantile, erlang_c, online_queue
 from dualpath_plan.outcomes.serving import evaluate, runnable
 from dualpath_plan.scenario.spec import ServingConfig, SloPercentiles
+from tests.conftest import load_bench
 
 CASES = int(os.environ.get("TAIL_SLO_CASES", "1"))
 RANDOM = int(os.environ.get("TAIL_SLO_RANDOM", "2"))
-BENCH = Path(__file__).parent.parent / "bench" / "p90_agreement.py"
 
 
 @settings(max_examples=40, deadline=None)
@@ -299,15 +296,6 @@ def test_a_tensor_parallel_rank_p90_known_gap() -> None:
     assert p90 == pytest.approx(sim_p90, rel=0.2)
 
 
-def _agreement():
-    spec = importlib.util.spec_from_file_location("p90_agreement", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["p90_agreement"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("case", range(RANDOM))
 def test_p90_ttft_on_random_scenarios(case: int) -> None:
     """INV-89 (issue 33): on random scenarios (model, node, P and D, workload, basic or
@@ -315,7 +303,7 @@ def test_p90_ttft_on_random_scenarios(case: int) -> None:
     the analytical p90 TTFT within 15% of the simulation's, the mean of five seeds' p90.
     Measured on 50 (TAIL_SLO_RANDOM=50): 40 hold; the misses are named in docs/model.md
     section 6c."""
-    bench = _agreement()
+    bench = load_bench("p90_agreement")
     m = bench.measure(bench.draw_cases(case + 1)[case], seeds=5)
     assert m.analytical_p90_s == pytest.approx(m.simulated_p90_s, rel=bench.BOUND), m.case.label()
 
