@@ -562,12 +562,41 @@ def offline_each(
     solutions: dict[int, Solution] = {}
     for ks in by_mode.values():
         solutions.update(zip(ks, solve_each([built[k][2].links for k in ks]), strict=True))
+    # The JCTs of every cluster that runs, one ``offline_jct_s`` per distinct turn-count
+    # distribution (a perturbed turns_spread has its own): each element as the cluster alone
+    # gives it, its table a column of the stacked ``ClosedCycle`` (40 calls one by one were
+    # most of a cold `size`'s intervals).
+    Run = tuple[int, OutcomeMode, Saturated, float, float, ClosedCycle, float, float]
+    runs: dict[bytes, list[Run]] = {}
     for k, (i, m, asm) in enumerate(built):
+        sc = scenarios[i]
         sat = Saturated(asm, solutions[k])
         try:
-            out[i][m] = _offline(scenarios[i], cfg, sat, sustained(scenarios[i], m, sat))
+            t_max = sustained(sc, m, sat)
         except PlanInputError as exc:
             out[i][m] = exc
+            continue
+        ttft, cycle = light_load(sc, asm)
+        at = closed_cycle(sc, asm)
+        counts = sc.turn_demand.trajectory_turns
+        key = (
+            counts.length.tobytes() + counts.surviving.tobytes() + repr(counts.ramp_turns).encode()
+        )
+        run = (i, m, sat, t_max, cycle.item(), at, float(at(cfg.agents)), ttft.item())
+        runs.setdefault(key, []).append(run)
+    for group in runs.values():
+        counts = scenarios[group[0][0]].turn_demand.trajectory_turns
+        jcts = offline_jct_s(
+            cfg.agents,
+            np.array([g[3] for g in group]),
+            np.array([g[4] for g in group]),
+            counts,
+            ClosedCycle.stack([g[5] for g in group]),
+        )
+        for (i, m, sat, t_max, _, _, cycle_n, ttft_min), jct in zip(
+            group, np.atleast_1d(jcts), strict=True
+        ):
+            out[i][m] = (sat, t_max, float(jct), cycle_n, ttft_min)
     return [{m: o[m] for m in modes} for o in out]
 
 
@@ -679,6 +708,16 @@ class ClosedCycle:
             self.agents.reshape(shape),
             self.cycle.reshape(shape),
             per_agent.reshape(shape[1:]),
+        )
+
+    @staticmethod
+    def stack(tables: Sequence[ClosedCycle]) -> ClosedCycle:
+        """Single clusters' tables as one, a column each (the clusters' axis after the
+        table's), to evaluate them at once."""
+        return ClosedCycle(
+            np.stack([t.agents.reshape(CYCLE_POINTS) for t in tables], axis=1),
+            np.stack([t.cycle.reshape(CYCLE_POINTS) for t in tables], axis=1),
+            np.array([float(np.asarray(t.per_agent_s).reshape(())) for t in tables]),
         )
 
     def select(self, index: np.ndarray) -> ClosedCycle:
