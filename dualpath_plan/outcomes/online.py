@@ -40,9 +40,10 @@ from dualpath_plan.solvers.closed_form import Solution
 # above the APS; "unreachable" means no arrival rate meets the SLOs (even one agent misses).
 APS_LIMITS: tuple[str, ...] = ("throughput", "ttft", "tpot", "unreachable", "utilization")
 # The APS search narrows [1e-9 / turns, T / turns] until every cluster's rate is known to
-# 1e-12 of itself: about 10 steps where the SLOs' slack is smooth at the APS, a halving per step
-# where it jumps (an unstable queue). At most three steps per halving, so 180 steps narrow it at
-# least as far as 60 halvings of a bisection.
+# 1e-12 of itself: about 10 steps where the SLOs' slack is smooth at the APS (a chord at an
+# end steps half that precision past it, to close the bracket from the other side), a halving
+# per step where it jumps (an unstable queue). At most three steps per halving, so 180 steps
+# narrow it at least as far as 60 halvings of a bisection.
 _SEARCH_STEPS = 180
 _BISECTION_REL = 1e-12
 # Clusters x grid points up to which the decode batch is found by testing every grid point
@@ -793,6 +794,12 @@ def online_aps(q: OnlineQueue, cfg: ServingConfig) -> OnlineAps:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             chord = lo + (hi - lo) * (s_lo / (s_lo - s_hi))
         mid = (lo + hi) / 2
+        # A chord within half the precision of an end says the rate is there: it steps that
+        # far past it instead (Brent's minimum step), so that the next point lands on the
+        # root's other side and closes the bracket. A chord that lands on the end itself
+        # moved nothing, and the midpoint's halvings then took 20 more steps.
+        step = 0.5 * _BISECTION_REL * lo
+        chord = np.clip(chord, lo + step, hi - step)
         use_chord = (chord > lo) & (chord < hi) & (hi - lo <= width[1] / 2)
         x = np.where(use_chord, chord, mid)
         t_on, p_on = q.at(x, pct)
