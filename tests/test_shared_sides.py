@@ -2,7 +2,9 @@
 outcomes/serving.py ClusterMemo): every mode's assembly, optimum and outcome are those it has
 built alone, in every mode, for every scheduler, with mixed nodes and with efficiencies off;
 evaluate()'s one APS search for all modes gives each mode what it gets alone; the intervals
-reuse the centre's outcomes for a perturbation that a bound cut to nothing."""
+reuse the centre's outcomes for a perturbation that a bound cut to nothing; a plain `size`'s
+one search for the cluster and its perturbed twins gives what evaluate and the intervals give
+apart."""
 
 from __future__ import annotations
 
@@ -19,7 +21,11 @@ from dualpath_plan.outcomes.serving import (
     mode_offline,
     offline_each,
 )
-from dualpath_plan.outcomes.uncertainty import mode_intervals, perturbations
+from dualpath_plan.outcomes.uncertainty import (
+    evaluate_with_intervals,
+    mode_intervals,
+    perturbations,
+)
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.modes import MODES
 from dualpath_plan.physics.workload import workload_demand
@@ -138,6 +144,29 @@ def test_intervals_take_the_centre_for_a_step_cut_to_nothing(registry) -> None:
     report = evaluate(sc, cfg, strict=False)
     modes = tuple(report.modes)
     assert mode_intervals(sc, cfg, modes, report.modes) == mode_intervals(sc, cfg, modes)
+
+
+def test_size_evaluates_the_cluster_and_its_intervals_at_once(registry) -> None:
+    """evaluate_with_intervals (`size`: the cluster and its perturbed twins in one solve per
+    mode and one APS search) gives evaluate's report and mode_intervals' intervals, each
+    found apart, to the bit: calibrated, mixed and uncalibrated nodes, a mode that does not
+    run, and a turns_spread at its bound (a step cut to nothing)."""
+    scenarios = _scenarios(registry)
+    at_bound = scenarios[0].workload.model_copy(update={"turns_spread": 1.0})
+    scenarios.append(
+        replace(
+            scenarios[0],
+            workload=at_bound,
+            turn_demand=workload_demand(scenarios[0].model, at_bound),
+        )
+    )
+    cfg = ServingConfig(agents=96)
+    for sc in scenarios:
+        report, intervals = evaluate_with_intervals(sc, cfg)
+        alone = evaluate(sc, cfg, strict=False)
+        assert report.infeasible == alone.infeasible
+        assert report.modes == alone.modes
+        assert intervals == mode_intervals(sc, cfg, tuple(alone.modes), alone.modes)
 
 
 def test_the_clusters_of_many_scenarios_at_once_are_each_alone(registry) -> None:

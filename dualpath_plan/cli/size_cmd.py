@@ -32,8 +32,7 @@ from dualpath_plan.cli.common import (
 from dualpath_plan.cli.options import given_flags, scenario_options
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.plan_defaults import DEFAULT_PLAN_SEEDS, DEFAULT_TOP_SPLITS
-from dualpath_plan.outcomes.serving import evaluate
-from dualpath_plan.outcomes.uncertainty import answer_intervals, mode_intervals
+from dualpath_plan.outcomes.uncertainty import answer_intervals, evaluate_with_intervals
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
 from dualpath_plan.reports import size as report
 from dualpath_plan.scenario import Scenario
@@ -206,8 +205,7 @@ def size(
             raise typer.Exit(1)
         return
     # Offline answers do not depend on the SLOs: an unmet SLO is reported per mode.
-    result = evaluate(sc, spec.serving, strict=False)
-    intervals = mode_intervals(sc, spec.serving, tuple(result.modes), result.modes)
+    result, intervals = evaluate_with_intervals(sc, spec.serving)
     if as_json:
         print_json(report.size_payload(result, intervals))
     else:

@@ -39,7 +39,7 @@ over arrays of clusters.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import pairwise
@@ -600,13 +600,12 @@ def offline_each(
     return [{m: o[m] for m in modes} for o in out]
 
 
-def evaluate_each(
+def cores_each(
     scenarios: Sequence[Scenario], modes: tuple[OutcomeMode, ...], cfg: ServingConfig
-) -> list[dict[OutcomeMode, ModeOutcome | InfeasibleError]]:
-    """Per scenario (each its own cluster), per mode: ``evaluate_mode``'s outcome, or the
-    InfeasibleError it raises; the optima of a mode's clusters in one solve (``offline_each``)
-    and every APS in one search (``online_aps_each``), each as the cluster alone gives it.
-    ``recommend``'s splits (one by one, a budget of 2,000 nodes took 35 s)."""
+) -> list[dict[OutcomeMode, ModeCore | PlanInputError]]:
+    """Per scenario (each its own cluster), per mode: ``mode_core``'s, or the PlanInputError
+    it raises; the optima of a mode's clusters in one solve (``offline_each``) and every APS
+    in one search (``online_aps_each``), each as the cluster alone gives it."""
     offline = offline_each(scenarios, modes, cfg)
     runs = [
         (i, m, got)
@@ -617,19 +616,43 @@ def evaluate_each(
     online = online_aps_each(
         [(scenarios[i], sat.assembly, sat.solution) for i, _, (sat, *_) in runs], cfg
     )
-    out: list[dict[OutcomeMode, ModeOutcome | InfeasibleError]] = []
-    for found in offline:
-        row: dict[OutcomeMode, ModeOutcome | InfeasibleError] = {}
-        for m, got in found.items():
-            if isinstance(got, PlanInputError):
-                if not isinstance(got, InfeasibleError):
-                    raise got  # bad input, not a cluster that does not run: as evaluate_mode
-                row[m] = got
-        out.append(row)
+    out: list[dict[OutcomeMode, ModeCore | PlanInputError]] = [
+        {m: got for m, got in found.items() if isinstance(got, PlanInputError)} for found in offline
+    ]
     for (i, m, (sat, t_max, jct, cycle_min, ttft_min)), on in zip(runs, online, strict=True):
-        core = ModeCore(sat, t_max, jct, cycle_min, on, ttft_min)
-        out[i][m] = mode_outcome(scenarios[i], m, cfg, core)
+        out[i][m] = ModeCore(sat, t_max, jct, cycle_min, on, ttft_min)
     return [{m: row[m] for m in modes} for row in out]
+
+
+def outcomes_of(
+    sc: Scenario, cfg: ServingConfig, cores: Mapping[OutcomeMode, ModeCore | PlanInputError]
+) -> dict[OutcomeMode, ModeOutcome | InfeasibleError]:
+    """A scenario's ``cores_each`` row in full (``mode_outcome``); an error other than an
+    InfeasibleError is bad input, raised as ``evaluate_mode`` raises it."""
+    out: dict[OutcomeMode, ModeOutcome | InfeasibleError] = {}
+    for m, got in cores.items():
+        if isinstance(got, PlanInputError):
+            if not isinstance(got, InfeasibleError):
+                raise got
+            out[m] = got
+    for m, got in cores.items():
+        if not isinstance(got, PlanInputError):
+            out[m] = mode_outcome(sc, m, cfg, got)
+    return {m: out[m] for m in cores}
+
+
+def evaluate_each(
+    scenarios: Sequence[Scenario], modes: tuple[OutcomeMode, ...], cfg: ServingConfig
+) -> list[dict[OutcomeMode, ModeOutcome | InfeasibleError]]:
+    """Per scenario (each its own cluster), per mode: ``evaluate_mode``'s outcome, or the
+    InfeasibleError it raises (``cores_each`` in full). ``recommend``'s splits (one by one, a
+    budget of 2,000 nodes took 35 s)."""
+    rows = cores_each(scenarios, modes, cfg)
+    for row in rows:  # bad input in any scenario before any outcome, as one by one
+        for got in row.values():
+            if isinstance(got, PlanInputError) and not isinstance(got, InfeasibleError):
+                raise got
+    return [outcomes_of(sc, cfg, row) for sc, row in zip(scenarios, rows, strict=True)]
 
 
 def light_load(sc: Scenario, asm: Assembly) -> tuple[np.ndarray, np.ndarray]:
@@ -909,13 +932,23 @@ def evaluate(
     CLI's exit 2) rather than a table of zeros, and a mode the cluster cannot run at all is an
     error too. Not strict, such a mode is left out with its reason (``infeasible``) while
     another runs; when none runs, the last mode's error is raised."""
+    # Every mode's outcome as evaluate_mode gives it, the APS in one search (evaluate_each).
+    return size_report(sc, cfg, evaluate_each([sc], modes, cfg)[0], strict)
+
+
+def size_report(
+    sc: Scenario,
+    cfg: ServingConfig,
+    found: Mapping[OutcomeMode, ModeOutcome | InfeasibleError],
+    strict: bool = True,
+) -> SizeReport:
+    """``evaluate``'s report from its modes' outcomes (``evaluate_each``'s row of ``sc``)."""
     out: dict[OutcomeMode, ModeOutcome] = {}
     infeasible: dict[OutcomeMode, str] = {}
     # When no mode runs, the last one's reason: the modes go from basic to the oracle, the
     # least demanding (layer-wise prefill, no I/O), so its reason holds for all.
     last: InfeasibleError | None = None
-    # Every mode's outcome as evaluate_mode gives it, the APS in one search (evaluate_each).
-    for m, got in evaluate_each([sc], modes, cfg)[0].items():
+    for m, got in found.items():
         if isinstance(got, InfeasibleError):
             if strict:
                 raise got

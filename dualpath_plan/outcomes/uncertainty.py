@@ -16,16 +16,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.outcomes.online import online_aps_each
-from dualpath_plan.outcomes.serving import ModeOutcome, offline_each
+from dualpath_plan.outcomes.serving import (
+    ModeCore,
+    ModeOutcome,
+    SizeReport,
+    cores_each,
+    outcomes_of,
+    size_report,
+)
 from dualpath_plan.physics.modes import REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.schemas import NodeProfile, ProfileBase, numeric_bounds
 from dualpath_plan.scenario import Scenario
-from dualpath_plan.scenario.assemble import Assembly
 from dualpath_plan.scenario.provenance import OPERATOR_REPLACED, SOURCE_WORDS
 from dualpath_plan.scenario.spec import ServingConfig
-from dualpath_plan.solvers.closed_form import Solution
 
 # Two-sided 95% normal quantile.
 CONFIDENCE = 0.95
@@ -227,9 +231,12 @@ def mode_intervals(
     cfg: ServingConfig,
     modes: tuple[ModeName, ...] = REPORT_MODES,
     known: Mapping[ModeName, ModeOutcome] | None = None,
+    evaluated: Mapping[int, dict[str, float]] | None = None,
 ) -> OutcomeIntervals:
     """Intervals of every mode's throughput, JCT and APS from the calibration's errors;
-    ``known``: the modes' outcomes on ``sc`` already evaluated (not evaluated again)."""
+    ``known``: the modes' outcomes on ``sc`` already evaluated (not evaluated again);
+    ``evaluated``: the perturbed scenarios' values (``_metrics``), by ``id``, where found
+    already (``evaluate_with_intervals``)."""
     moves = perturbations(sc)
     centre = (
         {f"{m}.{k}": float(getattr(known[m], k)) for m in modes for k in METRICS}
@@ -247,10 +254,12 @@ def mode_intervals(
     # scenario and mode, then one APS search over all of them (online.stack_queues: each
     # cluster's APS is what it is alone).
     shifted = [s for p in moves for s in (p.below, p.above) if id(s) not in unmoved]
-    # The centre with them where it is not known and there is an interval to give.
-    evaluated = [sc, *shifted] if centre is None and moves else shifted
-    found_values = _mode_outcomes(evaluated, modes, cfg)
-    table = {id(s): v for s, v in zip(evaluated, found_values, strict=True)}
+    if evaluated is not None:
+        table = dict(evaluated)
+    else:
+        # The centre with them where it is not known and there is an interval to give.
+        found = [sc, *shifted] if centre is None and moves else shifted
+        table = {id(s): v for s, v in zip(found, _mode_outcomes(found, modes, cfg), strict=True)}
 
     def outcome(s: Scenario) -> dict[str, float]:
         if id(s) in table:
@@ -259,11 +268,11 @@ def mode_intervals(
             return centre
         return _mode_outcomes([s], modes, cfg)[0]
 
-    found = intervals_of(sc, outcome, moves, centre)
-    if found is None:
+    values = intervals_of(sc, outcome, moves, centre)
+    if values is None:
         return OutcomeIntervals(CONFIDENCE, {}, no_interval_reason(sc))
     by_mode: dict[str, dict[str, Interval | None]] = {
-        m: {k: found[f"{m}.{k}"] for k in METRICS} for m in modes
+        m: {k: values[f"{m}.{k}"] for k in METRICS} for m in modes
     }
     fields = tuple(f"{p.kind}.{p.field}" for p in moves)
     return OutcomeIntervals(CONFIDENCE, by_mode, None, fields)
@@ -285,28 +294,43 @@ def _mode_outcomes(
 ) -> list[dict[str, float]]:
     """Per scenario, each mode's throughput, JCT and APS (``mode_core``'s), NaN for a mode
     the scenario cannot run; the APS of every scenario and mode in one search."""
-    out: list[dict[str, float]] = [{} for _ in scenarios]
-    clusters: list[tuple[Scenario, Assembly, Solution]] = []
-    where: list[tuple[int, ModeName]] = []
-    # The throughput, JCT and APS alone (evaluate_mode's, without its report), every
-    # scenario's modes at once (serving.offline_each: each as mode_offline gives it).
-    for i, (s, found) in enumerate(
-        zip(scenarios, offline_each(scenarios, modes, cfg), strict=True)
-    ):
-        for m, got in found.items():
-            if isinstance(got, PlanInputError):
-                # One error away the cluster no longer runs (e.g. a larger HBM reserve leaves
-                # no room for a request): no interval for this mode, rather than a guess.
-                out[i] |= {f"{m}.{metric}": math.nan for metric in METRICS}
-                continue
-            sat, t_max, jct, *_ = got
-            out[i] |= {f"{m}.saturated_turns_per_s": t_max, f"{m}.jct_s": jct}
-            clusters.append((s, sat.assembly, sat.solution))
-            where.append((i, m))
-    for (i, m), on in zip(where, online_aps_each(clusters, cfg), strict=True):
-        out[i][f"{m}.aps"] = float(on.aps[0])
-    # Each mode's metrics in METRICS order, as one scenario at a time gave them.
-    return [{f"{m}.{k}": o[f"{m}.{k}"] for m in modes for k in METRICS} for o in out]
+    return [_metrics(row, modes) for row in cores_each(scenarios, modes, cfg)]
+
+
+def _metrics(
+    row: Mapping[ModeName, ModeCore | PlanInputError], modes: tuple[ModeName, ...]
+) -> dict[str, float]:
+    """One scenario's ``cores_each`` row as the intervals read it: each mode's METRICS in
+    order, NaN for a mode it cannot run (one error away the cluster no longer runs, e.g. a
+    larger HBM reserve leaves no room for a request: no interval for it, rather than a
+    guess)."""
+    out: dict[str, float] = {}
+    for m in modes:
+        got = row[m]
+        if isinstance(got, PlanInputError):
+            out |= {f"{m}.{k}": math.nan for k in METRICS}
+        else:
+            out |= {
+                f"{m}.saturated_turns_per_s": got.t_max,
+                f"{m}.jct_s": got.jct_s,
+                f"{m}.aps": float(got.online.aps[0]),
+            }
+    return out
+
+
+def evaluate_with_intervals(
+    sc: Scenario, cfg: ServingConfig, modes: tuple[ModeName, ...] = REPORT_MODES
+) -> tuple[SizeReport, OutcomeIntervals]:
+    """``evaluate`` (not strict) and ``mode_intervals`` of the modes it gives, the cluster
+    and its perturbed twins in one solve per mode and one APS search (``cores_each``: each
+    as it gives alone). A plain `size` (two searches took a fifth of its cold start)."""
+    moves = perturbations(sc)
+    shifted = [s for p in moves for s in (p.below, p.above) if not _unmoved(sc, p, s)]
+    rows = cores_each([sc, *shifted], modes, cfg)
+    report = size_report(sc, cfg, outcomes_of(sc, cfg, rows[0]), strict=False)
+    shown = tuple(report.modes)
+    known = {id(s): _metrics(row, shown) for s, row in zip(shifted, rows[1:], strict=True)}
+    return report, mode_intervals(sc, cfg, shown, report.modes, known)
 
 
 def answer_intervals(
