@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.outcomes import uncertainty
 from dualpath_plan.outcomes.serving import (
     ClusterMemo,
     evaluate,
@@ -146,11 +147,12 @@ def test_intervals_take_the_centre_for_a_step_cut_to_nothing(registry) -> None:
     assert mode_intervals(sc, cfg, modes, report.modes) == mode_intervals(sc, cfg, modes)
 
 
-def test_size_evaluates_the_cluster_and_its_intervals_at_once(registry) -> None:
+def test_size_evaluates_the_cluster_and_its_intervals_at_once(registry, monkeypatch) -> None:
     """evaluate_with_intervals (`size`: the cluster and its perturbed twins in one solve per
-    mode and one APS search) gives evaluate's report and mode_intervals' intervals, each
-    found apart, to the bit: calibrated, mixed and uncalibrated nodes, a mode that does not
-    run, and a turns_spread at its bound (a step cut to nothing)."""
+    mode and one APS search, nothing evaluated again) gives evaluate's report and
+    mode_intervals' intervals, each found apart, to the bit: calibrated, mixed and
+    uncalibrated nodes, a mode that does not run, and a turns_spread at its bound (a step cut
+    to nothing)."""
     scenarios = _scenarios(registry)
     at_bound = scenarios[0].workload.model_copy(update={"turns_spread": 1.0})
     scenarios.append(
@@ -162,7 +164,9 @@ def test_size_evaluates_the_cluster_and_its_intervals_at_once(registry) -> None:
     )
     cfg = ServingConfig(agents=96)
     for sc in scenarios:
-        report, intervals = evaluate_with_intervals(sc, cfg)
+        with monkeypatch.context() as m:
+            m.setattr(uncertainty, "_mode_outcomes", None)  # a second evaluation fails
+            report, intervals = evaluate_with_intervals(sc, cfg)
         alone = evaluate(sc, cfg, strict=False)
         assert report.infeasible == alone.infeasible
         assert report.modes == alone.modes

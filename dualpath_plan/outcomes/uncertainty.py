@@ -231,42 +231,44 @@ def mode_intervals(
     cfg: ServingConfig,
     modes: tuple[ModeName, ...] = REPORT_MODES,
     known: Mapping[ModeName, ModeOutcome] | None = None,
-    evaluated: Mapping[int, dict[str, float]] | None = None,
 ) -> OutcomeIntervals:
     """Intervals of every mode's throughput, JCT and APS from the calibration's errors;
-    ``known``: the modes' outcomes on ``sc`` already evaluated (not evaluated again);
-    ``evaluated``: the perturbed scenarios' values (``_metrics``), by ``id``, where found
-    already (``evaluate_with_intervals``)."""
+    ``known``: the modes' outcomes on ``sc`` already evaluated (not evaluated again)."""
     moves = perturbations(sc)
-    centre = (
-        {f"{m}.{k}": float(getattr(known[m], k)) for m in modes for k in METRICS}
-        if known is not None and all(m in known for m in modes)
-        else None
-    )
+    centre = _centre(known, modes) if known is not None and all(m in known for m in modes) else None
     # A step that a schema bound cut to nothing (paper-64k's turns_spread sits at its upper
     # bound) leaves the scenario as it was: its outcomes are the centre's, known already.
-    unmoved = (
-        {id(s) for p in moves for s in (p.below, p.above) if _unmoved(sc, p, s)}
-        if centre is not None
-        else set()
-    )
+    shifted = [
+        s for p in moves for s in (p.below, p.above) if centre is None or not _unmoved(sc, p, s)
+    ]
     # Every perturbed scenario's outcomes at once: the saturated optimum and JCT per
     # scenario and mode, then one APS search over all of them (online.stack_queues: each
-    # cluster's APS is what it is alone).
-    shifted = [s for p in moves for s in (p.below, p.above) if id(s) not in unmoved]
-    if evaluated is not None:
-        table = dict(evaluated)
-    else:
-        # The centre with them where it is not known and there is an interval to give.
-        found = [sc, *shifted] if centre is None and moves else shifted
-        table = {id(s): v for s, v in zip(found, _mode_outcomes(found, modes, cfg), strict=True)}
+    # cluster's APS is what it is alone); the centre with them where it is not known and
+    # there is an interval to give.
+    found = [sc, *shifted] if centre is None and moves else shifted
+    table = {id(s): v for s, v in zip(found, _mode_outcomes(found, modes, cfg), strict=True)}
+    return _intervals(sc, modes, moves, centre, table)
+
+
+def _centre(known: Mapping[ModeName, ModeOutcome], modes: tuple[ModeName, ...]) -> dict[str, float]:
+    """The cluster's own values of METRICS per mode, from its outcomes."""
+    return {f"{m}.{k}": float(getattr(known[m], k)) for m in modes for k in METRICS}
+
+
+def _intervals(
+    sc: Scenario,
+    modes: tuple[ModeName, ...],
+    moves: list[Perturbation],
+    centre: dict[str, float] | None,
+    table: Mapping[int, dict[str, float]],
+) -> OutcomeIntervals:
+    """The intervals from the perturbed scenarios' values (``table``, by ``id``; a scenario
+    not in it is one a bound left unmoved: the centre's values)."""
 
     def outcome(s: Scenario) -> dict[str, float]:
-        if id(s) in table:
-            return table[id(s)]
-        if id(s) in unmoved and centre is not None:
-            return centre
-        return _mode_outcomes([s], modes, cfg)[0]
+        got = table.get(id(s), centre)
+        assert got is not None  # every moved scenario was evaluated
+        return got
 
     values = intervals_of(sc, outcome, moves, centre)
     if values is None:
@@ -329,8 +331,8 @@ def evaluate_with_intervals(
     rows = cores_each([sc, *shifted], modes, cfg)
     report = size_report(sc, cfg, outcomes_of(sc, cfg, rows[0]), strict=False)
     shown = tuple(report.modes)
-    known = {id(s): _metrics(row, shown) for s, row in zip(shifted, rows[1:], strict=True)}
-    return report, mode_intervals(sc, cfg, shown, report.modes, known)
+    table = {id(s): _metrics(row, shown) for s, row in zip(shifted, rows[1:], strict=True)}
+    return report, _intervals(sc, shown, moves, _centre(report.modes, shown), table)
 
 
 def answer_intervals(
