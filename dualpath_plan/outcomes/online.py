@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from dualpath_plan.physics.engines import DecodeGroup, PrefillEngine
-from dualpath_plan.physics.links import LINK_TABLE
+from dualpath_plan.physics.links import LINK_TABLE, Demand, turn_load_columns
 from dualpath_plan.scenario.assemble import Assembly
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.spec import ServingConfig, SloPercentiles
@@ -131,6 +131,11 @@ class OnlineQueue:
     # the servers that share its load (P, D, 1).
     t_io: np.ndarray
     io_nodes: np.ndarray
+    # Per cluster and read path (clusters x 2: a turn read on the prefill side, on the decode
+    # side): the KV's move after the read, alone on its links (``kv_transfer_s``), which the
+    # pass overlaps but cannot shorten; and the share of turns read on the decode side.
+    transfer_s: np.ndarray
+    de_share: np.ndarray
     groups: tuple[DecodeGroup, ...]  # one decode group per distinct decode node count
     order: np.ndarray  # the clusters sorted by their decode group
     starts: np.ndarray  # where each group's clusters start in that order (and the end)
@@ -244,7 +249,16 @@ class OnlineQueue:
             )
             wait_idle = np.where(self.pooled > 0.0, wait_pool, wait_idle)
             wait_running = np.minimum(wait_idle, tau_own / 2.0)
-            ttft = pm.read_latency_s + wait_running + tau_own + wait_batches + wait_io + wait_read
+            # The turn is prefilled when its pass and its KV's move (into HBM, on to the
+            # decode node) are both over: they start together and layer-wise prefill overlaps
+            # them, so the longer of the two, per read path (``kv_transfer_s``). A pass of a
+            # rank of 8 GPUs (Llama-3.1-8B: 4 ms) is shorter than the move of its 64k-token
+            # KV to the decode node (22 ms), which the simulation waits for.
+            x = self.de_share
+            own = (1.0 - x) * np.maximum(tau_own, self.transfer_s[:, 0]) + x * np.maximum(
+                tau_own, self.transfer_s[:, 1]
+            )
+            ttft = pm.read_latency_s + wait_running + own + wait_batches + wait_io + wait_read
             # The chance a turn finds a queue: that of each queue it passes, taken as
             # independent (the batches' share above, each I/O side's rho).
             queued_share = 1.0 - (1.0 - batch_busy) * (1.0 - io_busy)
@@ -252,7 +266,7 @@ class OnlineQueue:
             turns_per_s=lam,
             unstable=unstable,
             mean_ttft_s=ttft,
-            fixed_s=pm.read_latency_s + tau_own,
+            fixed_s=pm.read_latency_s + own,
             # The running pass's wait is at most the pass: uniform over twice its mean (the
             # whole pass where the GPU is always busy; less where it idles and the scheduler's
             # regular arrivals find it free more often than not).
@@ -548,10 +562,40 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
         batch_cap=_column(asm.pe.take(pm.batch_cap), n),
         t_io=t_io,
         io_nodes=io_nodes,
+        transfer_s=kv_transfer_s(sc, asm, n),
+        de_share=_column(np.asarray(sol.decode_path_fraction, dtype=np.float64).reshape(-1), n),
         groups=groups,
         order=order,
         starts=np.searchsorted(group[order], np.arange(len(groups) + 1)),
     )
+
+
+def kv_transfer_s(sc: Scenario, asm: Assembly, n: int) -> np.ndarray:
+    """The time of a mean turn's KV move after its read, alone on its links, per cluster of
+    ``asm`` (``n`` of them) and read path (clusters x 2: read on the prefill side, on the
+    decode side): the slowest of the I/O links outside the read (``Link.read_phase``) for the
+    turn's hit and miss KV (physics/links.py's steps: into the prefill GPU's HBM, on to the
+    decode node's DRAM and HBM; the write-back is after the turn), at each link's per-node
+    rate without the scheduler's imbalance (``SideCapacity.lone_rate``). The simulation
+    starts it with the turn's pass and prefills the turn when both are over."""
+    out = np.zeros((n, 2))
+    if asm.mode.io_free:
+        return out
+    d = sc.turn_demand
+    moved = Demand(d.mean(d.hit_bytes), d.mean(d.miss_bytes), 0.0, 0.0, 0.0, 0.0)
+    columns = turn_load_columns(moved, sc.options)
+    for link in LINK_TABLE:
+        if not link.io or link.read_phase or link.side == "storage":
+            continue
+        a, b = (float(np.asarray(v)) for v in columns[link.name])
+        if a <= 0.0 and a + b <= 0.0:
+            continue
+        rate = (asm.pe if link.side == "pe" else asm.de).lone_rate(link.name)
+        for path, load in enumerate((a, a + b)):
+            if load > 0.0:
+                with np.errstate(divide="ignore"):
+                    out[:, path] = np.maximum(out[:, path], _column(load / rate, n))
+    return out
 
 
 # Siegmund's correction of a Brownian maximum to that of a random walk of the same drift and
@@ -762,6 +806,8 @@ def stack_queues(queues: Sequence[OnlineQueue]) -> OnlineQueue:
         batch_cap=cat(lambda q: q.batch_cap),
         t_io=np.concatenate([q.t_io for q in queues]),
         io_nodes=np.concatenate([q.io_nodes for q in queues]),
+        transfer_s=np.concatenate([q.transfer_s for q in queues]),
+        de_share=cat(lambda q: q.de_share),
         groups=tuple(groups),
         order=order,
         starts=np.searchsorted(group[order], np.arange(len(groups) + 1)),
