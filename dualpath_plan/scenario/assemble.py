@@ -131,9 +131,7 @@ class SideCapacity:
         """Link ``name``'s per-node capacity for one transfer alone on it, every scenario: the
         capacity without the scheduler's imbalance factors (which share the side's load out,
         not slow the link; the simulation's links run at it)."""
-        imbalance = _product(
-            np.float64(1.0), tuple(f for f in self.factors[name] if f.imbalance)
-        )
+        imbalance = _product(np.float64(1.0), tuple(f for f in self.factors[name] if f.imbalance))
         return np.asarray(self.per_node[name], dtype=np.float64) / self.take(imbalance)
 
 
