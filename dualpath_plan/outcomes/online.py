@@ -11,7 +11,8 @@ is b = lambda_g t0 / (1 - lambda_g u); near the batch cap B it also waits for la
                                             and the running pass's wait is Kingman's for the
                                             GPU's regular arrivals, c^2 / G),
 
-R the part of the KV read not hidden behind compute, W_io the M/D/1 wait of the binding I/O
+R the part of the KV read not hidden behind compute (tau(b) the longer of the pass and the
+KV's move after the read, ``kv_transfer_s``), W_io the M/D/1 wait of the binding I/O
 link (one node serves a turn's read), lambda_g the arrival rate at the busiest GPU. TPOT is the
 decode step at the decode batch b_d = lambda_t x generated x TPOT (Little). APS is the largest
 rate with TTFT <= SLO and TPOT <= SLO, found by a bracketing search (regula falsi on the
