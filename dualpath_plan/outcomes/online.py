@@ -11,7 +11,8 @@ is b = lambda_g t0 / (1 - lambda_g u); near the batch cap B it also waits for la
                                             and the running pass's wait is Kingman's for the
                                             GPU's regular arrivals, c^2 / G),
 
-R the part of the KV read not hidden behind compute, W_io the M/D/1 wait of the binding I/O
+R the part of the KV read not hidden behind compute (tau(b) the longer of the pass and the
+KV's move after the read, ``kv_transfer_s``), W_io the M/D/1 wait of the binding I/O
 link (one node serves a turn's read), lambda_g the arrival rate at the busiest GPU. TPOT is the
 decode step at the decode batch b_d = lambda_t x generated x TPOT (Little). APS is the largest
 rate with TTFT <= SLO and TPOT <= SLO, found by a bracketing search (regula falsi on the
@@ -30,7 +31,13 @@ from typing import Any
 import numpy as np
 
 from dualpath_plan.physics.engines import DecodeGroup, PrefillEngine
-from dualpath_plan.physics.links import LINK_TABLE
+from dualpath_plan.physics.links import (
+    LINK_BY_NAME,
+    LINK_INDEX,
+    LINK_TABLE,
+    Demand,
+    turn_load_columns,
+)
 from dualpath_plan.scenario.assemble import Assembly
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.spec import ServingConfig, SloPercentiles
@@ -132,6 +139,14 @@ class OnlineQueue:
     # the servers that share its load (P, D, 1).
     t_io: np.ndarray
     io_nodes: np.ndarray
+    # Per cluster, link and read path (clusters x links x 2: a turn read on the prefill side,
+    # on the decode side): the KV's move after the read, alone on each link it crosses
+    # (``kv_transfer_s``), which the pass overlaps but cannot shorten; the turns/s at which
+    # each of those links saturates (clusters x links, inf: no load); and the share of turns
+    # read on the decode side.
+    transfer_s: np.ndarray
+    t_transfer: np.ndarray
+    de_share: np.ndarray
     groups: tuple[DecodeGroup, ...]  # one decode group per distinct decode node count
     order: np.ndarray  # the clusters sorted by their decode group
     starts: np.ndarray  # where each group's clusters start in that order (and the end)
@@ -245,7 +260,22 @@ class OnlineQueue:
             )
             wait_idle = np.where(self.pooled > 0.0, wait_pool, wait_idle)
             wait_running = np.minimum(wait_idle, tau_own / 2.0)
-            ttft = pm.read_latency_s + wait_running + tau_own + wait_batches + wait_io + wait_read
+            # The turn is prefilled when its pass and its KV's move (into HBM, on to the
+            # decode node) are both over: they start together and layer-wise prefill overlaps
+            # them, so the longer of the two, per read path (``kv_transfer_s``). A pass of a
+            # rank of 8 GPUs (Llama-3.1-8B: 4 ms) is shorter than the move of its 64k-token
+            # KV to the decode node (22 ms), which the simulation waits for.
+            # Each link shares its bandwidth among the transfers on it (processor sharing, as
+            # the simulation runs it): the M/G/1-PS mean sojourn S / (1 - rho), rho the link's
+            # utilization at this rate (Kleinrock 1967; insensitive to the transfers' sizes).
+            # The move's time is its slowest link's.
+            rho_move = lam[:, None] / self.t_transfer
+            slow = np.where(rho_move < 1.0, 1.0 / (1.0 - rho_move), math.inf)[:, :, None]
+            crossing = np.where(self.transfer_s > 0.0, self.transfer_s * slow, 0.0)
+            move = np.max(crossing, axis=1, initial=0.0)
+            x = self.de_share
+            own = (1.0 - x) * np.maximum(tau_own, move[:, 0]) + x * np.maximum(tau_own, move[:, 1])
+            ttft = pm.read_latency_s + wait_running + own + wait_batches + wait_io + wait_read
             # The chance a turn finds a queue: that of each queue it passes, taken as
             # independent (the batches' share above, each I/O side's rho).
             queued_share = 1.0 - (1.0 - batch_busy) * (1.0 - io_busy)
@@ -253,7 +283,7 @@ class OnlineQueue:
             turns_per_s=lam,
             unstable=unstable,
             mean_ttft_s=ttft,
-            fixed_s=pm.read_latency_s + tau_own,
+            fixed_s=pm.read_latency_s + own,
             # The running pass's wait is at most the pass: uniform over twice its mean (the
             # whole pass where the GPU is always busy; less where it idles and the scheduler's
             # regular arrivals find it free more often than not).
@@ -497,10 +527,10 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
     policy = scheduler.policy
     imbalance = scheduler.gpu_imbalance(gpus)  # busiest GPU
     t_max = _column(sol.throughput_turns_per_s, n)
-    util = np.asarray(sol.utilization).reshape(-1, len(LINK_TABLE))
-    if util.shape[0] != n:
-        util = np.broadcast_to(util, (n, len(LINK_TABLE)))
-    util = util[:, _IO]
+    util_all = np.asarray(sol.utilization).reshape(-1, len(LINK_TABLE))
+    if util_all.shape[0] != n:
+        util_all = np.broadcast_to(util_all, (n, len(LINK_TABLE)))
+    util = util_all[:, _IO]
     t_io = np.full((n, _IO_SIDES), math.inf)
     if not asm.mode.io_free:
         for side in range(_IO_SIDES):
@@ -517,6 +547,12 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
         group = np.broadcast_to(np.asarray(asm.de.index, dtype=np.int64), (n,))
     order = np.argsort(group, kind="stable")
     d = sc.turn_demand
+    transfer = kv_transfer_s(sc, asm, n)
+    # The move's links saturate where the solution's utilization reaches 1 (their load, the
+    # write-back's with it, is proportional to the turn rate).
+    with np.errstate(divide="ignore", invalid="ignore"):
+        moved = util_all[:, [LINK_INDEX[k] for k in _MOVE_LINKS]]
+        t_transfer = np.where(moved > 0, t_max[:, None] / moved, math.inf)
     return OnlineQueue(
         turns=d.trajectory_turns.mean,
         generated=d.mean(d.generated_tokens),
@@ -549,10 +585,43 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
         batch_cap=_column(asm.pe.take(pm.batch_cap), n),
         t_io=t_io,
         io_nodes=io_nodes,
+        transfer_s=transfer,
+        t_transfer=t_transfer,
+        de_share=_column(np.asarray(sol.decode_path_fraction, dtype=np.float64).reshape(-1), n),
         groups=groups,
         order=order,
         starts=np.searchsorted(group[order], np.arange(len(groups) + 1)),
     )
+
+
+# The links a turn's KV crosses after its read, on the nodes' sides (the storage cluster's
+# carry only its reads and the write-back).
+_MOVE_LINKS = tuple(k.name for k in LINK_TABLE if k.io and not k.read_phase and k.side != "storage")
+
+
+def kv_transfer_s(sc: Scenario, asm: Assembly, n: int) -> np.ndarray:
+    """The time of a mean turn's KV move after its read, alone on its links, per cluster of
+    ``asm`` (``n`` of them), link (``_MOVE_LINKS``) and read path (clusters x links x 2: read
+    on the prefill side, on the decode side): on each I/O link outside the read
+    (``Link.read_phase``), the turn's hit and miss KV (physics/links.py's steps: into the
+    prefill GPU's HBM, on to the decode node's DRAM and HBM; the write-back is after the
+    turn) at the link's per-node rate without the scheduler's imbalance
+    (``SideCapacity.lone_rate``). The simulation starts the move with the turn's pass and
+    prefills the turn when both are over."""
+    out = np.zeros((n, len(_MOVE_LINKS), 2))
+    if asm.mode.io_free:
+        return out
+    d = sc.turn_demand
+    moved = Demand(d.mean(d.hit_bytes), d.mean(d.miss_bytes), 0.0, 0.0, 0.0, 0.0)
+    columns = turn_load_columns(moved, sc.options)
+    for i, name in enumerate(_MOVE_LINKS):
+        a, b = (float(np.asarray(v)) for v in columns[name])
+        rate = (asm.pe if LINK_BY_NAME[name].side == "pe" else asm.de).lone_rate(name)
+        for path, load in enumerate((a, a + b)):
+            if load > 0.0:
+                with np.errstate(divide="ignore"):
+                    out[:, i, path] = _column(load / rate, n)
+    return out
 
 
 # Siegmund's correction of a Brownian maximum to that of a random walk of the same drift and
@@ -763,6 +832,9 @@ def stack_queues(queues: Sequence[OnlineQueue]) -> OnlineQueue:
         batch_cap=cat(lambda q: q.batch_cap),
         t_io=np.concatenate([q.t_io for q in queues]),
         io_nodes=np.concatenate([q.io_nodes for q in queues]),
+        transfer_s=np.concatenate([q.transfer_s for q in queues]),
+        t_transfer=np.concatenate([q.t_transfer for q in queues]),
+        de_share=cat(lambda q: q.de_share),
         groups=tuple(groups),
         order=order,
         starts=np.searchsorted(group[order], np.arange(len(groups) + 1)),

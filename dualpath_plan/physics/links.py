@@ -57,6 +57,13 @@ class Link:
     io: bool = True
     reads_storage: bool = False
 
+    @property
+    def read_phase(self) -> bool:
+        """Whether it carries a turn's storage read (a node's reads, or the storage cluster's
+        outward direction), before the prefill; the other I/O links move the KV after the read
+        (into HBM, to the decode node) and the write-back."""
+        return self.reads_storage or (self.side == "storage" and self.direction == "out")
+
 
 def _side_links(side: Literal["pe", "de"]) -> tuple[Link, ...]:
     node = "prefill" if side == "pe" else "decode"

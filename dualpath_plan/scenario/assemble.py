@@ -66,6 +66,9 @@ class Factor:
 
     what: str
     value: Num | None = None
+    # The scheduler's imbalance (a share of the side's load the busiest unit carries, not a
+    # rate of the link): a turn alone on the link moves at the capacity without it.
+    imbalance: bool = False
 
     def describe(self, index: tuple[int, ...] = ()) -> str:
         if self.value is None:
@@ -124,6 +127,13 @@ class SideCapacity:
         """Per-engine values (over distinct node counts) for every scenario."""
         return _take(values, self.index)
 
+    def lone_rate(self, name: str) -> np.ndarray:
+        """Link ``name``'s per-node capacity for one transfer alone on it, every scenario: the
+        capacity without the scheduler's imbalance factors (which share the side's load out,
+        not slow the link; the simulation's links run at it)."""
+        imbalance = _product(np.float64(1.0), tuple(f for f in self.factors[name] if f.imbalance))
+        return np.asarray(self.per_node[name], dtype=np.float64) / self.take(imbalance)
+
 
 def _product(base: Num, factors: tuple[Factor, ...]) -> Num:
     out = np.asarray(base, dtype=np.float64)
@@ -157,10 +167,14 @@ def side_capacity(
     per_node_imb = scheduler.imbalance(n, scheduler.requests_per_engine * node.gpus_per_node)
     per_gpu_imb = scheduler.gpu_imbalance(n * node.gpus_per_node)
     imb_node = Factor(
-        f"imbalance across nodes ({scheduler.describe()})", 1.0 / np.asarray(per_node_imb)
+        f"imbalance across nodes ({scheduler.describe()})",
+        1.0 / np.asarray(per_node_imb),
+        imbalance=True,
     )
     imb_gpu = Factor(
-        f"imbalance across GPUs ({scheduler.describe()})", 1.0 / np.asarray(per_gpu_imb)
+        f"imbalance across GPUs ({scheduler.describe()})",
+        1.0 / np.asarray(per_gpu_imb),
+        imbalance=True,
     )
 
     def eff(name: str) -> tuple[Factor, ...]:

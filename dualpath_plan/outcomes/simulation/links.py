@@ -119,7 +119,7 @@ def link_groups(
         if not math.isfinite(cap):
             continue
         # A node's storage reads, or the storage cluster's (its outward direction).
-        reads = link.reads_storage or (link.side == "storage" and link.direction == "out")
+        reads = link.read_phase
         # Not a read: its hit and miss bytes move in phase B, its write-back bytes in phase C,
         # on the same servers (the engine splits the coefficients).
         phase = READ if reads else MOVE
