@@ -140,6 +140,7 @@ def point_payload(p: RatePoint) -> dict[str, Any]:
         "tpot_s": ci_payload(p.tpot_s),
         "statuses": list(p.statuses),
         "holds": p.holds,
+        "above_capacity": p.above_capacity,
     }
 
 
@@ -157,6 +158,7 @@ def search_payload(s: ApsSearch) -> dict[str, Any]:
         "seeds": s.seeds,
         "simulations": s.simulations,
         "points": [point_payload(p) for p in s.points],
+        "capacity_aps": s.capacity_aps,
         "reason": s.reason or None,
     }
 
@@ -188,7 +190,7 @@ def _points_table(points: Sequence[RatePoint], slo: ServingConfig, title: str) -
             plain(p.aps, 4),
             _with_ci(p.ttft_s),
             _with_ci(p.tpot_s),
-            ", ".join(sorted(set(p.statuses))),
+            ", ".join(sorted(set(p.statuses))) + (", above capacity" if p.above_capacity else ""),
             "yes" if p.holds else "no",
         )
     return t
@@ -210,11 +212,17 @@ def search_line(s: ApsSearch) -> str:
         "up": "; the simulation met them at the analytical high end: bracket moved up",
     }[s.widened]
     hi = "unbounded" if not math.isfinite(s.bracket[1]) else plain(s.bracket[1], 4)
+    capacity = (
+        f"; the simulation's saturated rate {plain(s.capacity_aps, 4)} agents/s (offline, "
+        "the same seeds) bounds it"
+        if s.capacity_aps is not None
+        else ""
+    )
     return (
         f"simulated APS {plain(s.aps, 4)} agents/s (holds at {plain(s.bracket[0], 4)}, not at "
         f"{hi}; tolerance {percent(s.tolerance)}), {where} the analytical bracket "
         f"{plain(s.analytical_aps, 4)} to {plain(s.analytical_slo_aps, 4)}; "
-        f"{s.simulations} simulations{widened}" + (f" ({s.reason})" if s.reason else "")
+        f"{s.simulations} simulations{widened}{capacity}" + (f" ({s.reason})" if s.reason else "")
     )
 
 
