@@ -104,7 +104,7 @@ def _span(case: Case) -> tuple[float, float, float, float, float]:
     if not (math.isfinite(p90) and math.isfinite(mean)):
         raise PlanInputError("unstable at this load", field="load")
     life = sc.turn_demand.trajectory_turns.longest * float(
-        np.asarray(light_load(sc, sat.assembly)[1]).reshape(-1)[0]
+        np.asarray(light_load(sc, sat)[1]).reshape(-1)[0]
     )
     warmup = WARMUP_LIVES * life
     measured = max(MEASURED_LIVES * life, MEASURED_TURNS / (case.load * t_max))

@@ -38,8 +38,8 @@ def test_the_loaded_cycle_is_the_closed_systems_fixed_point() -> None:
     b = n g TPOT(b) / c(n), within 0.3% (the table's interpolation)."""
     sc = dp.scenario(dp.spec())
     sat, _ = runnable(sc, "dualpath")
-    at = closed_cycle(sc, sat.assembly)
-    one = float(light_load(sc, sat.assembly)[1][()])
+    at = closed_cycle(sc, sat)
+    one = float(light_load(sc, sat)[1][()])
     assert float(at(1.0)) == pytest.approx(one, rel=1e-12)
     n = np.array([1.0, 8.0, 64.0, 256.0, 1024.0, 4096.0])
     c = at(n)

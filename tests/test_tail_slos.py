@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import dualpath_plan.api as dp
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.outcomes.online import _sum_quantile, erlang_c, online_queue
-from dualpath_plan.outcomes.serving import evaluate, runnable
+from dualpath_plan.outcomes.serving import evaluate, light_load, runnable
 from dualpath_plan.scenario.spec import ServingConfig, SloPercentiles
 from tests.conftest import load_bench
 
@@ -268,6 +268,9 @@ def test_the_kv_move_is_the_simulations(spec: dict[str, object], mode: str) -> N
     lone = (1 - x) * max(tau_1, float(got[0])) + x * max(tau_1, float(got[1]))
     low = q.waits(np.array([1e-9 / q.turns])).fixed_s[0]
     assert float(low) == pytest.approx(float(pm.read_latency_s) + lone, rel=1e-6)
+    # The light-load TTFT of every command (serving.light_load: the offline floor, the cycle,
+    # the simulation's lifetimes) is this fixed part at no load: one definition.
+    assert float(light_load(sc, sat)[0].reshape(-1)[0]) == pytest.approx(float(low), rel=1e-6)
     fixed = [float(q.waits(np.array([f * t_max / q.turns])).fixed_s[0]) for f in (0.2, 0.6)]
     assert float(low) <= fixed[0] <= fixed[1]
 

@@ -36,6 +36,7 @@ from dualpath_plan.physics.links import (
     LINK_INDEX,
     LINK_TABLE,
     Demand,
+    Num,
     turn_load_columns,
 )
 from dualpath_plan.scenario.assemble import Assembly
@@ -273,8 +274,7 @@ class OnlineQueue:
             slow = np.where(rho_move < 1.0, 1.0 / (1.0 - rho_move), math.inf)[:, :, None]
             crossing = np.where(self.transfer_s > 0.0, self.transfer_s * slow, 0.0)
             move = np.max(crossing, axis=1, initial=0.0)
-            x = self.de_share
-            own = (1.0 - x) * np.maximum(tau_own, move[:, 0]) + x * np.maximum(tau_own, move[:, 1])
+            own = prefilled_s(tau_own, move[:, 0], move[:, 1], self.de_share)
             ttft = pm.read_latency_s + wait_running + own + wait_batches + wait_io + wait_read
             # The chance a turn finds a queue: that of each queue it passes, taken as
             # independent (the batches' share above, each I/O side's rho).
@@ -599,16 +599,16 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
 _MOVE_LINKS = tuple(k.name for k in LINK_TABLE if k.io and not k.read_phase and k.side != "storage")
 
 
-def kv_transfer_s(sc: Scenario, asm: Assembly, n: int) -> np.ndarray:
-    """The time of a mean turn's KV move after its read, alone on its links, per cluster of
-    ``asm`` (``n`` of them), link (``_MOVE_LINKS``) and read path (clusters x links x 2: read
-    on the prefill side, on the decode side): on each I/O link outside the read
-    (``Link.read_phase``), the turn's hit and miss KV (physics/links.py's steps: into the
-    prefill GPU's HBM, on to the decode node's DRAM and HBM; the write-back is after the
-    turn) at the link's per-node rate without the scheduler's imbalance
+def kv_move_s(sc: Scenario, asm: Assembly) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """The time of a mean turn's KV move after its read, alone on each link it crosses: per
+    link of ``_MOVE_LINKS`` with a load, (its index there, the time read on the prefill side,
+    read on the decode side), each broadcast over the clusters of ``asm``. On each I/O link
+    outside the read (``Link.read_phase``), the turn's hit and miss KV (physics/links.py's
+    steps: into the prefill GPU's HBM, on to the decode node's DRAM and HBM; the write-back is
+    after the turn) at the link's per-node rate without the scheduler's imbalance
     (``SideCapacity.lone_rate``). The simulation starts the move with the turn's pass and
     prefills the turn when both are over."""
-    out = np.zeros((n, len(_MOVE_LINKS), 2))
+    out: list[tuple[int, np.ndarray, np.ndarray]] = []
     if asm.mode.io_free:
         return out
     d = sc.turn_demand
@@ -616,12 +616,33 @@ def kv_transfer_s(sc: Scenario, asm: Assembly, n: int) -> np.ndarray:
     columns = turn_load_columns(moved, sc.options)
     for i, name in enumerate(_MOVE_LINKS):
         a, b = (float(np.asarray(v)) for v in columns[name])
+        if a + b <= 0.0:
+            continue
         rate = (asm.pe if LINK_BY_NAME[name].side == "pe" else asm.de).lone_rate(name)
-        for path, load in enumerate((a, a + b)):
-            if load > 0.0:
-                with np.errstate(divide="ignore"):
-                    out[:, i, path] = _column(load / rate, n)
+        with np.errstate(divide="ignore"):
+            out.append((i, a / rate, (a + b) / rate))
     return out
+
+
+def kv_transfer_s(sc: Scenario, asm: Assembly, n: int) -> np.ndarray:
+    """``kv_move_s`` laid out per cluster of ``asm`` (``n`` of them), link of ``_MOVE_LINKS``
+    and read path (clusters x links x 2: read on the prefill side, on the decode side; 0 where
+    a link moves nothing)."""
+    out = np.zeros((n, len(_MOVE_LINKS), 2))
+    for i, pe_read, de_read in kv_move_s(sc, asm):
+        out[:, i, 0] = _column(pe_read, n)
+        out[:, i, 1] = _column(de_read, n)
+    return out
+
+
+def prefilled_s(pass_s: Num, move_pe_s: Num, move_de_s: Num, de_share: Num) -> np.ndarray:
+    """A turn's own time from its read's end to prefilled: its pass and its KV's move start
+    together and layer-wise prefill overlaps them, so the longer of the two, per read path,
+    weighed by the share of turns read on the decode side. The one definition: the light-load
+    TTFT (serving.light_load) and the online queue's fixed part (``OnlineQueue.waits``, each
+    link's move slowed by its sharing) read it."""
+    x = np.asarray(de_share, dtype=np.float64)
+    return (1.0 - x) * np.maximum(pass_s, move_pe_s) + x * np.maximum(pass_s, move_de_s)
 
 
 # Siegmund's correction of a Brownian maximum to that of a random walk of the same drift and

@@ -49,7 +49,14 @@ import numpy as np
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.formatting import number, plain
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
-from dualpath_plan.outcomes.online import OnlineAps, online_aps, online_aps_each, online_queue
+from dualpath_plan.outcomes.online import (
+    OnlineAps,
+    kv_move_s,
+    online_aps,
+    online_aps_each,
+    online_queue,
+    prefilled_s,
+)
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import PrefillEngine
 from dualpath_plan.physics.links import LINK_INDEX, LINK_TABLE, LINKS, Num
@@ -531,8 +538,8 @@ def _offline(sc: Scenario, cfg: ServingConfig, sat: Saturated, t_max: float) -> 
     # Offline: the closed system while all N agents run (the operating point), then drained.
     # The critical path at the N agents' decode batch (``closed_cycle``), and in the drain at
     # the agents still running.
-    ttft, cycle = light_load(sc, sat.assembly)
-    at = closed_cycle(sc, sat.assembly)
+    ttft, cycle = light_load(sc, sat)
+    at = closed_cycle(sc, sat)
     jct = float(offline_jct_s(cfg.agents, t_max, cycle.item(), d.trajectory_turns, at))
     return sat, t_max, jct, float(at(cfg.agents)), ttft.item()
 
@@ -576,8 +583,8 @@ def offline_each(
         except PlanInputError as exc:
             out[i][m] = exc
             continue
-        ttft, cycle = light_load(sc, asm)
-        at = closed_cycle(sc, asm)
+        ttft, cycle = light_load(sc, sat)
+        at = closed_cycle(sc, sat)
         counts = sc.turn_demand.trajectory_turns
         key = (
             counts.length.tobytes() + counts.surviving.tobytes() + repr(counts.ramp_turns).encode()
@@ -655,16 +662,24 @@ def evaluate_each(
     return [outcomes_of(sc, cfg, row) for sc, row in zip(scenarios, rows, strict=True)]
 
 
-def light_load(sc: Scenario, asm: Assembly) -> tuple[np.ndarray, np.ndarray]:
-    """A turn alone in each cluster of ``asm``: its TTFT (the read not hidden and a pass of
-    one, per prefill node count: each count its own layout under the operator model) and its
-    cycle, the per-agent critical path (that TTFT, its tokens at a decode batch of one, the
-    tool latency). The one definition: size, sweep, recommend, intervals and simulate read it,
-    a single cluster as arrays of one element."""
+def light_load(sc: Scenario, sat: Saturated) -> tuple[np.ndarray, np.ndarray]:
+    """A turn alone in each cluster of ``sat``: its TTFT (the read not hidden, then the longer
+    of a pass of one and its KV's move, per read path: ``online.prefilled_s``; per prefill
+    node count, each count its own layout under the operator model) and its cycle, the
+    per-agent critical path (that TTFT, its tokens at a decode batch of one, the tool
+    latency). The one definition: size, sweep, recommend, intervals and simulate read it, a
+    single cluster as arrays of one element; the online queue's fixed part at no load is it."""
     d = sc.turn_demand
+    asm = sat.assembly
     pm, group = asm.pe.prefill, asm.de.decode
     assert pm is not None and group is not None
-    ttft_min = pm.read_latency_s + asm.pe.take(pm.single_pass_s)
+    pass_s = asm.pe.take(pm.single_pass_s)
+    move_pe: Num = 0.0
+    move_de: Num = 0.0
+    for _, pe_read, de_read in kv_move_s(sc, asm):
+        move_pe, move_de = np.maximum(move_pe, pe_read), np.maximum(move_de, de_read)
+    own = prefilled_s(pass_s, move_pe, move_de, sat.solution.decode_path_fraction)
+    ttft_min = pm.read_latency_s + own
     tpot_one = asm.de.take(group.step_array_s(np.ones_like(group.free_hbm_bytes)))
     cycle = ttft_min + d.mean(d.generated_tokens) * tpot_one + sc.workload.tool_latency_s
     return ttft_min, cycle
@@ -748,13 +763,14 @@ class ClosedCycle:
         return ClosedCycle(self.agents[:, index], self.cycle[:, index], self.per_agent_s[index])
 
 
-def closed_cycle(sc: Scenario, asm: Assembly) -> ClosedCycle:
-    """The load-dependent cycle of each cluster of ``asm`` (``ClosedCycle``), from the same
+def closed_cycle(sc: Scenario, sat: Saturated) -> ClosedCycle:
+    """The load-dependent cycle of each cluster of ``sat`` (``ClosedCycle``), from the same
     light-load TTFT and decode steps ``light_load`` uses."""
     d = sc.turn_demand
+    asm = sat.assembly
     group = asm.de.decode
     assert group is not None
-    ttft_min, cycle_one = light_load(sc, asm)
+    ttft_min, cycle_one = light_load(sc, sat)
     gen = d.mean(d.generated_tokens)
     rest = ttft_min + sc.workload.tool_latency_s
     top = np.maximum(np.asarray(group.max_batch_array()), 1.0)

@@ -210,7 +210,7 @@ def _jct_floor_note(
     time is a node's, not the cluster's)."""
     p, d, out = best
     at = replace(sc, prefill_nodes=p, decode_nodes=d)
-    cycle_min = light_load(at, mode_offline(at, mode, cfg)[0].assembly)[1].item()
+    cycle_min = light_load(at, mode_offline(at, mode, cfg)[0])[1].item()
     floor = float(offline_jct_s(cfg.agents, math.inf, cycle_min, sc.turn_demand.trajectory_turns))
     note = f": the best, {p}P{d}D, takes {out.jct_s:,.0f} s"
     if floor > goal:

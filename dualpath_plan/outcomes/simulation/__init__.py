@@ -60,7 +60,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dualpath_plan.errors import PlanInputError
-from dualpath_plan.outcomes.serving import light_load, offline_jct_s, runnable
+from dualpath_plan.outcomes.serving import Saturated, light_load, offline_jct_s, runnable
 from dualpath_plan.outcomes.simulation.config import (
     MAX_SERIES_CELLS,
     MAX_SIM_AGENTS,
@@ -98,7 +98,6 @@ from dualpath_plan.physics.engines import (
 )
 from dualpath_plan.physics.links import LINK_TABLE, LINKS
 from dualpath_plan.physics.modes import MODE_TABLE
-from dualpath_plan.scenario.assemble import Assembly
 from dualpath_plan.scenario.bundle import Scenario
 
 __all__ = [
@@ -145,7 +144,7 @@ def simulate(
     rng = np.random.default_rng(cfg.seed)
     d = sc.turn_demand
     # The longest agent's lifetime at light load: its turns, each alone in the cluster.
-    cycle = light_load(sc, links.asm)[1].item()
+    cycle = light_load(sc, links.sat)[1].item()
     life = d.trajectory_turns.longest * cycle
     duration_given = cfg.duration_s is not None
     if cfg.online and (cfg.duration_s is None or cfg.warmup_s is None):
@@ -164,17 +163,18 @@ def simulate(
     )
     _check_series(sc, cfg, span)
     engine = Engine(
-        sc, cfg, scheduler, links.asm, links.groups, counts, replayed, arrivals, life, progress,
-        turn_sink,
+        sc, cfg, scheduler, links.sat.assembly, links.groups, counts, replayed, arrivals, life,
+        progress, turn_sink,
     )  # fmt: skip
     return engine.run()
 
 
 @dataclass(frozen=True)
 class _Links:
-    """The assembly the run uses, its saturated rate and the link groups it simulates."""
+    """The cluster's optimum the run uses (its assembly), its saturated rate and the link
+    groups it simulates."""
 
-    asm: Assembly
+    sat: Saturated
     t_max: float
     groups: list[LinkGroup]
 
@@ -193,7 +193,7 @@ def _links(sc: Scenario, cfg: SimConfig) -> _Links:
         if link.side == "storage":
             capacity[link.name] = float(np.asarray(asm.links.capacity[link.name]))
     groups = link_groups(sc, cfg.mode, capacity, util, cfg.queued_utilization)
-    return _Links(asm, t_max, groups)
+    return _Links(sat, t_max, groups)
 
 
 def _arrivals(
