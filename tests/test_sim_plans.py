@@ -294,7 +294,9 @@ def test_a_local_ray_instance_gives_the_same_results(small) -> None:
 
 SCENARIOS = [
     {},  # the README default: DeepSeek-V3.2 on 2P4D, paper-64k
-    {"prefill_nodes": 1, "decode_nodes": 2},
+    # Three machines, storage-bound (DeepSeek-V3.2 no longer fits one prefill node beside the
+    # refitted HBM reserve: the case had become an error).
+    {"model": "ds-27b", "prefill_nodes": 1, "decode_nodes": 2},
     {"prefill_nodes": 3, "decode_nodes": 4},
 ]
 
@@ -302,6 +304,10 @@ SCENARIOS = [
 @pytest.mark.skipif(CASES == 0, reason="several minutes: SIM_PLAN_CASES=3 runs them")
 @pytest.mark.parametrize("fields", SCENARIOS[: max(CASES, 1)])
 def test_the_simulated_aps_is_near_the_analytical_one(registry, fields) -> None:
+    """INV-96: where the means set the SLOs, the simulated APS inside the analytical bracket
+    and within 10% of the APS the SLOs set (``slo_aps``: the simulation has no headroom cap;
+    where the cap binds, DS 27B on 1P2D, the capped APS is 80% of the saturated rate by
+    definition, not a prediction of the SLOs)."""
     sc = Scenario.from_spec(registry, ScenarioSpec(**fields))
     slo = ServingConfig()
     assert slo.slo_percentiles == SloPercentiles()
@@ -309,7 +315,7 @@ def test_the_simulated_aps_is_near_the_analytical_one(registry, fields) -> None:
 
     s = search_aps(sc, SimConfig(aps=1.0, agents=None), slo, ex.make_executor(), seeds=3)
     assert s.inside_bracket, s
-    assert abs(s.aps / s.analytical_aps - 1) <= 0.10, s
+    assert abs(s.aps / s.analytical_slo_aps - 1) <= 0.10, s
 
 
 def test_run_task_is_simulate(small) -> None:
