@@ -538,8 +538,8 @@ def _offline(sc: Scenario, cfg: ServingConfig, sat: Saturated, t_max: float) -> 
     # Offline: the closed system while all N agents run (the operating point), then drained.
     # The critical path at the N agents' decode batch (``closed_cycle``), and in the drain at
     # the agents still running.
-    ttft, cycle = light_load(sc, sat)
-    at = closed_cycle(sc, sat)
+    ttft, cycle = light = light_load(sc, sat)
+    at = closed_cycle(sc, sat, light)
     jct = float(offline_jct_s(cfg.agents, t_max, cycle.item(), d.trajectory_turns, at))
     return sat, t_max, jct, float(at(cfg.agents)), ttft.item()
 
@@ -583,8 +583,8 @@ def offline_each(
         except PlanInputError as exc:
             out[i][m] = exc
             continue
-        ttft, cycle = light_load(sc, sat)
-        at = closed_cycle(sc, sat)
+        ttft, cycle = light = light_load(sc, sat)
+        at = closed_cycle(sc, sat, light)
         counts = sc.turn_demand.trajectory_turns
         key = (
             counts.length.tobytes() + counts.surviving.tobytes() + repr(counts.ramp_turns).encode()
@@ -763,14 +763,17 @@ class ClosedCycle:
         return ClosedCycle(self.agents[:, index], self.cycle[:, index], self.per_agent_s[index])
 
 
-def closed_cycle(sc: Scenario, sat: Saturated) -> ClosedCycle:
+def closed_cycle(
+    sc: Scenario, sat: Saturated, light: tuple[np.ndarray, np.ndarray] | None = None
+) -> ClosedCycle:
     """The load-dependent cycle of each cluster of ``sat`` (``ClosedCycle``), from the same
-    light-load TTFT and decode steps ``light_load`` uses."""
+    light-load TTFT and decode steps ``light_load`` uses (``light``: its result, where the
+    caller has it)."""
     d = sc.turn_demand
     asm = sat.assembly
     group = asm.de.decode
     assert group is not None
-    ttft_min, cycle_one = light_load(sc, sat)
+    ttft_min, cycle_one = light_load(sc, sat) if light is None else light
     gen = d.mean(d.generated_tokens)
     rest = ttft_min + sc.workload.tool_latency_s
     top = np.maximum(np.asarray(group.max_batch_array()), 1.0)

@@ -732,8 +732,9 @@ def _evaluate_chunk(
         spread = pair.size != np.size(P) or not np.array_equal(pair, np.arange(pair.size))
     # The per-agent critical path at light load, per pair (serving.light_load, as size), and
     # as it rises with the agents running (serving.closed_cycle, as size).
-    cycle_min = light_load(sc, sat)[1]
-    at = closed_cycle(sc, sat)
+    light = light_load(sc, sat)
+    cycle_min = light[1]
+    at = closed_cycle(sc, sat, light)
     if grid is not None:
         # On (P, D, agents) axes: the cycle per D value, the agents' terms per agents
         # value; laid flat afterwards, in the points' order.
