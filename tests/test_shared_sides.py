@@ -17,12 +17,14 @@ from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.outcomes import uncertainty
 from dualpath_plan.outcomes.serving import (
     ClusterMemo,
+    cores_each,
     evaluate,
     evaluate_mode,
     mode_offline,
     offline_each,
 )
 from dualpath_plan.outcomes.uncertainty import (
+    _unmoved,
     evaluate_with_intervals,
     mode_intervals,
     perturbations,
@@ -164,9 +166,20 @@ def test_size_evaluates_the_cluster_and_its_intervals_at_once(registry, monkeypa
     )
     cfg = ServingConfig(agents=96)
     for sc in scenarios:
+        calls: list[int] = []
+
+        def once(scenarios, modes, cfg, calls=calls):
+            calls.append(len(scenarios))
+            return cores_each(scenarios, modes, cfg)
+
         with monkeypatch.context() as m:
-            m.setattr(uncertainty, "_mode_outcomes", None)  # a second evaluation fails
+            m.setattr(uncertainty, "cores_each", once)
+            m.setattr(uncertainty, "_mode_outcomes", None)  # no evaluation one by one
             report, intervals = evaluate_with_intervals(sc, cfg)
+        # One evaluation of the cluster and its moved twins (none where it has no interval).
+        assert len(calls) == 1 and calls[0] == 1 + 2 * len(intervals.fields) - sum(
+            _unmoved(sc, p, s) for p in perturbations(sc) for s in (p.below, p.above)
+        )
         alone = evaluate(sc, cfg, strict=False)
         assert report.infeasible == alone.infeasible
         assert report.modes == alone.modes

@@ -28,6 +28,7 @@ from scipy import stats
 
 from dualpath_plan.errors import PlanInputError, TaskFailedError
 from dualpath_plan.outcomes import executor as ex
+from dualpath_plan.outcomes.serving import closed_cycle, mode_core
 from dualpath_plan.outcomes.sim_plans import (
     ApsSearch,
     SimTask,
@@ -36,7 +37,7 @@ from dualpath_plan.outcomes.sim_plans import (
     run_seeds,
     run_task,
 )
-from dualpath_plan.outcomes.simulation import SimConfig, simulate
+from dualpath_plan.outcomes.simulation import MAX_SIM_AGENTS, SimConfig, simulate
 from dualpath_plan.outcomes.simulation.stats import Distribution, Histogram
 from dualpath_plan.profiles.registry import Overrides, Registry
 from dualpath_plan.reports.simulate import simulate_payload
@@ -175,14 +176,45 @@ def test_no_rate_above_the_simulated_capacity_holds(small, ratio, cap, tol) -> N
     a_lo, a_hi = (t.config.aps for t in next(aps_search(small, base, slo, seeds=2))[::2])
     true_aps, capacity = ratio * a_hi, cap * a_hi
     s = _drive(aps_search(small, base, slo, seeds=2, tolerance=tol), true_aps, slo, capacity)
-    assert s.capacity_aps == pytest.approx(capacity, rel=1e-12)
+    assert s.simulated_capacity_aps == pytest.approx(capacity, rel=1e-12)
     assert s.aps < capacity or s.aps == 0
     for p in s.points:
-        assert p.above_capacity == (p.aps >= s.capacity_aps)
+        assert p.above_capacity == (p.aps >= s.simulated_capacity_aps)
         assert not (p.holds and p.above_capacity)
     if a_lo < capacity <= a_hi:
         assert s.inside_bracket and s.widened == ""
     assert s.simulations == 2 * (len(s.points) + 1)
+
+
+def test_the_capacity_run_saturates_the_cluster_whatever_the_agents(small) -> None:
+    """The offline runs that measure the simulation's saturated rate hold twice the closed
+    system's knee (N* = T c(N*): beyond it the agents saturate the cluster), whatever
+    ``--agents`` says: 5,000,000 agents (more than a simulation takes) measured it as 2,048
+    do, where it had been refused (a review found it)."""
+    base = SimConfig(aps=1.0, agents=None)
+    seen: list[SimTask] = []
+
+    def drive(slo: ServingConfig) -> ApsSearch:
+        search = aps_search(small, base, slo, seeds=2)
+        batch = next(search)
+        try:
+            while True:
+                seen.extend(t for t in batch if t.config.aps is None)
+                # Every rate holds: the capacity run comes right after the two ends.
+                batch = search.send([_fake_run(t, 1e9, slo, 1e9) for t in batch])
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    for agents in (2048, 5_000_000):
+        seen.clear()
+        s = drive(ServingConfig(agents=agents))
+        assert s.simulated_capacity_aps is not None and len(seen) == 2
+        n = seen[0].config.agents
+        assert n is not None and 1 <= n <= MAX_SIM_AGENTS
+        core = mode_core(small, "dualpath", ServingConfig())
+        at = closed_cycle(small, core.sat)
+        # Beyond the knee: the agents over their cycle outrun the saturated throughput.
+        assert n / float(np.asarray(at(n)).reshape(-1)[0]) >= core.t_max
 
 
 # -- the executor: retried once, then named --

@@ -664,8 +664,9 @@ def evaluate_each(
 
 def light_load(sc: Scenario, sat: Saturated) -> tuple[np.ndarray, np.ndarray]:
     """A turn alone in each cluster of ``sat``: its TTFT (the read not hidden, then the longer
-    of a pass of one and its KV's move, per read path: ``online.prefilled_s``; per prefill
-    node count, each count its own layout under the operator model) and its cycle, the
+    of a pass of one and its KV's move, per read path: ``online.prefilled_s``; the pass per
+    prefill node count, each count its own layout under the operator model, the move and the
+    paths' shares per cluster, over both sides' links) and its cycle, the
     per-agent critical path (that TTFT, its tokens at a decode batch of one, the tool
     latency). The one definition: size, sweep, recommend, intervals and simulate read it, a
     single cluster as arrays of one element; the online queue's fixed part at no load is it."""

@@ -13,9 +13,9 @@ and 16: ``_widen_step``), at most ``MAX_WIDEN`` times each way; then the bracket
 until its width is at most ``tolerance`` of its high end. A rate "holds" when every seed's run
 is stable and the mean over the seeds of each SLO's statistic (the mean, or the percentile
 ``--slo-percentile`` names) is within its SLO, and it is below the simulation's own saturated
-rate: where the high end holds, an offline run per seed (the scenario's agents, where they
-saturate the cluster) measures it before any rate above the bracket is tried, since a run of
-finite length can meet the SLOs a few percent above it.
+rate: where the high end holds, an offline run per seed (twice the closed system's knee in
+agents: ``_saturating_agents``) measures it before any rate above the bracket is tried, since a
+run of finite length can meet the SLOs a few percent above it.
 """
 
 from __future__ import annotations
@@ -30,8 +30,15 @@ from dualpath_plan.errors import MAX_SEED, InfeasibleError, PlanInputError
 from dualpath_plan.formatting import plain
 from dualpath_plan.outcomes.executor import Executor, Search, run_searches
 from dualpath_plan.outcomes.plan_defaults import DEFAULT_PLAN_SEEDS, DEFAULT_TOP_SPLITS
-from dualpath_plan.outcomes.serving import mode_core, mode_outcome
-from dualpath_plan.outcomes.simulation import SimConfig, SimResult, simulate, slo_verdict
+from dualpath_plan.outcomes.serving import ModeCore, closed_cycle, mode_core, mode_outcome
+from dualpath_plan.outcomes.simulation import (
+    MAX_SIM_AGENTS,
+    MAX_TURNS,
+    SimConfig,
+    SimResult,
+    simulate,
+    slo_verdict,
+)
 from dualpath_plan.physics.modes import ModeName
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.spec import ServingConfig
@@ -142,9 +149,9 @@ class RatePoint:
     tpot_s: MeanCI
     statuses: tuple[str, ...]
     holds: bool
-    # At or above the simulation's own saturated rate (``ApsSearch.capacity_aps``): it does
-    # not hold whatever its runs gave (a run of finite length falls behind an overload of a
-    # few percent too slowly to show it).
+    # At or above the simulation's own saturated rate (``ApsSearch.simulated_capacity_aps``):
+    # it does not hold whatever its runs gave (a run of finite length falls behind an overload
+    # of a few percent too slowly to show it).
     above_capacity: bool = False
 
 
@@ -166,11 +173,11 @@ class ApsSearch:
     reason: str = ""  # where aps is 0: why
     # The simulation's own saturated rate (agents/s: its offline throughput over the mean
     # turns), measured where the analytical high end held; None where not measured.
-    capacity_aps: float | None = None
+    simulated_capacity_aps: float | None = None
 
     @property
     def simulations(self) -> int:
-        return (len(self.points) + (self.capacity_aps is not None)) * self.seeds
+        return (len(self.points) + (self.simulated_capacity_aps is not None)) * self.seeds
 
     @property
     def inside_bracket(self) -> bool:
@@ -243,13 +250,13 @@ def aps_search(
         hi = lo * (1 + tolerance)
     ends = [lo, hi]
     p_lo, p_hi = read(ends, (yield batch(ends)))
-    if p_hi.holds and not o.latency_bound:
+    agents = _saturating_agents(sc, core) if p_hi.holds else None
+    if agents is not None:
         # The analytical high end holds: before a rate above it is tried, the simulation's
-        # own saturated rate, from an offline run of the scenario's agents per seed (they
-        # saturate the cluster: not latency-bound). No queue is stable above it, whatever a
-        # run of finite length shows: 5P3D on the README default held 4% above it, its TPOT
-        # over the seeds 12 to 85 ms.
-        offline = replace(base, aps=None, agents=slo.agents, duration_s=None, warmup_s=None)
+        # own saturated rate, from an offline run per seed of agents enough to saturate the
+        # cluster. No queue is stable above it, whatever a run of finite length shows: 5P3D
+        # on the README default held 4% above it, its TPOT over the seeds 12 to 85 ms.
+        offline = replace(base, aps=None, agents=agents, duration_s=None, warmup_s=None)
         runs = yield [SimTask(sc, c) for c in seed_configs(offline, seeds)]
         turns = sc.turn_demand.trajectory_turns.mean
         capacity = float(np.mean([r.throughput_turns_per_s for r in runs])) / turns
@@ -283,6 +290,34 @@ def aps_search(
         (p,) = read([mid], (yield batch([mid])))
         lo, hi = (mid, hi) if p.holds else (lo, mid)
     return done(lo, (lo, hi), widened)
+
+
+# The offline run that measures the simulation's saturated rate holds this many times the
+# agents at the closed system's knee, where the asymptotic bounds meet: at the knee a closed
+# system runs below its bounds (a run of the small test scenario 1.4% low there, 0.5% at 4x).
+SATURATING_KNEES = 2.0
+
+
+def _saturating_agents(sc: Scenario, core: ModeCore) -> int | None:
+    """Agents that keep the cluster saturated offline: ``SATURATING_KNEES`` times the knee
+    N* = T c(N*) (T the saturated throughput, c(n) the load-dependent cycle of n agents,
+    ``serving.closed_cycle``), found by iterating N = T c(N) from the light-load cycle (c
+    rises with n, so the iteration rises to the knee). None where that is more agents or
+    turns than a simulation takes (``MAX_SIM_AGENTS``, ``MAX_TURNS``): the rate is then not
+    measured and bounds nothing, as before it was."""
+    at = closed_cycle(sc, core.sat)
+    knee = 1.0
+    for _ in range(50):
+        nxt = core.t_max * float(np.asarray(at(knee)).reshape(-1)[0])
+        if not math.isfinite(nxt) or abs(nxt - knee) <= 1e-9 * nxt:
+            knee = nxt
+            break
+        knee = nxt
+    agents = math.ceil(SATURATING_KNEES * knee)
+    turns = sc.turn_demand.trajectory_turns.mean
+    if not (math.isfinite(knee) and 1 <= agents <= MAX_SIM_AGENTS and agents * turns <= MAX_TURNS):
+        return None
+    return agents
 
 
 def _capped(p: RatePoint, capacity: float | None) -> RatePoint:

@@ -158,7 +158,7 @@ def search_payload(s: ApsSearch) -> dict[str, Any]:
         "seeds": s.seeds,
         "simulations": s.simulations,
         "points": [point_payload(p) for p in s.points],
-        "capacity_aps": s.capacity_aps,
+        "simulated_capacity_aps": s.simulated_capacity_aps,
         "reason": s.reason or None,
     }
 
@@ -213,9 +213,9 @@ def search_line(s: ApsSearch) -> str:
     }[s.widened]
     hi = "unbounded" if not math.isfinite(s.bracket[1]) else plain(s.bracket[1], 4)
     capacity = (
-        f"; the simulation's saturated rate {plain(s.capacity_aps, 4)} agents/s (offline, "
-        "the same seeds) bounds it"
-        if s.capacity_aps is not None
+        f"; the simulation's saturated rate {plain(s.simulated_capacity_aps, 4)} agents/s "
+        "(offline, the same seeds) bounds it"
+        if s.simulated_capacity_aps is not None
         else ""
     )
     return (
