@@ -187,7 +187,7 @@ def test_no_rate_above_the_simulated_capacity_holds(small, ratio, cap, tol) -> N
 
 
 def test_the_capacity_run_saturates_the_cluster_whatever_the_agents(small) -> None:
-    """The offline runs that measure the simulation's saturated rate hold twice the closed
+    """The offline runs that measure the simulation's saturated rate hold eight times the closed
     system's knee (N* = T c(N*): beyond it the agents saturate the cluster), whatever
     ``--agents`` says: 5,000,000 agents (more than a simulation takes) measured it as 2,048
     do, where it had been refused (a review found it)."""
