@@ -40,6 +40,7 @@ RANDOM = int(os.environ.get("TAIL_SLO_RANDOM", "2"))
 @example(a=0.0, m=1.0, pi=0.0234375, p=0.99, v=0.0, pi_v=1.0)  # a rare long wait's p99
 @example(a=1.0, m=6.240895871733344e-58, pi=1.0, p=0.5, v=2.0, pi_v=1.0)  # W nothing, V wide
 @example(a=7.430539791292702e-129, m=1.0, pi=1.0, p=0.5, v=0.3, pi_v=0.5)  # U nothing
+@example(a=3.0, m=0.00390625, pi=1.0, p=0.5, v=2.0, pi_v=1.0)  # theta a = 768: e^768 overflowed
 def test_the_quantile_is_that_of_the_sum_sampled(
     a: float, m: float, pi: float, p: float, v: float, pi_v: float
 ) -> None:

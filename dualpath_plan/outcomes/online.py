@@ -478,7 +478,9 @@ def _f0_integral(s: np.ndarray, a: np.ndarray, pi: np.ndarray, theta: np.ndarray
     lin = np.where(s <= a, s * s / (2.0 * safe_a), s - a / 2.0)
     lin = np.where(flat, lin, s)
     at_a = a * _shape_x2(theta * a)
-    tail = np.expm1(theta * a) / (theta * safe_a) * np.exp(-theta * a)
+    # (e^(theta a) - 1) e^(-theta a) as 1 - e^(-theta a): e^(theta a) overflowed past
+    # theta a = 709 (a U of 3 s and a W of 4 ms), and inf x 0 made the quantile NaN's.
+    tail = -np.expm1(-theta * a) / (theta * safe_a)
     tail = tail * -np.expm1(-theta * (s - a)) / theta
     g = np.where(s <= a, s * s * _shape_x2(theta * s) / safe_a, at_a + (s - a) - tail)
     g = np.where(flat, g, s + np.expm1(-theta * s) / theta)
