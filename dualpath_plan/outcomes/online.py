@@ -647,34 +647,6 @@ def prefilled_s(pass_s: Num, move_pe_s: Num, move_de_s: Num, de_share: Num) -> n
     return (1.0 - x) * np.maximum(pass_s, move_pe_s) + x * np.maximum(pass_s, move_de_s)
 
 
-# Siegmund's correction of a Brownian maximum to that of a random walk of the same drift and
-# variance per step: -zeta(1/2) / sqrt(2 pi) (Siegmund 1979, corrected diffusion approximations).
-_SIEGMUND = 0.5825971579390107
-
-
-def _walk_max(n: np.ndarray, mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-    """E[max_{0 <= s <= n} X_s] for a Brownian motion X of drift ``mu`` and variance
-    ``sigma``^2 per unit time from 0 (Brownian approximation of the largest partial sum of n
-    steps): mu n Phi(a) + sigma sqrt(n) phi(a) + sigma^2 / (2 mu) (2 Phi(a) - 1),
-    a = mu sqrt(n) / sigma; sigma sqrt(2 n / pi) at mu = 0, sigma^2 / (2 |mu|) as n -> inf
-    for mu < 0 (the stationary wait)."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        root = np.sqrt(n)
-        a = mu * root / sigma
-        big_phi = _normal_cdf(a)
-        small_phi = np.exp(-0.5 * a * a) / math.sqrt(2.0 * math.pi)
-        # (2 Phi(a) - 1) / mu, continued through mu = 0 by its limit 2 phi(0) sqrt(n) / sigma.
-        ratio = np.where(
-            np.abs(a) > 1e-8,
-            (2.0 * big_phi - 1.0) / mu,
-            2.0 * root / (sigma * math.sqrt(2 * math.pi)),
-        )
-        out = mu * n * big_phi + sigma * root * small_phi + 0.5 * sigma * sigma * ratio
-    # A drift of -inf (a rate so small that 1 / (P rho) overflows): the walk never rises.
-    out = np.where(np.isneginf(mu), 0.0, out)
-    return np.where((n > 0.0) & (sigma > 0.0), np.maximum(out, 0.0), 0.0)
-
-
 def _block_read_wait(
     lam: np.ndarray, t_s: np.ndarray, nodes: np.ndarray, ranks: np.ndarray, c2: Any
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -685,12 +657,12 @@ def _block_read_wait(
     stream's own gaps (mean 1 / lambda, squared variation c^2), then none for (P - 1) k gaps:
     during a block the link sees the local load r = P rho (rho = lambda / t_s its mean
     utilization), above 1 where rho > 1 / P. A FIFO link would hold the j-th read of a block
-    (j = 0 .. k - 1) the largest partial sum of the block's last j increments S - gap, mean
-    mu = S (1 - 1 / r), deviation sigma = c S (so that the stationary wait sigma^2 / (2 |mu|)
-    is Kingman's, c^2 r S / (2 (1 - r))), S = P / t_s a read's time at its node alone:
-    W_in = (1 / k) sum_j (E[max of j steps] - 0.5826 sigma)^+ (``_walk_max``, less Siegmund's
-    correction of a Brownian maximum to one of discrete steps, -zeta(1/2) / sqrt(2 pi) sigma),
-    plus the wait for the earlier blocks' work: over long spans the node gets one turn in P
+    (j = 0 .. k - 1) the largest partial sum of the block's last j increments S - gap, S =
+    P / t_s a read's time at its node alone: for Poisson arrivals exactly
+    ``_poisson_block_wait`` (Spitzer's identity), and for arrivals of squared variation c^2
+    that times c^2, as Kingman's form scales the arrivals' part of a wait (reads of one size,
+    c_s^2 = 0); with one node (P = 1) none, the stream having no blocks. Plus the wait for the
+    earlier blocks' work: over long spans the node gets one turn in P
     (arrivals of squared variation c_b^2 = c^2 / P, Erlang-P gaps for Poisson), Kingman's
     c_b^2 / 2 rho / (1 - rho) S = c^2 rho S / (2 P (1 - rho)) times Kraemer and
     Langenbach-Belz's factor exp(-2 (1 - rho) (1 - c_b^2)^2 / (3 rho c_b^2)) where
@@ -704,23 +676,14 @@ def _block_read_wait(
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         rho = lam / t_s
         service = nodes / t_s
-        local = nodes * rho
         k = np.maximum(np.floor(ranks + 1e-9), 1.0)
-        mu = service * (1.0 - 1.0 / local)
-        sigma = np.sqrt(c2) * service
-        within = np.zeros_like(rho)
-        for j in range(1, int(np.max(k, initial=1.0))):
-            top = _walk_max(np.full_like(rho, j), mu, sigma)
-            step = np.maximum(top - _SIEGMUND * sigma, 0.0)
-            within = within + np.where(j < k, step, 0.0)
-        within = within / k
-        # Poisson arrivals (c^2 = 1): the block's FIFO waits exactly, by Spitzer's identity.
-        within = np.where(np.abs(c2 - 1.0) < 1e-12, _poisson_block_wait(lam, service, k), within)
-        # One prefill node has no blocks: every read comes to it, the stream is one renewal
-        # stream and the stationary wait below (c_b^2 = c^2) is all of its FIFO wait; a block
-        # starting empty counted its own arrivals' wait twice (Qwen3-235B DGX B200 1P2D at 62%
-        # load: the p90 16% high).
-        within = np.where(nodes > 1.0, within, 0.0)
+        # The block's FIFO waits: exact for Poisson arrivals (Spitzer's identity), scaled by
+        # c^2 for others (a diffusion form with Siegmund's correction, before, put them at 0
+        # for Kimi-K2 on HGX B300 4P4D at 13% load, where they are 0.36 S). One prefill node
+        # has no blocks: every read comes to it, one renewal stream whose stationary wait
+        # below (c_b^2 = c^2) is all of its FIFO wait; a block starting empty counted its own
+        # arrivals twice (Qwen3-235B DGX B200 1P2D at 62% load: the p90 16% high).
+        within = np.where(nodes > 1.0, c2 * _poisson_block_wait(lam, service, k), 0.0)
         c_b2 = c2 / nodes
         klb = np.where(
             c_b2 < 1.0, np.exp(-2.0 * (1.0 - rho) * (1.0 - c_b2) ** 2 / (3.0 * rho * c_b2)), 1.0
