@@ -29,6 +29,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+# The models, nodes and modes of bench/p90_agreement.py's draw (a script beside this one).
+from p90_agreement import MODELS, MODES, NODES
+
 import dualpath_plan.api as dp
 from dualpath_plan.cli.simulate_cmd import ANALYTICAL_SCHEDULER, _compare
 from dualpath_plan.errors import PlanInputError
@@ -36,22 +39,7 @@ from dualpath_plan.outcomes.serving import evaluate_mode
 from dualpath_plan.outcomes.simulation import SimConfig, simulate
 from dualpath_plan.scenario.bundle import Scenario
 
-MODELS = (
-    "deepseek-v3.2",
-    "deepseek-v3",
-    "ds-27b",
-    "gpt-oss-120b",
-    "kimi-k2",
-    "llama-3.1-70b",
-    "llama-3.1-8b",
-    "qwen2.5-32b",
-    "qwen3-235b-a22b",
-    "qwen3-30b-a3b",
-    "qwen3-32b",
-)
-NODES = ("dualpath-hopper", "dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "hgx-b300")
 WORKLOADS = ("paper-32k", "paper-48k", "paper-64k")
-MODES = ("basic", "dualpath")
 AGENTS = (64, 128, 256, 512, 1024)
 # Each mode's own scheduler, or the other (both schedulers, issue 30 item 5).
 SCHEDULERS = ("queue_aware", "round_robin")

@@ -21,6 +21,9 @@ BENCH = Path(__file__).parent.parent / "bench"
 def load_bench(name: str) -> Any:
     """The script ``bench/<name>.py`` as a module (the benches are scripts, not a package):
     tests read its draws and measurements as the bench prints them."""
+    # A script imports the scripts beside it, as run from bench/ (its folder on the path).
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
     spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
