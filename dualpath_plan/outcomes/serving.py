@@ -534,14 +534,40 @@ def mode_offline(
 
 def _offline(sc: Scenario, cfg: ServingConfig, sat: Saturated, t_max: float) -> Offline:
     """``mode_offline`` of a cluster that runs (``runnable``'s optimum and throughput)."""
-    d = sc.turn_demand
-    # Offline: the closed system while all N agents run (the operating point), then drained.
-    # The critical path at the N agents' decode batch (``closed_cycle``), and in the drain at
-    # the agents still running.
-    ttft, cycle = light = light_load(sc, sat)
-    at = closed_cycle(sc, sat, light)
-    jct = float(offline_jct_s(cfg.agents, t_max, cycle.item(), d.trajectory_turns, at))
-    return sat, t_max, jct, float(at(cfg.agents)), ttft.item()
+    return _offline_many(cfg, [(sc, sat, t_max)])[0]
+
+
+def _offline_many(
+    cfg: ServingConfig, clusters: Sequence[tuple[Scenario, Saturated, float]]
+) -> list[Offline]:
+    """``_offline`` of each (scenario, optimum, throughput) of clusters that run. Offline: the
+    closed system while all N agents run (the operating point), then drained; the critical
+    path at the N agents' decode batch (``closed_cycle``), and in the drain at the agents still
+    running. One ``offline_jct_s`` per distinct turn-count distribution (a perturbed
+    turns_spread has its own), each cluster a column of the stacked ``ClosedCycle``, as it
+    gives alone (40 calls one by one were most of a cold `size`'s intervals)."""
+    out: dict[int, Offline] = {}
+    groups: dict[bytes, list[tuple[int, float, ClosedCycle, float]]] = {}
+    for k, (sc, sat, _) in enumerate(clusters):
+        counts = sc.turn_demand.trajectory_turns
+        key = (
+            counts.length.tobytes() + counts.surviving.tobytes() + repr(counts.ramp_turns).encode()
+        )
+        ttft, cycle = light = light_load(sc, sat)
+        at = closed_cycle(sc, sat, light)
+        groups.setdefault(key, []).append((k, cycle.item(), at, ttft.item()))
+    for group in groups.values():
+        jcts = offline_jct_s(
+            cfg.agents,
+            np.array([clusters[k][2] for k, *_ in group]),
+            np.array([cycle for _, cycle, *_ in group]),
+            clusters[group[0][0]][0].turn_demand.trajectory_turns,
+            ClosedCycle.stack([at for _, _, at, _ in group]),
+        )
+        for (k, _, at, ttft_min), jct in zip(group, np.atleast_1d(jcts), strict=True):
+            _, sat, t_max = clusters[k]
+            out[k] = (sat, t_max, float(jct), float(at(cfg.agents)), ttft_min)
+    return [out[k] for k in range(len(clusters))]
 
 
 def offline_each(
@@ -569,41 +595,16 @@ def offline_each(
     solutions: dict[int, Solution] = {}
     for ks in by_mode.values():
         solutions.update(zip(ks, solve_each([built[k][2].links for k in ks]), strict=True))
-    # The JCTs of every cluster that runs, one ``offline_jct_s`` per distinct turn-count
-    # distribution (a perturbed turns_spread has its own): each element as the cluster alone
-    # gives it, its table a column of the stacked ``ClosedCycle`` (40 calls one by one were
-    # most of a cold `size`'s intervals).
-    Run = tuple[int, OutcomeMode, Saturated, float, float, ClosedCycle, float, float]
-    runs: dict[bytes, list[Run]] = {}
+    runs: list[tuple[int, OutcomeMode, tuple[Scenario, Saturated, float]]] = []
     for k, (i, m, asm) in enumerate(built):
-        sc = scenarios[i]
         sat = Saturated(asm, solutions[k])
         try:
-            t_max = sustained(sc, m, sat)
+            runs.append((i, m, (scenarios[i], sat, sustained(scenarios[i], m, sat))))
         except PlanInputError as exc:
             out[i][m] = exc
-            continue
-        ttft, cycle = light = light_load(sc, sat)
-        at = closed_cycle(sc, sat, light)
-        counts = sc.turn_demand.trajectory_turns
-        key = (
-            counts.length.tobytes() + counts.surviving.tobytes() + repr(counts.ramp_turns).encode()
-        )
-        run = (i, m, sat, t_max, cycle.item(), at, float(at(cfg.agents)), ttft.item())
-        runs.setdefault(key, []).append(run)
-    for group in runs.values():
-        counts = scenarios[group[0][0]].turn_demand.trajectory_turns
-        jcts = offline_jct_s(
-            cfg.agents,
-            np.array([g[3] for g in group]),
-            np.array([g[4] for g in group]),
-            counts,
-            ClosedCycle.stack([g[5] for g in group]),
-        )
-        for (i, m, sat, t_max, _, _, cycle_n, ttft_min), jct in zip(
-            group, np.atleast_1d(jcts), strict=True
-        ):
-            out[i][m] = (sat, t_max, float(jct), cycle_n, ttft_min)
+    found = _offline_many(cfg, [cluster for _, _, cluster in runs])
+    for (i, m, _), got in zip(runs, found, strict=True):
+        out[i][m] = got
     return [{m: o[m] for m in modes} for o in out]
 
 
