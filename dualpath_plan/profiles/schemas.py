@@ -88,7 +88,12 @@ KvDtype = Literal["bf16", "fp16", "fp8", "fp8_flashmla"]
 class ProfileBase(BaseModel):
     """Fields every profile has. ``id`` is the file name without ``.toml``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_assignment=True)
+    # defer_build (every profile kind inherits it): a schema's validator is built when a
+    # profile of its kind is first validated, not when the class is defined. A command builds
+    # only the kinds it reads (a plain `size` no engine, nor this base), about 2 ms each.
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_assignment=True, defer_build=True
+    )
 
     kind: Kind
     id: str = Field(pattern=ID_PATTERN)
@@ -685,7 +690,10 @@ class OperatorCurve(BaseModel):
     attention, tokens per expert of a grouped MoE GEMM). ``fit_*`` say how well the curve
     reproduces the kernels it was fitted to (descriptive; the model does not read them)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_assignment=True)
+    # Built with the first engine profile validated (ProfileBase's defer_build).
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_assignment=True, defer_build=True
+    )
 
     launch_s: NonNegative
     compute_efficiency: Efficiency
