@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from dualpath_plan.memo import IdentityMemo
 from dualpath_plan.physics.engines import DecodeGroup, PrefillEngine
 from dualpath_plan.physics.links import (
     LINK_BY_NAME,
@@ -514,9 +515,12 @@ def _slack(ttft: np.ndarray, tpot: np.ndarray, cfg: ServingConfig) -> np.ndarray
         return np.minimum(cfg.ttft_slo_s / ttft, cfg.tpot_slo_s / tpot) - 1.0
 
 
-def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
+def online_queue(
+    sc: Scenario, asm: Assembly, sol: Solution, moves: KvMoves | None = None
+) -> OnlineQueue:
     """The online queue of every cluster of an assembly of ``sc`` and its solution (1-D over
-    clusters; a single cluster is an array of one)."""
+    clusters; a single cluster is an array of one); ``moves``: the assembly's ``kv_move_s``,
+    where the caller has it."""
     P = np.atleast_1d(np.asarray(asm.pe.nodes, dtype=np.float64))
     D = np.atleast_1d(np.asarray(asm.de.nodes, dtype=np.float64))
     n = max(P.size, D.size)
@@ -549,7 +553,7 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
         group = np.broadcast_to(np.asarray(asm.de.index, dtype=np.int64), (n,))
     order = np.argsort(group, kind="stable")
     d = sc.turn_demand
-    transfer = kv_transfer_s(sc, asm, n)
+    transfer = kv_transfer_s(sc, asm, n, moves)
     # The move's links saturate where the solution's utilization reaches 1 (their load, the
     # write-back's with it, is proportional to the turn rate).
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -601,7 +605,12 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
 _MOVE_LINKS = tuple(k.name for k in LINK_TABLE if k.io and not k.read_phase and k.side != "storage")
 
 
-def kv_move_s(sc: Scenario, asm: Assembly) -> list[tuple[int, np.ndarray, np.ndarray]]:
+# A turn's KV move after its read (``kv_move_s``): per link of ``_MOVE_LINKS`` with a load, its
+# index there and the move's time read on the prefill side and on the decode side.
+KvMoves = list[tuple[int, np.ndarray, np.ndarray]]
+
+
+def kv_move_s(sc: Scenario, asm: Assembly) -> KvMoves:
     """The time of a mean turn's KV move after its read, alone on each link it crosses: per
     link of ``_MOVE_LINKS`` with a load, (its index there, the time read on the prefill side,
     read on the decode side), each broadcast over the clusters of ``asm``. On each I/O link
@@ -609,29 +618,50 @@ def kv_move_s(sc: Scenario, asm: Assembly) -> list[tuple[int, np.ndarray, np.nda
     steps: into the prefill GPU's HBM, on to the decode node's DRAM and HBM; the write-back is
     after the turn) at the link's per-node rate without the scheduler's imbalance
     (``SideCapacity.lone_rate``). The simulation starts the move with the turn's pass and
-    prefills the turn when both are over."""
-    out: list[tuple[int, np.ndarray, np.ndarray]] = []
+    prefills the turn when both are over. The light-load TTFT (``serving.light_load``) and
+    the online queue (``online_queue``) read it; a caller that gives both one cluster
+    computes it once and passes it to each (``serving.cores_each``)."""
+    out: KvMoves = []
     if asm.mode.io_free:
         return out
-    d = sc.turn_demand
-    moved = Demand(d.mean(d.hit_bytes), d.mean(d.miss_bytes), 0.0, 0.0, 0.0, 0.0)
-    columns = turn_load_columns(moved, sc.options)
-    for i, name in enumerate(_MOVE_LINKS):
-        a, b = (float(np.asarray(v)) for v in columns[name])
-        if a + b <= 0.0:
-            continue
-        rate = (asm.pe if LINK_BY_NAME[name].side == "pe" else asm.de).lone_rate(name)
-        with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore"):
+        for i, name, a, b in _move_loads(sc):
+            rate = (asm.pe if LINK_BY_NAME[name].side == "pe" else asm.de).lone_rate(name)
             out.append((i, a / rate, (a + b) / rate))
     return out
 
 
-def kv_transfer_s(sc: Scenario, asm: Assembly, n: int) -> np.ndarray:
+# The loads of ``_move_loads`` by the turn demand and options they come from.
+_MOVE_LOADS: IdentityMemo[list[tuple[int, str, float, float]]] = IdentityMemo(64)
+
+
+def _move_loads(sc: Scenario) -> list[tuple[int, str, float, float]]:
+    """Per link of ``_MOVE_LINKS`` with a load, (its index there, its name, a, b): the mean
+    turn's hit and miss KV on it read on the prefill side (a) and on the decode side (a + b),
+    from physics/links.py's steps. They depend on the scenario's turn demand and options
+    alone: one list for every mode of a scenario and for the perturbed twins of its nodes."""
+
+    def loads() -> list[tuple[int, str, float, float]]:
+        d = sc.turn_demand
+        moved = Demand(d.mean(d.hit_bytes), d.mean(d.miss_bytes), 0.0, 0.0, 0.0, 0.0)
+        columns = turn_load_columns(moved, sc.options)
+        out = []
+        for i, name in enumerate(_MOVE_LINKS):
+            a, b = (float(np.asarray(v)) for v in columns[name])
+            if a + b <= 0.0:
+                continue
+            out.append((i, name, a, b))
+        return out
+
+    return _MOVE_LOADS.get((sc.turn_demand, sc.options), loads)
+
+
+def kv_transfer_s(sc: Scenario, asm: Assembly, n: int, moves: KvMoves | None = None) -> np.ndarray:
     """``kv_move_s`` laid out per cluster of ``asm`` (``n`` of them), link of ``_MOVE_LINKS``
     and read path (clusters x links x 2: read on the prefill side, on the decode side; 0 where
-    a link moves nothing)."""
+    a link moves nothing); ``moves``: ``kv_move_s``'s, where the caller has it."""
     out = np.zeros((n, len(_MOVE_LINKS), 2))
-    for i, pe_read, de_read in kv_move_s(sc, asm):
+    for i, pe_read, de_read in kv_move_s(sc, asm) if moves is None else moves:
         out[:, i, 0] = _column(pe_read, n)
         out[:, i, 1] = _column(de_read, n)
     return out
@@ -982,12 +1012,18 @@ def online_aps(q: OnlineQueue, cfg: ServingConfig) -> OnlineAps:
 
 
 def online_aps_each(
-    clusters: Sequence[tuple[Scenario, Assembly, Solution]], cfg: ServingConfig
+    clusters: Sequence[tuple[Scenario, Assembly, Solution]],
+    cfg: ServingConfig,
+    moves: Sequence[KvMoves] | None = None,
 ) -> list[OnlineAps]:
     """``online_aps`` of each (scenario, assembly, solution) as it gives it alone, in one
     search over all of them (``stack_queues``): the modes of a cluster (``serving.evaluate``)
-    or of many perturbed clusters (the intervals) at once."""
-    queues = [online_queue(sc, asm, sol) for sc, asm, sol in clusters]
+    or of many perturbed clusters (the intervals) at once; ``moves``: each cluster's
+    ``kv_move_s``, where the caller has them."""
+    queues = [
+        online_queue(sc, asm, sol, None if moves is None else moves[k])
+        for k, (sc, asm, sol) in enumerate(clusters)
+    ]
     if not queues:
         return []
     found = online_aps(stack_queues(queues), cfg)

@@ -50,6 +50,7 @@ from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.formatting import number, plain
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
 from dualpath_plan.outcomes.online import (
+    KvMoves,
     OnlineAps,
     kv_move_s,
     online_aps,
@@ -538,14 +539,17 @@ def _offline(sc: Scenario, cfg: ServingConfig, sat: Saturated, t_max: float) -> 
 
 
 def _offline_many(
-    cfg: ServingConfig, clusters: Sequence[tuple[Scenario, Saturated, float]]
+    cfg: ServingConfig,
+    clusters: Sequence[tuple[Scenario, Saturated, float]],
+    moves: Sequence[KvMoves] | None = None,
 ) -> list[Offline]:
     """``_offline`` of each (scenario, optimum, throughput) of clusters that run. Offline: the
     closed system while all N agents run (the operating point), then drained; the critical
     path at the N agents' decode batch (``closed_cycle``), and in the drain at the agents still
     running. One ``offline_jct_s`` per distinct turn-count distribution (a perturbed
     turns_spread has its own), each cluster a column of the stacked ``ClosedCycle``, as it
-    gives alone (40 calls one by one were most of a cold `size`'s intervals)."""
+    gives alone (40 calls one by one were most of a cold `size`'s intervals). ``moves``: each
+    cluster's ``kv_move_s``, where the caller has them."""
     out: dict[int, Offline] = {}
     groups: dict[bytes, list[tuple[int, float, ClosedCycle, float]]] = {}
     for k, (sc, sat, _) in enumerate(clusters):
@@ -553,7 +557,7 @@ def _offline_many(
         key = (
             counts.length.tobytes() + counts.surviving.tobytes() + repr(counts.ramp_turns).encode()
         )
-        ttft, cycle = light = light_load(sc, sat)
+        ttft, cycle = light = light_load(sc, sat, None if moves is None else moves[k])
         at = closed_cycle(sc, sat, light)
         groups.setdefault(key, []).append((k, cycle.item(), at, ttft.item()))
     for group in groups.values():
@@ -577,6 +581,16 @@ def offline_each(
     PlanInputError it raises. The optima of a mode's clusters come from one closed-form solve
     (``solve_each``: each as it is alone, INV-56), the modes of a scenario share its sides
     (``ClusterMemo``). The intervals' perturbed scenarios."""
+    return _offline_each(scenarios, modes, cfg)[0]
+
+
+def _offline_each(
+    scenarios: Sequence[Scenario], modes: tuple[OutcomeMode, ...], cfg: ServingConfig
+) -> tuple[
+    list[dict[OutcomeMode, Offline | PlanInputError]], dict[tuple[int, OutcomeMode], KvMoves]
+]:
+    """``offline_each``, and the KV moves (``kv_move_s``) of each scenario and mode that runs,
+    which its light-load TTFT read and its online queue reads (``cores_each``)."""
     out: list[dict[OutcomeMode, Offline | PlanInputError]] = [{} for _ in scenarios]
     built: list[tuple[int, OutcomeMode, Assembly]] = []
     for i, s in enumerate(scenarios):
@@ -602,10 +616,12 @@ def offline_each(
             runs.append((i, m, (scenarios[i], sat, sustained(scenarios[i], m, sat))))
         except PlanInputError as exc:
             out[i][m] = exc
-    found = _offline_many(cfg, [cluster for _, _, cluster in runs])
+    moves = [kv_move_s(scenarios[i], sat.assembly) for i, _, (_, sat, _) in runs]
+    found = _offline_many(cfg, [cluster for _, _, cluster in runs], moves)
     for (i, m, _), got in zip(runs, found, strict=True):
         out[i][m] = got
-    return [{m: o[m] for m in modes} for o in out]
+    moved = {(i, m): mv for (i, m, _), mv in zip(runs, moves, strict=True)}
+    return [{m: o[m] for m in modes} for o in out], moved
 
 
 def cores_each(
@@ -614,7 +630,7 @@ def cores_each(
     """Per scenario (each its own cluster), per mode: ``mode_core``'s, or the PlanInputError
     it raises; the optima of a mode's clusters in one solve (``offline_each``) and every APS
     in one search (``online_aps_each``), each as the cluster alone gives it."""
-    offline = offline_each(scenarios, modes, cfg)
+    offline, moves = _offline_each(scenarios, modes, cfg)
     runs = [
         (i, m, got)
         for i, found in enumerate(offline)
@@ -622,7 +638,9 @@ def cores_each(
         if not isinstance(got, PlanInputError)
     ]
     online = online_aps_each(
-        [(scenarios[i], sat.assembly, sat.solution) for i, _, (sat, *_) in runs], cfg
+        [(scenarios[i], sat.assembly, sat.solution) for i, _, (sat, *_) in runs],
+        cfg,
+        [moves[(i, m)] for i, m, _ in runs],
     )
     out: list[dict[OutcomeMode, ModeCore | PlanInputError]] = [
         {m: got for m, got in found.items() if isinstance(got, PlanInputError)} for found in offline
@@ -663,14 +681,17 @@ def evaluate_each(
     return [outcomes_of(sc, cfg, row) for sc, row in zip(scenarios, rows, strict=True)]
 
 
-def light_load(sc: Scenario, sat: Saturated) -> tuple[np.ndarray, np.ndarray]:
+def light_load(
+    sc: Scenario, sat: Saturated, moves: KvMoves | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """A turn alone in each cluster of ``sat``: its TTFT (the read not hidden, then the longer
     of a pass of one and its KV's move, per read path: ``online.prefilled_s``; the pass per
     prefill node count, each count its own layout under the operator model, the move and the
     paths' shares per cluster, over both sides' links) and its cycle, the
     per-agent critical path (that TTFT, its tokens at a decode batch of one, the tool
     latency). The one definition: size, sweep, recommend, intervals and simulate read it, a
-    single cluster as arrays of one element; the online queue's fixed part at no load is it."""
+    single cluster as arrays of one element; the online queue's fixed part at no load is it.
+    ``moves``: the assembly's ``kv_move_s``, where the caller has it."""
     d = sc.turn_demand
     asm = sat.assembly
     pm, group = asm.pe.prefill, asm.de.decode
@@ -678,7 +699,7 @@ def light_load(sc: Scenario, sat: Saturated) -> tuple[np.ndarray, np.ndarray]:
     pass_s = asm.pe.take(pm.single_pass_s)
     move_pe: Num = 0.0
     move_de: Num = 0.0
-    for _, pe_read, de_read in kv_move_s(sc, asm):
+    for _, pe_read, de_read in kv_move_s(sc, asm) if moves is None else moves:
         move_pe, move_de = np.maximum(move_pe, pe_read), np.maximum(move_de, de_read)
     own = prefilled_s(pass_s, move_pe, move_de, sat.solution.decode_path_fraction)
     ttft_min = pm.read_latency_s + own
