@@ -144,6 +144,10 @@ def saturated(
 # The ramp of S (a uniform's tail) in this many equal pieces of S, each at the load-dependent
 # cycle of its midpoint's running agents (``offline_jct_s`` with a ``ClosedCycle``).
 RAMP_PIECES = 8
+# Points x pieces up to which the ramp's pieces are evaluated at once (a few clusters: the
+# intervals' perturbed ones, 15 calls one by one), beyond which piece by piece (a sweep's chunk,
+# whose temporaries would take the pieces' times the memory).
+_PIECES_AT_ONCE = 1 << 12
 
 
 def offline_jct_s(
@@ -181,11 +185,27 @@ def offline_jct_s(
         else:
             ramp = np.zeros(total.shape)
             edges = [top * j / RAMP_PIECES for j in range(RAMP_PIECES + 1)]
-            for lo, hi in pairwise(edges):
-                cj = cycle_at(n * (lo + hi) / 2)
-                ramp += _ramp_integral(n, r, cj, hi)
-                if lo > 0:
-                    ramp -= _ramp_integral(n, r, cj, lo)
+            pieces = list(pairwise(edges))
+            if total.size * RAMP_PIECES <= _PIECES_AT_ONCE:
+                # Every piece at once, on a leading axis (each element as piece by piece).
+                axes = max(total.ndim, cycle_at.agents.ndim - 1)
+                lead = (RAMP_PIECES,) + (1,) * axes
+                sums = np.array([lo + hi for lo, hi in pieces]).reshape(lead)
+                cj = cycle_at(n * sums / 2)
+                above = _ramp_integral(n, r, cj, np.array(edges[1:]).reshape(lead))
+                inner = [j for j, (lo, _) in enumerate(pieces) if lo > 0]
+                lows = np.array([pieces[j][0] for j in inner]).reshape((len(inner), *lead[1:]))
+                below = _ramp_integral(n, r, cj[inner], lows)
+                for j in range(RAMP_PIECES):  # summed in the pieces' order
+                    ramp += above[j]
+                    if j in inner:
+                        ramp -= below[inner.index(j)]
+            else:
+                for lo, hi in pieces:
+                    cj = cycle_at(n * (lo + hi) / 2)
+                    ramp += _ramp_integral(n, r, cj, hi)
+                    if lo > 0:
+                        ramp -= _ramp_integral(n, r, cj, lo)
         ramp *= counts.ramp_turns / top
         total += ramp
     return float(total) if total.ndim == 0 else total
@@ -279,7 +299,9 @@ def offline_drain_s(jct_s: Num, agents: Num, t_max: Num, counts: TurnCounts) -> 
     return np.maximum(jct_s - np.asarray(agents) * counts.mean / t_max, 0.0)
 
 
-def _ramp_integral(n: np.ndarray, r: np.ndarray, c: np.ndarray, top: float) -> np.ndarray:
+def _ramp_integral(
+    n: np.ndarray, r: np.ndarray, c: np.ndarray, top: float | np.ndarray
+) -> np.ndarray:
     """The integral over S from 0 to ``top`` of max(g, h), g = c (1 - (1 - S)^n) (concave,
     the critical path while any agent is left) and h = r S (the throughput bound). g starts
     above h iff c n > r; a concave g then crosses h at most once, at the S where g = h,
@@ -290,19 +312,21 @@ def _ramp_integral(n: np.ndarray, r: np.ndarray, c: np.ndarray, top: float) -> n
     at x (G(x) + r (top^2 - x^2) / 2). The transcendental part of G(top) depends on the agents
     alone: it is computed on ``n`` as given (one value per agents value where ``n`` is
     broadcast against ``r`` and ``c``), and the crossing's terms only where there is one
-    (a small share of a sweep's points)."""
+    (a small share of a sweep's points). ``top`` may be an array broadcast with them (the
+    ramp's pieces at once)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        shape = np.broadcast(n, r, c).shape
+        shape = np.broadcast(n, r, c, top).shape
+        one = np.ndim(top) == 0 and top == 1.0
         n1 = n + 1
         g_top = -c * np.expm1(n * np.log1p(-top))
         below_throughout = c * n <= r
-        rt = r if top == 1.0 else r * top  # (x 1.0 is x to the bit)
+        rt = r if one else r * top  # (x 1.0 is x to the bit)
         # Neither below nor above throughout (g_top >= r top and not below): a crossing,
         # NaN included (no comparison holds).
         settled = np.greater_equal(g_top, rt)
         settled |= below_throughout
         # r top^2 / 2 (a halving is exact: x 0.5), then G(top) where not below throughout.
-        out = rt * 0.5 if top == 1.0 else rt * top * 0.5
+        out = rt * 0.5 if one else rt * top * 0.5
         if not (
             isinstance(out, np.ndarray)
             and out.shape == shape
@@ -316,22 +340,24 @@ def _ramp_integral(n: np.ndarray, r: np.ndarray, c: np.ndarray, top: float) -> n
         if cross.size == 0:
             return out
         na, ra, ca = (_flat_at(a, shape, cross) for a in (n, r, c))
+        ta = top if np.ndim(top) == 0 else _flat_at(np.asarray(top), shape, cross)
         # Start where h = c (or at the top), right of the root, where g - h < 0.
-        x = np.minimum(top, ca / ra)
+        x = np.minimum(ta, ca / ra)
         active: np.ndarray | None = None  # every point, on the first step
         for _ in range(_NEWTON_MAX_STEPS):  # on the points not yet converged only
             if active is None:
-                xa, nx, rx, cx = x, na, ra, ca
+                xa, nx, rx, cx, tx = x, na, ra, ca, ta
             elif active.size == 0:
                 break
             else:
                 xa, nx, rx, cx = x[active], na[active], ra[active], ca[active]
+                tx = ta if np.ndim(ta) == 0 else ta[active]
             gone = _no_agent_left(nx * np.log1p(-xa))
             phi = cx * (1.0 - gone) - rx * xa
             slope = cx * nx * gone / (1.0 - xa) - rx
             step = np.where(slope < 0, phi / slope, 0.0)
             # clip to [0, top]: the larger of x - step and 0, then the smaller of it and top
-            moved = np.minimum(np.maximum(xa - step, 0.0), top)
+            moved = np.minimum(np.maximum(xa - step, 0.0), tx)
             going = np.abs(step) > 1e-13 + 1e-12 * moved
             if active is None:
                 x, active = moved, np.flatnonzero(going)
@@ -339,7 +365,7 @@ def _ramp_integral(n: np.ndarray, r: np.ndarray, c: np.ndarray, top: float) -> n
                 x[active] = moved
                 active = active[going]
         g_x = ca * (x + np.expm1((na + 1) * np.log1p(-x)) / (na + 1))
-        out.reshape(-1)[cross] = g_x + ra * (top * top - x * x) * 0.5  # a view: C-contiguous
+        out.reshape(-1)[cross] = g_x + ra * (ta * ta - x * x) * 0.5  # a view: C-contiguous
         return out
 
 
@@ -561,16 +587,20 @@ def _offline_many(
         at = closed_cycle(sc, sat, light)
         groups.setdefault(key, []).append((k, cycle.item(), at, ttft.item()))
     for group in groups.values():
+        stacked = ClosedCycle.stack([at for _, _, at, _ in group])
         jcts = offline_jct_s(
             cfg.agents,
             np.array([clusters[k][2] for k, *_ in group]),
             np.array([cycle for _, cycle, *_ in group]),
             clusters[group[0][0]][0].turn_demand.trajectory_turns,
-            ClosedCycle.stack([at for _, _, at, _ in group]),
+            stacked,
         )
-        for (k, _, at, ttft_min), jct in zip(group, np.atleast_1d(jcts), strict=True):
+        # The cycle while all N run, of every cluster at once (each column as its own table
+        # gives it: the table is read elementwise).
+        cycles = stacked(cfg.agents)
+        for (k, *_, ttft_min), jct, cycle_n in zip(group, np.atleast_1d(jcts), cycles, strict=True):
             _, sat, t_max = clusters[k]
-            out[k] = (sat, t_max, float(jct), float(at(cfg.agents)), ttft_min)
+            out[k] = (sat, t_max, float(jct), float(cycle_n), ttft_min)
     return [out[k] for k in range(len(clusters))]
 
 
