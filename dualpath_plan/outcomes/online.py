@@ -312,8 +312,14 @@ def erlang_c(servers: np.ndarray, rho: np.ndarray) -> np.ndarray:
     a = c * r
     small = c <= _ERLANG_EXACT
     b = np.ones_like(a)
+    # Up to the fewest servers every element's recursion runs: the same terms without the
+    # mask (the APS search calls this twice per step); beyond, only where there are that many.
+    every = int(c.min()) if c.size and small.all() else 0
     for k in range(1, int(min(c.max(initial=1.0), _ERLANG_EXACT)) + 1):
-        b = np.where(small & (k <= c), a * b / (k + a * b), b)
+        if k <= every:
+            b = a * b / (k + a * b)
+        else:
+            b = np.where(small & (k <= c), a * b / (k + a * b), b)
     with np.errstate(divide="ignore", invalid="ignore"):
         exact = b / (1.0 - r * (1.0 - b))
         out = exact
