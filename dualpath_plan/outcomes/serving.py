@@ -340,7 +340,8 @@ def _ramp_integral(
         if cross.size == 0:
             return out
         na, ra, ca = (_flat_at(a, shape, cross) for a in (n, r, c))
-        ta = top if np.ndim(top) == 0 else _flat_at(np.asarray(top), shape, cross)
+        one_top = np.ndim(top) == 0
+        ta = top if one_top else _flat_at(np.asarray(top), shape, cross)
         # Start where h = c (or at the top), right of the root, where g - h < 0.
         x = np.minimum(ta, ca / ra)
         active: np.ndarray | None = None  # every point, on the first step
@@ -351,7 +352,7 @@ def _ramp_integral(
                 break
             else:
                 xa, nx, rx, cx = x[active], na[active], ra[active], ca[active]
-                tx = ta if np.ndim(ta) == 0 else ta[active]
+                tx = ta if one_top else np.asarray(ta)[active]
             gone = _no_agent_left(nx * np.log1p(-xa))
             phi = cx * (1.0 - gone) - rx * xa
             slope = cx * nx * gone / (1.0 - xa) - rx
