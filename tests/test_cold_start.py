@@ -82,14 +82,14 @@ def test_analytical_runs_load_no_simulator_nor_help() -> None:
     assert code == 0 and "typer.rich_utils" in modules
 
 
-# The console script's entry point (cli/program.py): main() with the collector paused while
-# the modules load and the objects frozen at exit.
+# The console script's command (cli/program.py): main() with the collector paused while the
+# modules load and the objects frozen at exit.
 _PROGRAM = """
 import gc, json, sys
 sys.argv = ["dualpath-plan", *sys.argv[1:]]
 from dualpath_plan.cli import program
 quiet_import = gc.isenabled() and gc.get_freeze_count() == 0
-code = program.run()
+code = program.command()
 sys.stdout.flush()
 state = {"code": code, "quiet_import": quiet_import, "enabled": gc.isenabled(),
          "frozen": gc.get_freeze_count()}
@@ -114,6 +114,46 @@ def test_program_is_main_with_the_collector_paused_at_start_up() -> None:
             plain.stdout,
             plain.stderr.splitlines(),
         )
+
+
+# The console script's entry point: the command, then the process ends at once where nothing
+# is left to tear down; "after" prints only where something is (an exit handler, a thread).
+_ENDING = """
+import atexit, sys, threading
+left, sys.argv = sys.argv[1], ["dualpath-plan", *sys.argv[2:]]
+if left == "handler":
+    atexit.register(lambda: print("handler", file=sys.stderr))
+done = threading.Event()
+if left == "thread":  # a thread that outlives the command
+    threading.Thread(target=done.wait).start()
+from dualpath_plan.cli.program import run
+code = run()
+print("after", code, file=sys.stderr)
+done.set()
+sys.exit(code)
+"""
+
+
+def test_the_program_ends_when_nothing_is_left_to_tear_down() -> None:
+    plain = subprocess.run(
+        [sys.executable, "-c", _MAIN, "size", "--json"], capture_output=True, text=True
+    )
+    for left in ("nothing", "handler", "thread"):
+        for args in (["size", "--json"], ["size", "-P", "0"]):
+            ran = subprocess.run(
+                [sys.executable, "-c", _ENDING, left, *args], capture_output=True, text=True
+            )
+            code = 0 if args == ["size", "--json"] else 2
+            assert ran.returncode == code, ran.stderr
+            lines = ran.stderr.splitlines()
+            # The report and the one-line error out in full either way.
+            assert lines[0].startswith("error: ") if code else ran.stdout == plain.stdout
+            tail = [line for line in lines if not line.startswith("error: ")]
+            if left == "nothing":
+                assert tail == []  # ended in run(): nothing after it ran
+            else:
+                assert tail[0] == f"after {code}"
+                assert tail[1:] == (["handler"] if left == "handler" else [])
 
 
 def test_python_m_runs_the_program() -> None:
