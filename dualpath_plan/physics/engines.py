@@ -497,6 +497,8 @@ class PrefillEngine:
     # scheduler): with the HBM cap they bound the batch a saturated GPU's pass holds.
     pass_quota_s: float = math.inf
     admission_s: float = 0.0
+    # The batches and the rate below are computed once per engine (functools.cached_property:
+    # the fields are frozen), as each assembly reads them several times over.
 
     @property
     def u_s(self) -> Num:
@@ -517,7 +519,7 @@ class PrefillEngine:
         t0, t1 = np.asarray(self.t0_s).item(), np.asarray(self.t1_s).item()
         return replace(self, t0_s=float(t0), t1_s=float(t1))
 
-    @property
+    @functools.cached_property
     def quota_batch(self) -> Num:
         """Requests per GPU a pass computes within the quota: (quota - t0) / u, at least one
         request of its replica (a pass starts with one, whole; the next is chunked)."""
@@ -528,7 +530,7 @@ class PrefillEngine:
             )
         return float(b) if np.ndim(b) == 0 else b
 
-    @property
+    @functools.cached_property
     def admitted_batch(self) -> Num:
         """Requests per GPU the scheduler lets wait for a busy GPU (inf without admission):
         beta, the requests it prefills in ``admission_s`` at its largest batch b* (the HBM
@@ -543,7 +545,7 @@ class PrefillEngine:
         b = self.admission_s * largest / (np.asarray(self.t0_s) + largest * np.asarray(self.u_s))
         return float(b) if np.ndim(b) == 0 else b
 
-    @property
+    @functools.cached_property
     def pass_batch(self) -> Num:
         """Requests per GPU in a saturated GPU's pass: the least of the HBM cap, the quota's
         and the admitted batch (docs/model.md section 4)."""
@@ -563,7 +565,7 @@ class PrefillEngine:
             return "HBM"
         return "compute quota" if quota <= least else "admission (beta)"
 
-    @property
+    @functools.cached_property
     def max_rate(self) -> Num:
         """Requests/s of one GPU at its pass batch (0 where not one request fits its HBM)."""
         cap = np.asarray(self.batch_cap)
