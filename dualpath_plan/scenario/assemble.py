@@ -28,6 +28,7 @@ across nodes and per-GPU links (CNIC, GPU PCIe, prefill) by the imbalance across
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -62,19 +63,22 @@ INF = np.float64(np.inf)
 @dataclass(frozen=True)
 class Factor:
     """One derating of a capacity: ``value`` multiplies the datasheet base (None: a note on
-    how a capacity was formed, not a multiplier)."""
+    how a capacity was formed, not a multiplier). ``what`` says what it is, or is a function
+    that says it where the words write numbers: they are formed only where a report shows
+    them (``describe``), which no perturbed cluster of the intervals is."""
 
-    what: str
+    what: str | Callable[[], str]
     value: Num | None = None
     # The scheduler's imbalance (a share of the side's load the busiest unit carries, not a
     # rate of the link): a turn alone on the link moves at the capacity without it.
     imbalance: bool = False
 
     def describe(self, index: tuple[int, ...] = ()) -> str:
+        what = self.what if isinstance(self.what, str) else self.what()
         if self.value is None:
-            return self.what
+            return what
         v = float(np.asarray(self.value)[index]) if np.ndim(self.value) else float(self.value)
-        return f"{self.what} x{number(v)}"
+        return f"{what} x{number(v)}"
 
 
 @dataclass(frozen=True)
@@ -167,12 +171,12 @@ def side_capacity(
     per_node_imb = scheduler.imbalance(n, scheduler.requests_per_engine * node.gpus_per_node)
     per_gpu_imb = scheduler.gpu_imbalance(n * node.gpus_per_node)
     imb_node = Factor(
-        f"imbalance across nodes ({scheduler.describe()})",
+        lambda: f"imbalance across nodes ({scheduler.describe()})",
         1.0 / np.asarray(per_node_imb),
         imbalance=True,
     )
     imb_gpu = Factor(
-        f"imbalance across GPUs ({scheduler.describe()})",
+        lambda: f"imbalance across GPUs ({scheduler.describe()})",
         1.0 / np.asarray(per_gpu_imb),
         imbalance=True,
     )
@@ -204,14 +208,17 @@ def side_capacity(
         if sc.storage is not None and o.storage_limit
         else INF
     )
+    storage = sc.storage
     client_note = (
         (
             Factor(
-                f"storage '{sc.storage.id}' serves a client at most "
-                f"{plain(sc.storage.max_client_read_gbyte_s)} GB/s (max_client_read_gbyte_s)"
+                lambda: (
+                    f"storage '{storage.id}' serves a client at most "
+                    f"{plain(storage.max_client_read_gbyte_s)} GB/s (max_client_read_gbyte_s)"
+                )
             ),
         )
-        if sc.storage is not None and o.storage_limit
+        if storage is not None and o.storage_limit
         else ()
     )
     gpu_pcie = node.gpus_per_node * gpu.pcie_usable_gbyte_s * 1e9 if o.gpu_pcie else INF
@@ -277,25 +284,29 @@ def side_capacity(
             )
         else:
             mfu = eff("prefill_mfu")
-        admitted = (
-            f", admitted {_fmt(prefill.admitted_batch)} (beta: {plain(BETA_COMPUTE_S)} s of "
-            "work waits for a GPU)"
-            if scheduler.admits_by_beta
-            else ""
-        )
-        cap_note = (
-            f"pass batch {_fmt(prefill.pass_batch)} requests per GPU, set by "
-            f"{prefill.batch_limit()}: HBM cap {_fmt(prefill.batch_cap)} "
-            f"({_fmt(np.asarray(prefill.free_hbm_bytes) / 1e9)} GB HBM free / "
-            f"{number(prefill.kv_bytes_per_request / 1e9)} GB "
-            f"{'one layer' if mode.layerwise else 'KV'} per request), compute quota "
-            f"{_fmt(prefill.quota_batch)} ({plain(prefill.pass_quota_s)} s a pass){admitted}"
-        )
+        pm = prefill
+
+        def cap_note() -> str:
+            admitted = (
+                f", admitted {_fmt(pm.admitted_batch)} (beta: {plain(BETA_COMPUTE_S)} s of "
+                "work waits for a GPU)"
+                if scheduler.admits_by_beta
+                else ""
+            )
+            return (
+                f"pass batch {_fmt(pm.pass_batch)} requests per GPU, set by "
+                f"{pm.batch_limit()}: HBM cap {_fmt(pm.batch_cap)} "
+                f"({_fmt(np.asarray(pm.free_hbm_bytes) / 1e9)} GB HBM free / "
+                f"{number(pm.kv_bytes_per_request / 1e9)} GB "
+                f"{'one layer' if mode.layerwise else 'KV'} per request), compute quota "
+                f"{_fmt(pm.quota_batch)} ({plain(pm.pass_quota_s)} s a pass){admitted}"
+            )
+
         if mode.layerwise:
             # Batching efficiency at the cap: b / tau(b) over the plateau 1 / t1.
             factors["compute"] = (
                 *mfu,
-                Factor(f"batching at the {cap_note}", rate * prefill.t1_s),
+                Factor(lambda: f"batching at the {cap_note()}", rate * prefill.t1_s),
                 imb_gpu,
             )
             base["prefill_batch"] = INF
@@ -304,10 +315,12 @@ def side_capacity(
             factors["compute"] = (*mfu, imb_gpu)
             base["prefill_batch"] = node.gpus_per_node * rate
             factors["prefill_batch"] = (
-                Factor(f"{cap_note}, no layer-wise prefill"),
+                Factor(lambda: f"{cap_note()}, no layer-wise prefill"),
                 Factor(
-                    f"forward pass {_fmt(prefill.t0_s)} s + {_fmt(prefill.u_s)} s per request "
-                    f"(KV copy {duration(prefill.copy_s)} serialized with compute)"
+                    lambda: (
+                        f"forward pass {_fmt(pm.t0_s)} s + {_fmt(pm.u_s)} s per request "
+                        f"(KV copy {duration(pm.copy_s)} serialized with compute)"
+                    )
                 ),
                 imb_gpu,
             )
@@ -326,23 +339,26 @@ def side_capacity(
         tokens = np.asarray(decode.tokens_per_s_array())
         feasible = fits & np.isfinite(tokens)
         base["decode"] = np.where(np.isfinite(tokens), tokens, 0.0) / n
-        batch = decode.max_batch_array()
-        floor_ms = np.asarray(decode.floor_array_s(np.maximum(batch, 1.0))) * 1e3
-        calibration = (
-            f", {decode.operators.describe()}, communication and fixed operators "
-            f"{_fmt(floor_ms)} ms per step"
-            if decode.operators is not None
-            else f", decode_hbm_efficiency {plain(node.decode_hbm_efficiency)}, latency floor "
-            f"{_fmt(floor_ms)} ms per step (layer_fixed_s {plain(node.layer_fixed_s)}, "
-            f"ep_latency_s {plain(node.ep_latency_s)}, ep_link_efficiency "
-            f"{plain(node.ep_link_efficiency)}, tp_allreduce_latency_s "
-            f"{plain(node.tp_allreduce_latency_s)})"
-            if e
-            else ", speed of light: no latency floor"
-        )
-        factors["decode"] = (
-            Factor(f"roofline at the HBM-limited batch of {_fmt(batch)} sequences{calibration}"),
-        )
+        group = decode
+
+        def roofline() -> str:
+            batch = group.max_batch_array()
+            floor_ms = np.asarray(group.floor_array_s(np.maximum(batch, 1.0))) * 1e3
+            calibration = (
+                f", {group.operators.describe()}, communication and fixed operators "
+                f"{_fmt(floor_ms)} ms per step"
+                if group.operators is not None
+                else f", decode_hbm_efficiency {plain(node.decode_hbm_efficiency)}, latency "
+                f"floor {_fmt(floor_ms)} ms per step (layer_fixed_s {plain(node.layer_fixed_s)}, "
+                f"ep_latency_s {plain(node.ep_latency_s)}, ep_link_efficiency "
+                f"{plain(node.ep_link_efficiency)}, tp_allreduce_latency_s "
+                f"{plain(node.tp_allreduce_latency_s)})"
+                if e
+                else ", speed of light: no latency floor"
+            )
+            return f"roofline at the HBM-limited batch of {_fmt(batch)} sequences{calibration}"
+
+        factors["decode"] = (Factor(roofline),)
     per_node = {f"{side}_{k}": _product(v, factors[k]) for k, v in base.items()}
     return SideCapacity(
         scaling=_scaling(side, base, factors),
