@@ -13,8 +13,9 @@ The floor is what any `size` built on the design's stack pays before its own wor
 reference's imports, the profile schemas defined (``dualpath_plan.profiles.schemas``: pydantic
 models) and the validators of the five kinds `size` reads built (pydantic builds one when its
 kind is first validated: ``defer_build``; the reference's ``import pydantic`` loads none of
-that, pydantic importing its model machinery on first use) and one rich table printed. ``size`` over the floor is what the tool itself costs: its other
-modules, the profiles read and validated, the model, the intervals and the report.
+that, pydantic importing its model machinery on first use) and one rich table printed.
+``size`` over the floor is what the tool itself costs: its other modules, the profiles read
+and validated, the model, the intervals and the report.
 
 The minimum is less than any program on this stack that validates its input with pydantic and
 prints a rich table can pay: the reference's imports, one pydantic model of one int field

@@ -17,15 +17,9 @@ from dualpath_plan.physics.engines import check_weights_fit
 from dualpath_plan.physics.modes import MODE_TABLE, ModeName
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.registry import Registry
-from dualpath_plan.scenario.assemble import (
-    Assembly,
-    GroupAssembly,
-    NodeGroup,
-    WorkClass,
-    assemble,
-    assemble_groups,
-)
+from dualpath_plan.scenario.assemble import Assembly, assemble
 from dualpath_plan.scenario.bundle import Scenario
+from dualpath_plan.scenario.groups import GroupAssembly, NodeGroup, WorkClass, assemble_groups
 
 if TYPE_CHECKING:  # scipy.optimize loads only for commands that solve an LP (start-up time)
     from dualpath_plan.solvers.bounds import Bounds

@@ -31,7 +31,8 @@ from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.physics.links import LINK_TABLE, Num
 from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.physics.modes import SplitRule
-from dualpath_plan.scenario.assemble import Assembly, GroupAssembly, read_share
+from dualpath_plan.scenario.assemble import Assembly, read_share
+from dualpath_plan.scenario.groups import GroupAssembly
 from dualpath_plan.units import shares
 
 # Rows within this of the busiest are tight. HiGHS meets rows to its 1e-7 feasibility
