@@ -28,6 +28,7 @@ across nodes and per-GPU links (CNIC, GPU PCIe, prefill) by the imbalance across
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -130,6 +131,19 @@ class SideCapacity:
     def take(self, values: Num) -> np.ndarray:
         """Per-engine values (over distinct node counts) for every scenario."""
         return _take(values, self.index)
+
+    @functools.cached_property
+    def cluster(self) -> tuple[dict[str, Num], dict[str, Scaling]]:
+        """Every link's capacity over the side's nodes (per node x nodes) and, where it has
+        one, its scaling group (``Scaling``); once per side, which the modes that build it
+        alike share (``assemble``)."""
+        capacity: dict[str, Num] = {}
+        scaling: dict[str, Scaling] = {}
+        for k, v in self.per_node.items():
+            capacity[k] = self.nodes * np.asarray(v)
+            if k in self.scaling:
+                scaling[k] = Scaling(*self.scaling[k], capacity[k])
+        return capacity, scaling
 
     def lone_rate(self, name: str) -> np.ndarray:
         """Link ``name``'s per-node capacity for one transfer alone on it, every scenario: the
@@ -524,10 +538,8 @@ def assemble(
     capacity: dict[str, Num] = {}
     scaling: dict[str, Scaling] = {}
     for group in (pe, de):
-        for k, v in group.per_node.items():
-            capacity[k] = group.nodes * np.asarray(v)
-            if k in group.scaling:
-                scaling[k] = Scaling(*group.scaling[k], capacity[k])
+        capacity |= group.cluster[0]
+        scaling |= group.cluster[1]
     shared, storage_factors = storage_capacity(sc)
     capacity |= shared
     scaling |= {k: Scaling("storage", float(v), v) for k, v in shared.items()}
