@@ -25,7 +25,6 @@ import contextlib
 import csv
 import functools
 import itertools
-import json
 import math
 import os
 import re
@@ -36,7 +35,10 @@ import tomllib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # json loads where JSON is read (a plain size reads none: start-up time)
+    import json
 
 from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError, printable
@@ -533,6 +535,8 @@ def _key_given_twice(
     """The error for a key given twice: at the line of its second mention where the key's
     quoted text occurs exactly twice (else the line of the stream, if any: another object
     may name the key too)."""
+    import json
+
     quoted = json.dumps(exc.key)
     if text.count(quoted) == 2:
         second = text.find(quoted, text.find(quoted) + len(quoted))
@@ -540,10 +544,14 @@ def _key_given_twice(
     return PlanInputError("a key given twice", source=source, line=line, field=exc.key)
 
 
-# One decoder for every line of a stream (json.loads with hooks builds one per call).
-_STREAM_DECODER = json.JSONDecoder(
-    parse_constant=_refuse_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
-)
+@functools.cache
+def _stream_decoder() -> json.JSONDecoder:
+    """One decoder for every line of a stream (json.loads with hooks builds one per call)."""
+    import json
+
+    return json.JSONDecoder(
+        parse_constant=_refuse_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
+    )
 
 
 def parse_json(text: str, *, source: str, line: int | None = None, walk: bool = True) -> Any:
@@ -554,11 +562,13 @@ def parse_json(text: str, *, source: str, line: int | None = None, walk: bool = 
     ``walk=False`` (a stream of many lines, ``workload import``): numbers are checked while
     parsing instead of by walking the result, so a refused number names the line, not its
     field, and strings are not checked for lone surrogates (the caller checks those it uses)."""
+    import json
+
     if not walk:
         if text.count("[") + text.count("{") > MAX_NESTING_DEPTH:
             _bracket_depth_ok(_strip_json_strings(text), source=source, line_of=lambda _: line)
         try:
-            return _STREAM_DECODER.decode(text)
+            return _stream_decoder().decode(text)
         except _KeyGivenTwice as exc:
             raise _key_given_twice(exc, text, source, line) from None
         except json.JSONDecodeError as exc:

@@ -12,8 +12,8 @@ HEAVY = ("scipy", "matplotlib", "numpy.ma")
 # Modules a plain ``size`` (one cluster, no rate, no search) does not need: the search
 # (--target-aps, --deadline), the model at a rate (--aps, --aps-curve), recommend's outcomes
 # and report (which the rate report's chart borrows from), the bottleneck-free range (paths,
-# recommend), shlex (reports that quote their command line), and what no analytical run
-# needs (NOT_ANALYTICAL).
+# recommend), the LP's mixed clusters, shlex (reports that quote their command line), and
+# what no analytical run needs (NOT_ANALYTICAL).
 NOT_PLAIN_SIZE = (
     "dualpath_plan.outcomes.sizing",
     "dualpath_plan.outcomes.at_rate",
@@ -21,6 +21,7 @@ NOT_PLAIN_SIZE = (
     "dualpath_plan.outcomes.recommend",
     "dualpath_plan.reports.recommend",
     "dualpath_plan.solvers.bounds",
+    "dualpath_plan.scenario.groups",
     "shlex",
 )
 # The simulator and the plans by simulation (--by simulation alone), typer's help formatting

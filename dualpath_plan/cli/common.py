@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -105,6 +104,8 @@ def _check_finite(value: Any, path: str = "$") -> None:
 
 def print_json(payload: Any) -> None:
     """JSON on stdout; a NaN or inf anywhere is a bug, never printed."""
+    import json  # (--json only: a plain size prints tables)
+
     _check_finite(payload)
     sys.stdout.write(json.dumps(payload, indent=2, allow_nan=False) + "\n")
 

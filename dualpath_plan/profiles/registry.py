@@ -19,7 +19,6 @@ is read; ``Registry.check_all`` reads every profile, as ``profiles list`` and ``
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import os
 import tomllib
@@ -154,6 +153,8 @@ def read_profile_file(path: Path) -> ProfileBase:
 
 
 def _toml_value(v: object) -> str:
+    import json  # (a profile written: a plain size writes none)
+
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int | float):
@@ -166,6 +167,8 @@ def _toml_value(v: object) -> str:
 def profile_to_toml(profile: ProfileBase, *, only_set: bool = False) -> str:
     """A profile as TOML that :func:`read_profile_file` reads back to the same profile; with
     ``only_set``, without the fields left at their schema defaults (as one writes by hand)."""
+    import json
+
     data = profile.model_dump(mode="json")
     lines = []
     for k, v in data.items():
