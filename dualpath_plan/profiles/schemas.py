@@ -15,8 +15,9 @@ Derived quantities (PCIe GB/s from the generation, KV bytes and FLOPs per token 
 architecture) are computed by code, never typed in.
 """
 
-from __future__ import annotations
-
+# Without ``from __future__ import annotations``: pydantic reads each field's annotation as the
+# object it is, where a string it would compile and evaluate first (about 150 fields, some 2 ms
+# of a cold start). A method's own class in its annotation is quoted.
 import functools
 import math
 import re
@@ -121,7 +122,7 @@ class ProfileBase(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _sources_name_fields(self) -> ProfileBase:
+    def _sources_name_fields(self) -> "ProfileBase":
         known = set(type(self).model_fields) | {"*"}
         for table in ("sources", "unconfirmed"):
             for key in getattr(self, table):
@@ -335,7 +336,7 @@ class NodeProfile(ProfileBase):
         return self.id
 
     @model_validator(mode="after")
-    def _efficiency_source(self) -> NodeProfile:
+    def _efficiency_source(self) -> "NodeProfile":
         # Whether the values match the source is checked for the shipped library by
         # tests/test_profiles.py; here only the pair is (--set may override any value).
         if self.efficiency_source == "transferred":
@@ -371,12 +372,12 @@ class NodeProfile(ProfileBase):
         return self
 
     @model_validator(mode="after")
-    def _one_price(self) -> NodeProfile:
+    def _one_price(self) -> "NodeProfile":
         price_problem(self)
         return self
 
     @model_validator(mode="after")
-    def _nics_per_gpu(self) -> NodeProfile:
+    def _nics_per_gpu(self) -> "NodeProfile":
         if self.cnic_count > self.gpus_per_node * 4:
             raise ValueError("cnic_count is more than 4 per GPU; expected about one per GPU")
         return self
@@ -418,7 +419,7 @@ class StorageProfile(ProfileBase):
     power_w: Positive | None = None
 
     @model_validator(mode="after")
-    def _one_price(self) -> StorageProfile:
+    def _one_price(self) -> "StorageProfile":
         price_problem(self)
         return self
 
@@ -520,7 +521,7 @@ class ModelProfile(ProfileBase):
     published_active_params_billions: Positive | None = None
 
     @model_validator(mode="after")
-    def _consistent(self) -> ModelProfile:
+    def _consistent(self) -> "ModelProfile":
         if self.attention == "gqa":
             for name in ("num_kv_heads", "head_dim"):
                 if getattr(self, name) is None:
@@ -624,7 +625,7 @@ class WorkloadProfile(ProfileBase):
     kv_bytes_per_token: Positive | None = None
 
     @model_validator(mode="after")
-    def _abstract_pair(self) -> WorkloadProfile:
+    def _abstract_pair(self) -> "WorkloadProfile":
         if (self.gb_per_pflop is None) != (self.kv_bytes_per_token is None):
             raise ValueError("the abstract form needs both gb_per_pflop and kv_bytes_per_token")
         if self.gb_per_pflop is not None and self.trace_file:
