@@ -43,11 +43,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import pairwise
+from typing import NamedTuple
 
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.formatting import number, plain
+from dualpath_plan.memo import IdentityMemo
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
 from dualpath_plan.outcomes.online import (
     KvMoves,
@@ -59,7 +61,7 @@ from dualpath_plan.outcomes.online import (
     prefilled_s,
 )
 from dualpath_plan.physics import model as phys
-from dualpath_plan.physics.engines import PrefillEngine
+from dualpath_plan.physics.engines import DecodeGroup, PrefillEngine
 from dualpath_plan.physics.links import LINK_INDEX, LINK_TABLE, LINKS, Num
 from dualpath_plan.physics.modes import MODE_TABLE, REPORT_MODES, ModeName
 from dualpath_plan.physics.workload import TurnCounts, trajectory_tokens
@@ -734,7 +736,7 @@ def light_load(
         move_pe, move_de = np.maximum(move_pe, pe_read), np.maximum(move_de, de_read)
     own = prefilled_s(pass_s, move_pe, move_de, sat.solution.decode_path_fraction)
     ttft_min = pm.read_latency_s + own
-    tpot_one = asm.de.take(group.step_array_s(np.ones_like(group.free_hbm_bytes)))
+    tpot_one = asm.de.take(_group_steps(group).one)
     cycle = ttft_min + d.mean(d.generated_tokens) * tpot_one + sc.workload.tool_latency_s
     return ttft_min, cycle
 
@@ -830,12 +832,8 @@ def closed_cycle(
     ttft_min, cycle_one = light_load(sc, sat) if light is None else light
     gen = d.mean(d.generated_tokens)
     rest = ttft_min + sc.workload.tool_latency_s
-    top = np.maximum(np.asarray(group.max_batch_array()), 1.0)
-    # Every table point's decode step in one call: the batches b_k on a leading axis, the
-    # decode groups' after it (then each cluster's group taken, as ``take`` does for one b).
-    powers = np.arange(CYCLE_POINTS, dtype=np.float64) / (CYCLE_POINTS - 1)
-    b = top[None, ...] ** powers.reshape((-1,) + (1,) * top.ndim)
-    step = group.step_array_s(b)
+    steps = _group_steps(group)
+    top, b, step = steps.top, steps.batches, steps.steps
     if top.ndim:
         b = np.moveaxis(asm.de.take(np.moveaxis(b, 0, -1)), -1, 0)
         step = np.moveaxis(asm.de.take(np.moveaxis(step, 0, -1)), -1, 0)
@@ -849,8 +847,47 @@ def closed_cycle(
     nk = np.maximum.accumulate(nk, axis=0)
     top_c = asm.de.take(top)
     with np.errstate(divide="ignore", invalid="ignore"):
-        per_agent = gen * asm.de.take(group.step_array_s(top)) / top_c
+        per_agent = gen * asm.de.take(steps.at_top) / top_c
     return ClosedCycle(nk, ck, per_agent)
+
+
+class GroupSteps(NamedTuple):
+    """A decode group's steps the light-load cycle and the cycle table read (``_group_steps``):
+    at a batch of one, at the table's batches b_k from one to the HBM cap (``top``, at least
+    one) on a leading axis, and at the cap."""
+
+    one: np.ndarray
+    top: np.ndarray
+    batches: np.ndarray
+    steps: np.ndarray
+    at_top: np.ndarray
+
+
+# ``GroupSteps`` by decode group (identity; a group's fields are frozen): every cluster of a
+# group reads the same (the intervals' 44 clusters have five groups among them).
+_GROUP_STEPS: IdentityMemo[GroupSteps] = IdentityMemo(64)
+
+
+def _group_steps(group: DecodeGroup) -> GroupSteps:
+    def compute() -> GroupSteps:
+        top = np.maximum(np.asarray(group.max_batch_array()), 1.0)
+        # Every table point's decode step in one call: the batches b_k on a leading axis, the
+        # decode groups' after it (each cluster's group taken after, as ``take`` does).
+        powers = np.arange(CYCLE_POINTS, dtype=np.float64) / (CYCLE_POINTS - 1)
+        b = top[None, ...] ** powers.reshape((-1,) + (1,) * top.ndim)
+        found = GroupSteps(
+            group.step_array_s(np.ones_like(group.free_hbm_bytes)),
+            top,
+            b,
+            group.step_array_s(b),
+            group.step_array_s(top),
+        )
+        for v in found:
+            if isinstance(v, np.ndarray):
+                v.flags.writeable = False  # shared by every cluster of the group
+        return found
+
+    return _GROUP_STEPS.get((group,), compute)
 
 
 def operating_rate(agents: Num, saturated: Num, cycle_min: Num) -> Num:
