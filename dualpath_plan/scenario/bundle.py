@@ -8,13 +8,12 @@ sc = Scenario.from_ids(Registry.load(), model="deepseek-v3.2", prefill_nodes=2, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.memo import IdentityMemo
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import Demand, PathOptions
-from dualpath_plan.physics.store import StoreFit, demand_at_capacity, fit_store
 from dualpath_plan.physics.workload import TurnDemand, workload_demand
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.profiles.schemas import (
@@ -27,6 +26,9 @@ from dualpath_plan.profiles.schemas import (
 )
 from dualpath_plan.scenario.provenance import Efficiencies
 from dualpath_plan.scenario.spec import DEFAULT_SPEC, ScenarioSpec
+
+if TYPE_CHECKING:  # the store's fit loads where a capacity is given (a plain size gives none)
+    from dualpath_plan.physics.store import StoreFit
 
 
 class ProfileCache:
@@ -133,6 +135,8 @@ class Scenario:
         st, capacity = sized_store(st, storage_capacity_bytes, storage_nodes)
         store = None
         if capacity is not None:
+            from dualpath_plan.physics.store import demand_at_capacity, fit_store
+
             fit = fit_store(m, w, demand, capacity, agents)
             demand = demand_at_capacity(m, demand, fit.resident)
             # A capacity that holds the working set changes no number and is not reported
