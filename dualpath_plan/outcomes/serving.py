@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from itertools import pairwise
 from typing import NamedTuple
@@ -446,13 +446,37 @@ class ClusterMemo:
     """What the modes of one cluster (a scenario at its node counts) share, built by the first
     mode that needs it: the sides of its assemblies (``assemble``'s ``sides``) and the passed
     feasibility check, which no mode changes. Intervals evaluate every mode of a dozen
-    perturbed scenarios: each scenario's modes share one."""
+    perturbed scenarios: each scenario's modes share one, and scenarios alike in all the sides
+    read share one too (``_sides_key``)."""
 
     __slots__ = ("checked", "sides")
 
     def __init__(self) -> None:
         self.sides: SideMemo = {}
         self.checked = False
+
+
+def _sides_key(sc: Scenario) -> tuple[object, ...]:
+    """What a scenario's sides (``side_capacity``) and feasibility check read of it: every
+    field but the workload and its turns, profiles and options by identity (frozen objects,
+    shared by the scenarios ``dataclasses.replace`` derives) and counts by value, and of the
+    turns the means of a turn they read, by value. The intervals' scenarios one standard error
+    of turns_spread away (it moves how many turns an agent takes, not a turn's mean) build
+    the centre's sides again otherwise (two of the ten perturbed scenarios)."""
+    d = sc.turn_demand
+    means = tuple(
+        float(d.mean(v))
+        for v in (
+            d.hit_bytes, d.prefill_flops, d.context_tokens, d.append_tokens, d.generated_tokens
+        )
+    )  # fmt: skip
+    kept = tuple(
+        (v if isinstance(v, int) else id(v))
+        for f in fields(sc)
+        if f.name not in ("workload", "turn_demand")
+        for v in (getattr(sc, f.name),)
+    )
+    return (*kept, *means)
 
 
 def runnable(
@@ -626,8 +650,9 @@ def _offline_each(
     which its light-load TTFT read and its online queue reads (``cores_each``)."""
     out: list[dict[OutcomeMode, Offline | PlanInputError]] = [{} for _ in scenarios]
     built: list[tuple[int, OutcomeMode, Assembly]] = []
+    memos: dict[tuple[object, ...], ClusterMemo] = {}
     for i, s in enumerate(scenarios):
-        memo = ClusterMemo()
+        memo = memos.setdefault(_sides_key(s), ClusterMemo())
         for m in modes:
             try:
                 built.append((i, m, cluster_assembly(s, m, memo)))
