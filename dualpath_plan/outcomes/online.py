@@ -22,6 +22,7 @@ of itself, so an array of clusters gives what each one gives alone.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
@@ -182,10 +183,33 @@ class OnlineQueue:
             tpot[self.order] = sorted_tpot
         return np.where(w.unstable, math.inf, ttft), np.where(w.unstable, math.inf, tpot)
 
+    @functools.cached_property
+    def _fixed(self) -> tuple[Any, ...]:
+        """What ``waits`` reads that no rate changes, computed once per queue (the APS search
+        asks for the waits a dozen times), each as ``waits`` writes it: the pass's time per
+        request u, the capped pass per GPU t0 + B u, Kingman's c^2 / (2 g), a request's share
+        of a GPU 1 / g and its pass tau(1/g), c^2 / G, the ranks of the pool and c^2 / 2."""
+        pm = self.prefill
+        c2 = self.arrival_cv2
+        u = pm.u_s
+        gpus_per_request = np.asarray(pm.request_gpus)
+        one = 1.0 / gpus_per_request
+        return (
+            u,
+            pm.t0_s + self.batch_cap * u,
+            c2 / (2.0 * gpus_per_request),
+            one,
+            pm.t0_s + one * u,
+            c2 / self.gpus,
+            np.maximum(np.round(self.gpus / gpus_per_request), 1.0),
+            0.5 * c2,
+        )
+
     def waits(self, aps: np.ndarray) -> PrefillWaits:
         """What a turn's TTFT is made of at an arrival rate of ``aps`` agents/s per cluster:
         the fixed part, the running pass's residual and the queues' waits (``PrefillWaits``)."""
         pm = self.prefill
+        u, forward_cap, batch_c2, one, tau_1, idle_c2, ranks, pool_c2 = self._fixed
         lam = np.asarray(aps, dtype=np.float64) * self.turns
         # The waits are the mean GPU's; whether the queue is stable, the busiest GPU's (the
         # scheduler's imbalance). The discrete-event simulation shows a mean TTFT taken at the
@@ -195,9 +219,9 @@ class OnlineQueue:
         lam_busy = lam_g * self.imbalance
         cap = self.batch_cap
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            unstable = (lam >= self.t_max) | (lam_busy * pm.u_s >= 1.0)
-            unstable |= lam_busy * pm.t0_s / (1.0 - lam_busy * pm.u_s) > cap
-            batch = lam_g * pm.t0_s / (1.0 - lam_g * pm.u_s)
+            unstable = (lam >= self.t_max) | (lam_busy * u >= 1.0)
+            unstable |= lam_busy * pm.t0_s / (1.0 - lam_busy * u) > cap
+            batch = lam_g * pm.t0_s / (1.0 - lam_g * u)
             # Near the batch cap B, requests also wait for later batches: Kingman's
             # heavy-traffic wait for batches of B arrivals served in a fixed tau(B) (c_s^2 =
             # 0), rho against the capped rate B / tau(B). B counts a GPU's share of requests
@@ -215,13 +239,12 @@ class OnlineQueue:
             # MoE whose simulated turns wait for nothing 59% to 188% above the simulation's
             # p90 at 30% to 60% load).
             c2 = self.arrival_cv2
-            forward_cap = pm.t0_s + cap * pm.u_s
             rho_cap = lam_g * forward_cap / cap
-            rho_u = lam_g * pm.u_s
+            rho_u = lam_g * u
             unstable |= lam_busy * forward_cap / cap >= 1.0
             wait_batches = (
-                rho_cap / (1.0 - rho_cap) * forward_cap / cap - rho_u / (1.0 - rho_u) * pm.u_s
-            ) * (c2 / (2.0 * np.asarray(pm.request_gpus)))
+                rho_cap / (1.0 - rho_cap) * forward_cap / cap - rho_u / (1.0 - rho_u) * u
+            ) * batch_c2
             # The chance a request waits for a later batch: the share of the capped rate's
             # room that the passes' fixed time takes beyond the work, (rho_cap - rho_u) /
             # (1 - rho_u) = lambda_g t0 / (B (1 - rho_u)): 0 without a cap, 1 at it.
@@ -240,24 +263,21 @@ class OnlineQueue:
             # Poisson): Kingman's G/D/1 wait for a pass of one, at most the residual.
             # A pass of one request (1 / request_gpus per GPU: a tensor-parallel replica's
             # GPUs share it).
-            one = 1.0 / np.asarray(pm.request_gpus)
-            tau_1 = pm.t0_s + one * pm.u_s
             batch_own = np.maximum(batch, one)
-            tau_own = pm.t0_s + batch_own * pm.u_s
+            tau_own = pm.t0_s + batch_own * u
             rho_1 = np.minimum(lam_g * tau_1, 1.0)
             wait_idle = np.where(
-                rho_1 < 1.0, c2 / self.gpus * rho_1 / (2.0 * (1.0 - rho_1)) * tau_1, math.inf
+                rho_1 < 1.0, idle_c2 * rho_1 / (2.0 * (1.0 - rho_1)) * tau_1, math.inf
             )
             # A scheduler that sends a turn to the least-loaded GPU makes the GPUs one pool:
             # a turn waits only when every rank (the GPUs one request runs on) is busy, the
             # M/D/c wait, about half the M/M/c one (Erlang C), c the ranks and rho a rank's
             # utilization. Kingman's per-GPU wait put the simulated light-load TTFT 8% high
             # and its p90 18% (docs/model.md section 6c).
-            ranks = np.maximum(np.round(self.gpus / np.asarray(pm.request_gpus)), 1.0)
             rho_r = lam / ranks * tau_1
             wait_pool = np.where(
                 rho_r < 1.0,
-                0.5 * c2 * erlang_c(ranks, rho_r) * tau_1 / (ranks * (1.0 - rho_r)),
+                pool_c2 * erlang_c(ranks, rho_r) * tau_1 / (ranks * (1.0 - rho_r)),
                 math.inf,
             )
             wait_idle = np.where(self.pooled > 0.0, wait_pool, wait_idle)
