@@ -483,6 +483,35 @@ def test_ramp_integral_is_the_every_point_form_bit_for_bit(seed, top, special) -
     )
 
 
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), spread=st.sampled_from([0.0, 0.3, 0.83, 1.0]))
+def test_ramp_pieces_at_once_are_piece_by_piece(seed, spread) -> None:
+    # offline_jct_s with a load-dependent cycle evaluates the ramp's pieces at once on a few
+    # clusters (the intervals') and piece by piece on many (a sweep's chunk): bit for bit the
+    # same, crossings included; and _ramp_integral over an array of tops is each top alone.
+    from dualpath_plan.outcomes import serving
+    from dualpath_plan.outcomes.serving import CYCLE_POINTS, ClosedCycle, _ramp_integral
+
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(1, 30))
+    nk = np.sort(10 ** rng.uniform(-1, 4, (CYCLE_POINTS, m)), axis=0)
+    ck = np.sort(10 ** rng.uniform(0, 3, (CYCLE_POINTS, m)), axis=0)
+    table = ClosedCycle(nk, ck, 10 ** rng.uniform(-3, 0, m))
+    t = 10 ** rng.uniform(-1, 3, m)
+    counts = TurnCounts.uniform(float(rng.uniform(2, 300)), spread)
+    for agents in (16.0, 2048.0):
+        at_once = offline_jct_s(agents, t, ck[0], counts, table)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(serving, "_PIECES_AT_ONCE", 0)
+            one_by_one = offline_jct_s(agents, t, ck[0], counts, table)
+        assert np.array_equal(at_once, one_by_one, equal_nan=True)
+    n, r, c = np.float64(512.0), t[:, None], ck[0][:, None]
+    tops = np.array([0.125, 0.5, 0.875, 1.0])
+    many = _ramp_integral(n, r, c, tops)
+    for j, top in enumerate(tops):
+        assert np.array_equal(many[:, j], _ramp_integral(n, r[:, 0], c[:, 0], float(top)))
+
+
 def test_flat_at_is_the_broadcast_take() -> None:
     # The crossing's terms are taken by flat index from arrays over some axes of the shape
     # (agents, D values): each element as laying the array out over the shape would give.

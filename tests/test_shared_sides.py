@@ -4,7 +4,7 @@ built alone, in every mode, for every scheduler, with mixed nodes and with effic
 evaluate()'s one APS search for all modes gives each mode what it gets alone; the intervals
 reuse the centre's outcomes for a perturbation that a bound cut to nothing; a plain `size`'s
 one search for the cluster and its perturbed twins gives what evaluate and the intervals give
-apart."""
+apart; scenarios alike in all their sides read share them."""
 
 from __future__ import annotations
 
@@ -219,3 +219,28 @@ def test_the_clusters_of_many_scenarios_at_once_are_each_alone(registry) -> None
             _same(g.binding_mask, w.binding_mask)
             _same(g.utilization, w.utilization)
     assert errors  # some steps leave a mode no room
+
+
+def test_scenarios_alike_in_their_sides_share_them(registry) -> None:
+    """Scenarios that differ only in what no side reads (turns_spread moves how many turns an
+    agent takes, not a turn's mean) build their sides once (serving._sides_key), and each
+    still gets what it gets alone (the test above); a node moved by its error builds its own."""
+    sc = _scenarios(registry)[0]
+    spread = [s for p in perturbations(sc) if p.field == "turns_spread" for s in (p.below, p.above)]
+    spread = [s for s in spread if s.turn_demand is not sc.turn_demand]
+    assert spread
+    cfg = ServingConfig()
+    rows = offline_each([sc, *spread], MODES, cfg)
+    for m in MODES:
+        centre = rows[0][m]
+        assert not isinstance(centre, PlanInputError)
+        for row in rows[1:]:
+            got = row[m]
+            assert not isinstance(got, PlanInputError)
+            assert got[0].assembly.pe is centre[0].assembly.pe
+            assert got[0].assembly.de is centre[0].assembly.de
+    node = next(p.below for p in perturbations(sc) if p.field == "snic_efficiency")
+    rows = offline_each([sc, node], ("dualpath",), cfg)
+    apart = [row["dualpath"] for row in rows]
+    assert not any(isinstance(a, PlanInputError) for a in apart)
+    assert apart[0][0].assembly.pe is not apart[1][0].assembly.pe  # type: ignore[index]
