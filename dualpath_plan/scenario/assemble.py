@@ -148,9 +148,22 @@ class SideCapacity:
     def lone_rate(self, name: str) -> np.ndarray:
         """Link ``name``'s per-node capacity for one transfer alone on it, every scenario: the
         capacity without the scheduler's imbalance factors (which share the side's load out,
-        not slow the link; the simulation's links run at it)."""
-        imbalance = _product(np.float64(1.0), tuple(f for f in self.factors[name] if f.imbalance))
-        return np.asarray(self.per_node[name], dtype=np.float64) / self.take(imbalance)
+        not slow the link; the simulation's links run at it). Once per side and link (the
+        modes that share the side read it alike)."""
+        found = self._lone_rates.get(name)
+        if found is None:
+            imbalance = _product(
+                np.float64(1.0), tuple(f for f in self.factors[name] if f.imbalance)
+            )
+            found = np.asarray(self.per_node[name], dtype=np.float64) / self.take(imbalance)
+            if isinstance(found, np.ndarray):
+                found.flags.writeable = False  # kept: read by every mode of the side
+            self._lone_rates[name] = found
+        return found
+
+    @functools.cached_property
+    def _lone_rates(self) -> dict[str, np.ndarray]:
+        return {}
 
 
 def _product(base: Num, factors: tuple[Factor, ...]) -> Num:
