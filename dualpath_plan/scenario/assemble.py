@@ -74,8 +74,13 @@ class Factor:
     # rate of the link): a turn alone on the link moves at the capacity without it.
     imbalance: bool = False
 
+    @functools.cached_property
+    def words(self) -> str:
+        """``what`` as words (a function's called once: the modes sharing a side share it)."""
+        return self.what if isinstance(self.what, str) else self.what()
+
     def describe(self, index: tuple[int, ...] = ()) -> str:
-        what = self.what if isinstance(self.what, str) else self.what()
+        what = self.words
         if self.value is None:
             return what
         v = float(np.asarray(self.value)[index]) if np.ndim(self.value) else float(self.value)
