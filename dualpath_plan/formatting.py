@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
+
+from dualpath_plan.frozen import record
 
 # Significant digits a report gives a figure unless it says otherwise: the model's inputs
 # (efficiencies, bandwidths) are known to a few percent, so a fourth digit would be noise.
@@ -153,7 +154,7 @@ def trimmed_column(values: Sequence[float], sig: int) -> list[str]:
     return cells
 
 
-@dataclass(frozen=True)
+@record
 class Unit:
     """A unit to show a quantity in: its name and how many base units (s, GB) one is."""
 

@@ -17,10 +17,11 @@ and no suggestion.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+from dualpath_plan.frozen import record
 
 
-@dataclass(frozen=True)
+@record
 class Slip:
     """A unit a user may have typed instead of the one asked: ``typed x factor`` is the value
     in the asked unit (milliseconds typed for seconds: factor 1e-3)."""
@@ -29,7 +30,7 @@ class Slip:
     factor: float
 
 
-@dataclass(frozen=True)
+@record
 class Quantity:
     """A quantity's name (for a message: "a TTFT SLO"), its unit (symbol and words), the
     range any deployment has, and the slips that lead outside it."""

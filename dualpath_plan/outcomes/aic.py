@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -40,6 +40,7 @@ import numpy as np
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import MAX_AIC_CSV_BYTES, MAX_AIC_ROWS, iter_csv_rows, number, read_text
 from dualpath_plan.formatting import number as figure
+from dualpath_plan.frozen import record
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import IO_LINKS, LINK_TABLE, PathOptions
@@ -104,7 +105,7 @@ SYSTEM_COLUMNS: dict[Schema, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class AicRow:
     """One row of an AIC result, parsed: the numbers the check reads."""
 
@@ -120,7 +121,7 @@ class AicRow:
     kv_from_row: bool = False  # the KV dtype is the row's kvcache column's, not the profile's
 
 
-@dataclass(frozen=True)
+@record
 class RowCheck:
     row: AicRow
     schema: Schema
@@ -155,7 +156,7 @@ class RowCheck:
         return " + ".join(self.binding_basic)
 
 
-@dataclass(frozen=True)
+@record
 class AicCheck:
     source: str
     schema: Schema

@@ -17,11 +17,12 @@ turn rate over the saturated one.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
+from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.online import online_queue
 from dualpath_plan.outcomes.serving import agent_time_s, kv_working_set_gbyte, runnable
 from dualpath_plan.physics.modes import REPORT_MODES, ModeName
@@ -29,7 +30,7 @@ from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.spec import ServingConfig, SloPercentiles
 
 
-@dataclass(frozen=True)
+@record
 class RatePoints:
     """One cluster in one mode at each arrival rate of ``aps`` (1-D arrays of one length)."""
 
@@ -114,7 +115,7 @@ def rate_points(
     )
 
 
-@dataclass(frozen=True)
+@record
 class RateReport:
     """Every mode of a scenario at the same arrival rates (``size --aps``, ``--aps-curve``):
     each mode that runs the cluster, and why the others cannot."""

@@ -26,8 +26,8 @@ price doubles every figure and changes no ranking by them (tests/test_cost.py).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.serving import ModeOutcome, OutcomeMode, SizeReport
 from dualpath_plan.outcomes.store_size import store_size
 from dualpath_plan.profiles.schemas import NodeProfile, StorageProfile, hourly_price
@@ -37,7 +37,7 @@ from dualpath_plan.scenario.spec import ServingConfig
 SECONDS_PER_HOUR = 3600.0
 
 
-@dataclass(frozen=True)
+@record
 class PlanCost:
     """A plan's cost; ``unknown`` (non-empty) says which price is missing, and then every
     figure is None."""

@@ -6,11 +6,11 @@ with the same model (physics/engines.py: ``operator_pass``, ``DecodeGroup.operat
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.frozen import record
 from dualpath_plan.physics.operators import (
     EngineTiming,
     Layout,
@@ -27,7 +27,7 @@ from dualpath_plan.profiles.schemas import EngineProfile, GpuProfile, ModelProfi
 from dualpath_plan.scenario.provenance import describe_engine
 
 
-@dataclass(frozen=True)
+@record
 class EngineQuery:
     """What ``engine`` is asked: a phase, requests per attention-DP rank, each request's
     prompt tokens and its new (prefill: computed; decode: generated) tokens, a layout (None:
@@ -43,7 +43,7 @@ class EngineQuery:
     speed_of_light: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class EngineResult:
     model: ModelProfile
     node: NodeProfile

@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.workload_import import trace_files
 from dualpath_plan.physics.hitcurve import BlockCollector, HitCurve, hit_curve
 from dualpath_plan.physics.traces import ImportOptions, read_trace
@@ -23,7 +23,7 @@ MAX_CAPACITY_BLOCKS = 1 << 50
 _CAPACITY = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*")
 
 
-@dataclass(frozen=True)
+@record
 class Tier:
     """A tier as given: its name and its capacity, in blocks or in bytes."""
 
@@ -32,7 +32,7 @@ class Tier:
     bytes: float | None
 
 
-@dataclass(frozen=True)
+@record
 class HitCurveResult:
     format: str
     sources: tuple[str, ...]

@@ -4,16 +4,16 @@ One function builds this for ``size`` and ``paths`` alike (their JSON ``limits``
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
+from dualpath_plan.frozen import record
 from dualpath_plan.physics.links import LINK_TABLE
 from dualpath_plan.scenario.assemble import Assembly
 from dualpath_plan.solvers.closed_form import Solution
 
 
-@dataclass(frozen=True)
+@record
 class LinkLimit:
     capacity: float | None  # per second, summed over the link's side (None: no limit)
     load: float  # per second at the optimum, summed over the side

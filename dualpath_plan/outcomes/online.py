@@ -25,12 +25,13 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
+from dualpath_plan.frozen import record
 from dualpath_plan.memo import IdentityMemo
 from dualpath_plan.physics.engines import DecodeGroup, PrefillEngine
 from dualpath_plan.physics.links import (
@@ -110,7 +111,7 @@ def decode_step(group: DecodeGroup, batch: np.ndarray) -> np.ndarray:
     return out
 
 
-@dataclass(frozen=True)
+@record
 class OnlineQueue:
     """The online model's inputs for an array of clusters of one mode (1-D, one entry per
     cluster): the saturated throughput, the busiest prefill GPU, the prefill batch cap, the
@@ -382,7 +383,7 @@ def _tpot(group: DecodeGroup, b_d: np.ndarray, percentiles: SloPercentiles | Non
     return decode_step(group, np.maximum(b_d, 1.0))
 
 
-@dataclass(frozen=True)
+@record
 class PrefillWaits:
     """A turn's TTFT at a rate, per cluster, in parts (docs/model.md section 6c): fixed (the
     read not hidden and its own pass), the running pass's residual (uniform on [0, residual_s]
@@ -514,7 +515,7 @@ def _f0_integral(s: np.ndarray, a: np.ndarray, pi: np.ndarray, theta: np.ndarray
     return (1.0 - pi) * lin + pi * g
 
 
-@dataclass(frozen=True)
+@record
 class OnlineAps:
     """Per cluster: the APS, what stops a higher one (a code of ``APS_LIMITS``), and the TTFT and
     TPOT there (for an unreachable SLO: what one agent sees)."""

@@ -5,12 +5,13 @@ classes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
 from dualpath_plan.outcomes.serving import runnable
 from dualpath_plan.physics.engines import check_weights_fit
@@ -41,7 +42,7 @@ def bottleneck_free_range(sc: Scenario) -> Bounds:
     return pd_bounds(assemble(sc, BOUNDS_MODE, 1.0, 1.0))
 
 
-@dataclass(frozen=True)
+@record
 class PathsResult:
     scenario: Scenario
     mode: ModeName
@@ -75,7 +76,7 @@ def explain_paths(sc: Scenario, mode: ModeName) -> PathsResult:
     )
 
 
-@dataclass(frozen=True)
+@record
 class MixedResult:
     scenario: Scenario
     mode: ModeName

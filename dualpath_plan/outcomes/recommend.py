@@ -11,9 +11,10 @@ re-balancing is measured against the best static ratio over all phases.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
+from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.cost import (
     PlanCost,
     node_usd_per_hour,
@@ -43,7 +44,7 @@ OBJECTIVES: tuple[Objective, ...] = ("jct_s", "aps", "throughput_per_gpu", "cost
 MAX_SPLITS = 4096
 
 
-@dataclass(frozen=True)
+@record
 class Budget:
     nodes: int | None = None
     gpus: int | None = None
@@ -149,7 +150,7 @@ def priced_budget(sc: Scenario, budget: Budget, cfg: ServingConfig, store_cost: 
     )
 
 
-@dataclass(frozen=True)
+@record
 class Candidate:
     prefill_nodes: int
     decode_nodes: int
@@ -189,14 +190,14 @@ def score(o: ModeOutcome, gpus: int, objective: Objective, cost: PlanCost | None
     return o.throughput_turns_per_s / gpus
 
 
-@dataclass(frozen=True)
+@record
 class Recommendation:
     mode: OutcomeMode
     candidate: Candidate
     why: str
 
 
-@dataclass(frozen=True)
+@record
 class RecommendReport:
     scenario: Scenario
     objective: Objective
@@ -432,7 +433,7 @@ def _store_cost(
     return nodes * each
 
 
-@dataclass(frozen=True)
+@record
 class PhasePlan:
     phases: list[tuple[str, float, Recommendation]]  # workload, weight, best split
     static: Candidate | None  # the best single split over all phases (None: see unserved)

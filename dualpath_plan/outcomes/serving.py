@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from fractions import Fraction
 from itertools import pairwise
 from typing import NamedTuple
@@ -49,6 +49,7 @@ import numpy as np
 
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.formatting import number, plain
+from dualpath_plan.frozen import record
 from dualpath_plan.memo import IdentityMemo
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
 from dualpath_plan.outcomes.online import (
@@ -74,7 +75,7 @@ from dualpath_plan.solvers.closed_form import Solution, solve, solve_each
 OutcomeMode = ModeName
 
 
-@dataclass(frozen=True)
+@record
 class ModeOutcome:
     mode: OutcomeMode
     # Offline, the rate the N agents run at while all run: min(T, N / cycle_min)
@@ -112,7 +113,7 @@ class ModeOutcome:
         return " + ".join(self.binding)
 
 
-@dataclass(frozen=True)
+@record
 class Saturated:
     """The most turns/s a mode sustains (offline, saturated), over arrays of P and D: the one
     assembly of the cluster and its closed-form optimum."""
@@ -225,7 +226,7 @@ def saturated_span_turns(total: int) -> tuple[int, int]:
     return lo, max(int(total * SATURATED_SPAN[1]), lo + 1)
 
 
-@dataclass(frozen=True)
+@record
 class OfflineTtft:
     """The closed system's TTFT, turn-weighted: over the whole run and the saturated span."""
 
@@ -424,7 +425,7 @@ _NEWTON_MAX_STEPS = 100
 Offline = tuple[Saturated, float, float, float, float]
 
 
-@dataclass(frozen=True)
+@record
 class ModeCore:
     """What a mode's outcome rests on, for one cluster: its saturated optimum, the offline JCT
     and the online APS. ``evaluate_mode`` reports it in full; intervals (outcomes/uncertainty.py)
@@ -772,7 +773,7 @@ def light_load(
 CYCLE_POINTS = 64
 
 
-@dataclass(frozen=True)
+@record
 class ClosedCycle:
     """The per-agent cycle while n agents run and no link saturates (docs/model.md section 6,
     "Load-dependent cycle"): c(n) = r + g TPOT(b(n)), r = TTFT_min + tool latency, g the
@@ -1021,7 +1022,7 @@ GAP_METRICS = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class SizeReport:
     scenario: Scenario
     config: ServingConfig

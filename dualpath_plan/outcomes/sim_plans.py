@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from dualpath_plan.errors import MAX_SEED, InfeasibleError, PlanInputError
 from dualpath_plan.formatting import plain
+from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.executor import Executor, Search, run_searches
 from dualpath_plan.outcomes.plan_defaults import DEFAULT_PLAN_SEEDS, DEFAULT_TOP_SPLITS
 from dualpath_plan.outcomes.serving import ModeCore, closed_cycle, mode_core, mode_outcome
@@ -54,7 +55,7 @@ MAX_WIDEN = 4
 MAX_EXTRA_NODES = 4
 
 
-@dataclass(frozen=True)
+@record
 class SimTask:
     """One simulation: the cluster (its node counts in the scenario) and the run."""
 
@@ -79,7 +80,7 @@ def describe_task(task: SimTask) -> str:
     return task.describe()
 
 
-@dataclass(frozen=True)
+@record
 class MeanCI:
     """A metric over seeds: its mean and the half-width of its 95% confidence interval
     (Student t with n - 1 degrees of freedom; NaN with one seed)."""
@@ -139,7 +140,7 @@ def run_seeds(
     return list(run_searches(executor, run_task, [one()], describe_task, progress)[0])
 
 
-@dataclass(frozen=True)
+@record
 class RatePoint:
     """A simulated rate of an APS search: the mean over seeds of the SLOs' statistics, their
     intervals, each seed's status, and whether the rate holds."""
@@ -155,7 +156,7 @@ class RatePoint:
     above_capacity: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class ApsSearch:
     """The simulation-backed APS of one cluster in one mode, and how it was found."""
 
@@ -391,7 +392,7 @@ def search_splits(
     return out
 
 
-@dataclass(frozen=True)
+@record
 class SplitTrial:
     """A split simulated at the target rate (``size --target-aps --by simulation``)."""
 
@@ -401,7 +402,7 @@ class SplitTrial:
     point: RatePoint
 
 
-@dataclass(frozen=True)
+@record
 class SimSizing:
     """The smallest cluster whose simulation holds the SLOs at the target APS: its split (None:
     none within the node counts tried), and every split tried, in order."""

@@ -10,7 +10,7 @@ says why instead of stopping the others.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Literal
 
 import numpy as np
@@ -18,6 +18,7 @@ import numpy as np
 from dualpath_plan import plausible
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.formatting import plain
+from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.cost import PlanCost, plan_cost, priced
 from dualpath_plan.outcomes.online import APS_LIMITS
 from dualpath_plan.outcomes.serving import (
@@ -42,7 +43,7 @@ from dualpath_plan.scenario.spec import (
 Target = Literal["aps", "deadline"]
 
 
-@dataclass(frozen=True)
+@record
 class SizingResult:
     mode: OutcomeMode
     prefill_nodes: int
@@ -60,7 +61,7 @@ class SizingResult:
         return self.outcome is not None
 
 
-@dataclass(frozen=True)
+@record
 class SizingReport:
     scenario: Scenario
     spec: ScenarioSpec

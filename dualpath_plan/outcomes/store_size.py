@@ -5,13 +5,13 @@ storage nodes for its bandwidth and for its capacity. Read by ``size --target-ap
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.serving import ModeOutcome
 from dualpath_plan.scenario.bundle import Scenario
 
 
-@dataclass(frozen=True)
+@record
 class StoreSize:
     """The store that serves a mode's sized cluster at the target APS (issue 32, item 3):
     storage nodes for its read and write bandwidth, with the busiest storage node at most

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.serving import (
     ModeCore,
     ModeOutcome,
@@ -36,13 +37,13 @@ CONFIDENCE = 0.95
 Z = 1.959963984540054
 
 
-@dataclass(frozen=True)
+@record
 class Interval:
     low: float
     high: float
 
 
-@dataclass(frozen=True)
+@record
 class Perturbation:
     """One fitted field: which profile (``node`` for the nodes, ``workload``), its value,
     its standard error and the scenarios one error below and above."""
@@ -215,7 +216,7 @@ def no_interval_reason(sc: Scenario) -> str:
 METRICS = ("saturated_turns_per_s", "jct_s", "aps")
 
 
-@dataclass(frozen=True)
+@record
 class OutcomeIntervals:
     """Per mode, per metric (``METRICS``): the interval at ``confidence``, None where a value
     has none (0: an unreachable APS); ``reason`` instead when the scenario has no interval."""

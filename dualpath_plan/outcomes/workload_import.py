@@ -7,12 +7,12 @@ import csv
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import AtomicGroup, refuse_inputs
+from dualpath_plan.frozen import record
 from dualpath_plan.physics.traces import (
     ImportOptions,
     TraceStats,
@@ -24,7 +24,7 @@ from dualpath_plan.profiles.registry import profile_to_toml, validate_profile
 from dualpath_plan.profiles.schemas import WorkloadProfile, profile_id_error
 
 
-@dataclass(frozen=True)
+@record
 class ImportResult:
     summary: TraceSummary
     profile: WorkloadProfile

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.formatting import plain
+from dualpath_plan.frozen import record
 from dualpath_plan.memo import KeyedMemo
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.latency import (
@@ -42,7 +43,7 @@ BETA_COMPUTE_S = 5.0
 ALPHA_READ_S = 3.0
 
 
-@dataclass(frozen=True)
+@record
 class Scheduler:
     """Load imbalance across engines, as a max/avg factor that derates a side's usable
     aggregate capacity (the busiest node saturates first).
@@ -104,7 +105,7 @@ class Scheduler:
         )
 
 
-@dataclass(frozen=True)
+@record
 class Scheduling:
     """Which scheduler each mode runs: the paper's queue-aware one (Algorithm 1) for the modes
     that have it, ``baseline`` for the others (Basic's framework dealt requests blindly), or one
@@ -194,7 +195,7 @@ def check_weights_fit(
     return hbm - per_gpu * nodes * node.gpus_per_node
 
 
-@dataclass(frozen=True)
+@record
 class DecodeGroup:
     """A decode group's roofline: step time of b sequences at a context (docs/model.md)."""
 
@@ -470,7 +471,7 @@ def _decode_group(
     )
 
 
-@dataclass(frozen=True)
+@record
 class PrefillEngine:
     """One prefill GPU's batching (paper Figure 3 right, docs/model.md section 6), per request
     (= per turn): a forward pass of b requests takes tau(b) = t0 + b u, t0 = h t1, u = t1 + s,

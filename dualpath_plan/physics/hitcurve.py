@@ -30,10 +30,10 @@ from __future__ import annotations
 import itertools
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
+from dualpath_plan.frozen import record
 from dualpath_plan.physics.traces import Turn
 
 IntArray = np.ndarray  # int64 arrays (NumPy's typing of shapes adds nothing here)
@@ -101,7 +101,7 @@ def stack_distances(keys: np.ndarray) -> np.ndarray:
     return dist
 
 
-@dataclass(frozen=True)
+@record
 class BlockTrace:
     """A trace as its block accesses in order: per access the block's key, its request, whether
     it counts (a prompt block; False for the response blocks a request without hashes also
@@ -185,7 +185,7 @@ class BlockCollector:
         )
 
 
-@dataclass(frozen=True)
+@record
 class TierShare:
     """One tier of an ordered list (HBM, host DRAM, SSD, ...), the tiers together one LRU stack:
     tier k holds the blocks at stack distances S_(k-1) + 1 to S_k, S_k = C_1 + ... + C_k, so the
@@ -200,7 +200,7 @@ class TierShare:
     hit_tokens_through: int
 
 
-@dataclass(frozen=True)
+@record
 class HitCurve:
     """Hits against LRU capacity (in blocks) of a trace, exact at every capacity: a step
     function whose steps are at ``capacity`` (ascending, starting at 0): at a capacity c,

@@ -26,12 +26,12 @@ KV D2H through the CNIC into DRAM, then DRAM read -> SNIC egress (paper 1.4 "KV-
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from dualpath_plan.frozen import record
 from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.profiles.schemas import NodeProfile
 from dualpath_plan.units import gbit_s_to_byte_s
@@ -43,7 +43,7 @@ Side = Literal["pe", "de", "storage"]
 Unit = Literal["B", "FLOP", "request", "token"]
 
 
-@dataclass(frozen=True)
+@record
 class Link:
     """One capacity of the cluster that a turn loads. ``io``: moving KV (free in the oracle);
     ``reads_storage``: carries a node's storage reads (saturated in the paper's bounds)."""
@@ -125,7 +125,7 @@ def link(name: str) -> Link:
     return LINK_BY_NAME[name]
 
 
-@dataclass(frozen=True)
+@record
 class PathOptions:
     """Which terms beyond the paper's equations (1)-(9) apply. ``paper()`` switches them off:
     no miss KV, no write-back, no collectives' share, efficiencies 1, CNIC PCIe side capped at
@@ -144,7 +144,7 @@ class PathOptions:
         return cls(False, False, False, False, False, False, False)
 
 
-@dataclass(frozen=True)
+@record
 class NicRates:
     """A node's NIC rates, B/s per direction (NICs are full duplex), each derived here once:
     the assembly's capacities (scenario/assemble.py), the prefill engine's KV read and copy
@@ -214,7 +214,7 @@ class NicRates:
         return self.snic_line / self.cnic_line
 
 
-@dataclass(frozen=True)
+@record
 class Demand:
     """Per-turn demand (scalars or arrays that broadcast)."""
 

@@ -8,11 +8,11 @@ and "paper" is ../shared/reference/dualpath-paper.md. docs/model.md lists them a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dualpath_plan.frozen import record
 from dualpath_plan.memo import IdentityMemo
 from dualpath_plan.profiles.schemas import ModelProfile
 
@@ -105,7 +105,7 @@ def kv_bytes_new_tokens(m: ModelProfile, tokens: ArrayLike) -> FloatArray:
 # --- parameters ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class ParamCounts:
     """Parameter counts derived from the architecture (norms and biases neglected)."""
 
@@ -304,7 +304,7 @@ def prefill_flops(m: ModelProfile, cached: ArrayLike, append: ArrayLike) -> Floa
     return weights + attention_flops(m, cached, append)
 
 
-@dataclass(frozen=True)
+@record
 class DecodeStepCost:
     """One decode step of ``batch`` sequences at ``context`` tokens on one model replica."""
 

@@ -10,10 +10,10 @@ H2D/D2H and P-D transfer (the zero-I/O bound, paper 4.4).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.frozen import record
 
 ModeName = Literal["basic", "basic_layerwise", "dualpath_unscheduled", "even", "dualpath", "oracle"]
 # pe_only: every hit byte on the PE path (x = 0); even: the DE side's share of storage read
@@ -22,7 +22,7 @@ SplitRule = Literal["pe_only", "even", "optimal"]
 SchedulerRole = Literal["baseline", "queue_aware"]
 
 
-@dataclass(frozen=True)
+@record
 class Mode:
     name: ModeName
     split: SplitRule

@@ -32,6 +32,7 @@ from numpy.typing import ArrayLike
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.formatting import plain
+from dualpath_plan.frozen import record
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.latency import network_byte_s_per_gpu
 from dualpath_plan.profiles.schemas import (
@@ -53,7 +54,7 @@ ACTIVATION_BYTES = 2.0
 TILE = 128.0
 
 
-@dataclass(frozen=True)
+@record
 class Layout:
     """A replica's parallel layout: ``tp`` GPUs share each attention and dense layer
     (tensor parallel), ``dp`` such groups run attention on their own requests (attention
@@ -124,7 +125,7 @@ def moe_slot_bytes(
     return t * top_k * (2.0 * hidden + 6.0 * np.asarray(expert_inter, dtype=np.float64)) * 2.0
 
 
-@dataclass(frozen=True)
+@record
 class _PowerLaw:
     """Per-expert routing weights x ~ x^-alpha on [lo, hi]: [1, 0.8 T] for T tokens of top-k
     over E experts, [0.01, 2] when T k <= E (AIConfigurator's collector, power_law_logits_v3,
@@ -268,7 +269,7 @@ def check_layout(model: ModelProfile, layout: Layout, gpus_per_node: int | None 
         )
 
 
-@dataclass(frozen=True)
+@record
 class OperatorTime:
     """One operator of a pass or step: its category, time per replica pass (all layers),
     and the bound it hits (an array each where the inputs are)."""
@@ -279,7 +280,7 @@ class OperatorTime:
     bound: np.ndarray  # index into BOUNDS
 
 
-@dataclass(frozen=True)
+@record
 class EngineTiming:
     """A prefill pass or decode step of one replica, operator by operator."""
 
@@ -303,7 +304,7 @@ class EngineTiming:
 _SPEED_OF_LIGHT = OperatorCurve(launch_s=0.0, compute_efficiency=1.0, memory_efficiency=1.0)
 
 
-@dataclass(frozen=True)
+@record
 class ScaleOut:
     """What joins the nodes a replica spans: GPUs share NVLink within a node of
     ``gpus_per_node``; between nodes each GPU moves its bytes through its share of the
@@ -319,7 +320,7 @@ class ScaleOut:
         return cls(node.gpus_per_node, network_byte_s_per_gpu(node, efficiencies))
 
 
-@dataclass(frozen=True)
+@record
 class _Context:
     """What every operator reads: the model, the GPU's peaks, the curves, the layout."""
 

@@ -32,11 +32,12 @@ Where r comes from (:class:`StoreFit`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.frozen import record
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.workload import TurnDemand, trajectory_tokens
 from dualpath_plan.profiles.schemas import ModelProfile, WorkloadProfile
@@ -46,7 +47,7 @@ from dualpath_plan.profiles.schemas import ModelProfile, WorkloadProfile
 TRACE_BLOCK_TOKENS = 16
 
 
-@dataclass(frozen=True)
+@record
 class StoreFit:
     """The store's capacity against the workload's KV working set, and the resident share r
     of the cached KV at that capacity (module docstring)."""

@@ -49,6 +49,7 @@ from dualpath_plan.files import (
     number,
     rows_read,
 )
+from dualpath_plan.frozen import record
 from dualpath_plan.physics.workload import TRACE_COLUMNS, load_trace, session_id
 from dualpath_plan.plausible import QUANTITIES
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE
@@ -70,7 +71,7 @@ BURSTGPT_ASSUMPTION = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class ImportOptions:
     """How to read a trace: its format, and where the format allows, the hash block size and
     the field that names sessions."""
@@ -726,7 +727,7 @@ def read_trace(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
 # --- statistics ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class GroupStats:
     """Sessions and turns of a group of sessions (all, main agents, sub-agents)."""
 
@@ -739,7 +740,7 @@ class GroupStats:
     mean_input_tokens: float
 
 
-@dataclass(frozen=True)
+@record
 class TraceSummary:
     """What an imported trace holds."""
 

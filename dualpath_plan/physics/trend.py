@@ -4,16 +4,16 @@ base GPU. The I/O-to-compute ratio is PCIe bytes/s per direction over dense FLOP
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.frozen import record
 from dualpath_plan.profiles.schemas import Dtype, GpuProfile
 
 TrendDtype = Dtype | Literal["best"]
 
 
-@dataclass(frozen=True)
+@record
 class TrendRow:
     gpu: str
     architecture: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +26,14 @@ from dualpath_plan.files import (
     number,
     rows_read,
 )
+from dualpath_plan.frozen import record
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.links import Demand
 from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.profiles.schemas import MAX_MAGNITUDE, ModelProfile, WorkloadProfile
 
 
-@dataclass(frozen=True)
+@record
 class TurnCounts:
     """How many turns trajectories have, as a survival function S over the turn index k.
 
@@ -78,7 +79,7 @@ class TurnCounts:
         return cls(length, surviving)
 
 
-@dataclass(frozen=True)
+@record
 class TurnMix:
     """Turns with their share of all turns (``weight`` sums to 1)."""
 
@@ -304,7 +305,7 @@ def load_trace(path: Path) -> TurnMix:
     )
 
 
-@dataclass(frozen=True)
+@record
 class TurnDemand:
     """What one turn asks of the cluster, per row of a mix (arrays broadcast together).
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.files import MAX_PROFILE_BYTES, load_yaml, number
+from dualpath_plan.frozen import record
 from dualpath_plan.profiles.registry import validate_profile
 from dualpath_plan.profiles.schemas import (
     MAX_MAGNITUDE,
@@ -80,7 +80,7 @@ EMPIRICAL_KEYS = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class NodeFlags:
     """What an AIC system file lacks, from the command line: None where not given."""
 

@@ -42,6 +42,7 @@ from dualpath_plan.files import (
     non_decimal,
     refuse_inputs,
 )
+from dualpath_plan.frozen import record
 from dualpath_plan.profiles.schemas import (
     KINDS,
     TRANSFERRED_FROM,
@@ -405,7 +406,7 @@ NOT_SETTABLE: dict[tuple[str, str], str] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Overrides:
     """``--set`` assignments grouped by kind: {kind: {field: value}}."""
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from dualpath_plan.frozen import record
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.links import NicRates
 from dualpath_plan.physics.workload import turn_mix
@@ -17,7 +16,7 @@ from dualpath_plan.profiles.schemas import (
 )
 
 
-@dataclass(frozen=True)
+@record
 class Derived:
     name: str
     value: float

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -11,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dualpath_plan.formatting import column, finite, number, percent, plain, unit_column
+from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.paths import BOUNDS_MODE, MixedResult, PathsResult
 from dualpath_plan.physics.links import LINK_TABLE, NicRates, link
 from dualpath_plan.physics.modes import MODE_TABLE
@@ -30,7 +30,7 @@ def _fmt(v: float) -> str:
     return "none" if math.isinf(v) else plain(v, 4)
 
 
-@dataclass(frozen=True)
+@record
 class BoundsView:
     scenario: Scenario
     bounds: Bounds

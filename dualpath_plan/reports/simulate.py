@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,7 @@ from dualpath_plan.formatting import (
     percent,
     plain,
 )
+from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.simulation import Distribution, SimResult, TurnRecord, slo_verdict
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.recommend import nice_ticks, tick_label
@@ -32,7 +32,7 @@ from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ServingConfig
 
 
-@dataclass(frozen=True)
+@record
 class Analytical:
     """The analytical model's numbers for the same cluster, mode and load (``--compare``)."""
 
@@ -437,7 +437,7 @@ AVERAGE_CYCLES = 3.0
 AVERAGE_AT_MOST = 0.2
 
 
-@dataclass(frozen=True)
+@record
 class SmoothedRate:
     """Turns/s per window, each the centred average over ``windows`` windows (fewer at the
     run's ends), ``span_s`` seconds of the run."""

@@ -35,10 +35,11 @@ import functools
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
+
+from dualpath_plan.frozen import record
 
 # Significant digits of every float written by ``sweep --out`` (a relative rounding error of
 # at most 5e-9: far below what the model knows, and plenty for a spreadsheet).
@@ -52,7 +53,7 @@ _POW10 = 10.0 ** np.arange(23)  # exact
 _MINUS, _DOT, _ZERO = _U(ord("-")), _U(ord(".")), _U(ord("0"))
 
 
-@dataclass(frozen=True)
+@record
 class Cells:
     """A column of text cells. ``words[j, i]`` is word j of cell i (bytes past its
     ``length[i]`` are undefined); ``codes``, when given, picks a cell per row (a column of a
@@ -545,7 +546,7 @@ def _cells_of(segments: list[tuple[bytes, Cells] | _Picked]) -> list[tuple[bytes
     return [s for s in segments if not isinstance(s, _Picked)] or [(b"", text_cells([]))]
 
 
-@dataclass(frozen=True)
+@record
 class _Picked:
     """Consecutive columns of a few texts each: each combination of their cells that occurs
     (the text before each column included) by its code, and each row's code."""
@@ -656,7 +657,7 @@ def _put_exact(
         _put(buf, at[rows], group)
 
 
-@dataclass(frozen=True)
+@record
 class Floats:
     """A column of floats (float64, one a row), NaN and infinities as ``empty``."""
 
@@ -664,14 +665,14 @@ class Floats:
     empty: bytes = b""
 
 
-@dataclass(frozen=True)
+@record
 class Ints:
     """A column of whole numbers (int64, one a row)."""
 
     values: np.ndarray
 
 
-@dataclass(frozen=True)
+@record
 class Picked:
     """A column of a few texts: ``texts[codes[i]]`` on row i (codes: ints or bools), or
     ``texts[0]`` on every row where ``codes`` is None."""

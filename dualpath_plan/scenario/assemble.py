@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 import numpy as np
 
 from dualpath_plan.formatting import duration, number, plain
+from dualpath_plan.frozen import record
 from dualpath_plan.physics.engines import (
     BETA_COMPUTE_S,
     DecodeGroup,
@@ -61,7 +62,7 @@ from dualpath_plan.scenario.bundle import Scenario
 INF = np.float64(np.inf)
 
 
-@dataclass(frozen=True)
+@record
 class Factor:
     """One derating of a capacity: ``value`` multiplies the datasheet base (None: a note on
     how a capacity was formed, not a multiplier). ``what`` says what it is, or is a function
@@ -87,7 +88,7 @@ class Factor:
         return f"{what} x{number(v)}"
 
 
-@dataclass(frozen=True)
+@record
 class Scaling:
     """A link's capacity as ``k`` times its group's common scale over the scenario axis, to
     rounding: the links of a group derate alike (one side's node count times the same array
@@ -101,7 +102,7 @@ class Scaling:
     capacity: Num
 
 
-@dataclass(frozen=True)
+@record
 class LinkSet:
     """What the solvers read: per link, the load per turn a + b x (summed over the link's
     side, in the link's unit) and the capacity per second (summed over the side; inf: no
@@ -116,7 +117,7 @@ class LinkSet:
     scaling: dict[str, Scaling] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record
 class SideCapacity:
     """Every link of one side for a group of ``nodes`` nodes (a number or an array): capacity
     per node per second and what derates it; the prefill or decode engine behind it."""
@@ -491,7 +492,7 @@ def _fmt(v: Num) -> str:
     return f"{number(float(a.min()))}..{number(float(a.max()))}" if a.size else "-"
 
 
-@dataclass(frozen=True)
+@record
 class Assembly:
     """A cluster of P prefill and D decode nodes (numbers or arrays) in one mode: the link set
     the solvers read, the per-node capacities and their deratings, and the engines."""

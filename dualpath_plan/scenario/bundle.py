@@ -7,10 +7,11 @@ sc = Scenario.from_ids(Registry.load(), model="deepseek-v3.2", prefill_nodes=2, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.frozen import record
 from dualpath_plan.memo import IdentityMemo
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import Demand, PathOptions
@@ -61,7 +62,7 @@ class ProfileCache:
         )
 
 
-@dataclass(frozen=True)
+@record
 class Scenario:
     model: ModelProfile
     workload: WorkloadProfile

@@ -5,8 +5,7 @@ command of one homogeneous cluster (``size``) does not define what it never buil
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from dualpath_plan.frozen import record
 from dualpath_plan.physics.links import Num
 from dualpath_plan.physics.modes import MODE_TABLE, Mode, ModeName
 from dualpath_plan.physics.workload import TurnDemand
@@ -21,7 +20,7 @@ from dualpath_plan.scenario.assemble import (
 from dualpath_plan.scenario.bundle import Scenario
 
 
-@dataclass(frozen=True)
+@record
 class NodeGroup:
     """Nodes of one kind on one side of a mixed cluster (``--prefill-group NODE:N``)."""
 
@@ -31,7 +30,7 @@ class NodeGroup:
     nodes: int
 
 
-@dataclass(frozen=True)
+@record
 class WorkClass:
     """A workload class of a mixed cluster with its share of turns (``--class W:WEIGHT``)."""
 
@@ -40,7 +39,7 @@ class WorkClass:
     turns: TurnDemand
 
 
-@dataclass(frozen=True)
+@record
 class GroupAssembly:
     """A mixed cluster for the LP: per class, every group's side capacity (its prefill batch
     and decode step depend on the class's turns) and the class's loads."""

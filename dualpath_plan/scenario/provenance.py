@@ -4,10 +4,10 @@ JSON (``efficiencies``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from dualpath_plan.formatting import number, plain
+from dualpath_plan.frozen import record
 from dualpath_plan.physics.links import PathOptions
 from dualpath_plan.profiles.schemas import (
     EngineProfile,
@@ -72,7 +72,7 @@ SOURCE_WORDS = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class NodeEfficiencies:
     """One node profile's calibration: its source, the values that differ from the
     datasheet (1 or 0), their standard errors, and which were set on the command line."""
@@ -165,7 +165,7 @@ class NodeEfficiencies:
         return text
 
 
-@dataclass(frozen=True)
+@record
 class Efficiencies:
     """The efficiencies in force for a scenario: off under --speed-of-light (or the paper's
     assumptions), else each node's calibration."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import (
@@ -26,6 +26,7 @@ from pydantic import (
 from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError, echoed_input
 from dualpath_plan.formatting import plain
+from dualpath_plan.frozen import record
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import PathOptions
 from dualpath_plan.units import parse_bytes
@@ -394,7 +395,7 @@ def _default(name: str) -> Any:
     return ScenarioSpec.model_fields[name].default
 
 
-@dataclass(frozen=True)
+@record
 class SloPercentiles:
     """Which percentile of its turns each SLO holds (0 < p < 100; None: the mean, the
     default). ``--slo-percentile 90`` (both) or ``90,99`` (TTFT, TPOT), as Vidur's planner
@@ -462,7 +463,7 @@ class SloPercentiles:
         return t if t == d else f"{t} TTFT, {d} TPOT"
 
 
-@dataclass(frozen=True)
+@record
 class ServingConfig:
     """What the outcome models need beyond the cluster: agents started together (offline), the
     SLOs and the busiest link's utilization cap (online); the defaults are the spec's."""

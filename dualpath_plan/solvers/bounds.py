@@ -16,11 +16,10 @@ Only the I/O links of a node count; compute and the storage cluster's aggregate 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from dualpath_plan.errors import InfeasibleError
+from dualpath_plan.frozen import record
 from dualpath_plan.physics.links import LINK_TABLE
 from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.scenario.assemble import Assembly
@@ -31,7 +30,7 @@ BOUND_LINKS = tuple(
 )
 
 
-@dataclass(frozen=True)
+@record
 class Bounds:
     pd_min: FloatArray  # 0 when nothing bounds P/D from below
     pd_max: FloatArray  # inf when nothing bounds it from above

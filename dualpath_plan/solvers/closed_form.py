@@ -38,10 +38,10 @@ import functools
 import math
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
+from dualpath_plan.frozen import record
 from dualpath_plan.physics.links import FALLING, FLAT, LINK_INDEX, LINKS, RISING, SLOPE_SIGN, Num
 from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.physics.modes import SplitRule
@@ -58,7 +58,7 @@ PRUNE_MARGIN = 1e-6
 PRUNE_SLOPE = 1e-3
 
 
-@dataclass(frozen=True)
+@record
 class Solution:
     """Per scenario (leading axes): the split, throughput, and every link's utilization."""
 
@@ -286,7 +286,7 @@ def _fold(
     return np.asarray(acc)
 
 
-@dataclass(frozen=True)
+@record
 class _Line:
     """A split-dependent line u(x) = a + b x, with |b| (every split bound divides by it:
     computed once per line, not once per bound)."""

@@ -22,12 +22,13 @@ and the one the closed form reports.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 from scipy.optimize import linprog
 
 from dualpath_plan.errors import InfeasibleError
+from dualpath_plan.frozen import record
 from dualpath_plan.physics.links import LINK_TABLE, Num
 from dualpath_plan.physics.model import FloatArray
 from dualpath_plan.physics.modes import SplitRule
@@ -41,7 +42,7 @@ from dualpath_plan.units import shares
 LP_TIGHT_REL = 1e-6
 
 
-@dataclass(frozen=True)
+@record
 class Group:
     name: str
     side: str  # "pe" or "de"
@@ -49,7 +50,7 @@ class Group:
     capacity: list[dict[str, float]]  # per class: the group's total capacity per second
 
 
-@dataclass(frozen=True)
+@record
 class LPClass:
     name: str
     weight: float  # share of turns
@@ -57,7 +58,7 @@ class LPClass:
     hit_bytes: float
 
 
-@dataclass(frozen=True)
+@record
 class LPProblem:
     prefill: list[Group]
     decode: list[Group]
@@ -124,7 +125,7 @@ def _side(caps: Mapping[str, Num], side: str) -> dict[str, float]:
     return {k.name: float(np.asarray(caps[k.name])) for k in LINK_TABLE if k.side == side}
 
 
-@dataclass(frozen=True)
+@record
 class Constraint:
     name: str  # e.g. "pe_snic_read[prefill]"
     link: str
@@ -136,7 +137,7 @@ class Constraint:
     nodes: float  # nodes behind the capacity (for a per-node reading)
 
 
-@dataclass(frozen=True)
+@record
 class LPSolution:
     split_rule: SplitRule
     throughput_turns_per_s: float

@@ -10,7 +10,6 @@ Adding a case is adding a file (here, or in a directory given with ``--cases``).
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +26,7 @@ from pydantic import (
 from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError, echoed_input
 from dualpath_plan.files import MAX_CASE_BYTES, load_toml
+from dualpath_plan.frozen import record
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.scenario.provenance import Efficiencies
 
@@ -70,7 +70,7 @@ class Case(BaseModel):
         return self._source or f"case '{self.id}'"
 
 
-@dataclass(frozen=True)
+@record
 class CaseResult:
     case: Case
     model: float
@@ -179,7 +179,7 @@ def evaluate_case(case: Case, registry: Registry) -> float:
     return value
 
 
-@dataclass(frozen=True)
+@record
 class Accuracy:
     """|error| over the predicted cases (known gaps included: they are predictions too)."""
 

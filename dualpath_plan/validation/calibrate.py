@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -34,6 +34,7 @@ from dualpath_plan.files import (
     number,
     read_csv_rows,
 )
+from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.serving import evaluate_mode
 from dualpath_plan.physics.modes import MODE_TABLE
 from dualpath_plan.physics.workload import workload_demand
@@ -72,7 +73,7 @@ DEFAULT_FIT = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class Point:
     metric: str
     value: float
@@ -85,7 +86,7 @@ class Point:
     source: str = ""  # the file it was read from (errors name it and the row)
 
 
-@dataclass(frozen=True)
+@record
 class PointResult:
     point: Point
     model: float
@@ -95,7 +96,7 @@ class PointResult:
         return self.model / self.point.value - 1.0
 
 
-@dataclass(frozen=True)
+@record
 class Calibration:
     node: NodeProfile  # with the fitted fields
     workload: WorkloadProfile  # with the fitted workload fields (unchanged if none)

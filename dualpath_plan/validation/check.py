@@ -13,7 +13,6 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from xml.etree import ElementTree as ET
@@ -33,6 +32,7 @@ from pydantic import (
 from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError, echoed_input
 from dualpath_plan.files import MAX_BASELINE_BYTES, load_json, xml_text
+from dualpath_plan.frozen import record
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.validation.metrics import LABEL_SUFFIX, Value, compute, parse_inputs
 
@@ -42,7 +42,7 @@ def compute_metrics(kind: str, inputs: Any, registry: Registry) -> dict[str, Val
     return compute(kind, inputs, registry)
 
 
-@dataclass(frozen=True)
+@record
 class MetricDiff:
     scenario: str
     metric: str

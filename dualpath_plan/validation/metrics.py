@@ -11,13 +11,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dualpath_plan.errors import PlanInputError, echoed_input
+from dualpath_plan.frozen import record
 from dualpath_plan.physics.modes import MODE_TABLE, MODES, REPORT_MODES, ModeName, mode
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.scenario.spec import ScenarioSpec
@@ -93,7 +93,7 @@ class NoInput(_Extra):
     pass
 
 
-@dataclass(frozen=True)
+@record
 class MetricKind:
     name: str
     extra: type[_Extra]

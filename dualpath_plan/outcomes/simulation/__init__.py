@@ -55,11 +55,12 @@ with the agents, not the turns. Same seed, same events, same output.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from dualpath_plan.errors import PlanInputError
+from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.serving import Saturated, light_load, offline_jct_s, runnable
 from dualpath_plan.outcomes.simulation.config import (
     MAX_SERIES_CELLS,
@@ -169,7 +170,7 @@ def simulate(
     return engine.run()
 
 
-@dataclass(frozen=True)
+@record
 class _Links:
     """The cluster's optimum the run uses (its assembly), its saturated rate and the link
     groups it simulates."""

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from dualpath_plan import plausible
 from dualpath_plan.errors import PlanInputError, check_seed
+from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.simulation.schedulers import SIM_SCHEDULERS, SimScheduler
 from dualpath_plan.physics.modes import ModeName
 
@@ -30,7 +30,7 @@ MAX_SERIES_CELLS = 20_000_000
 MAX_TURNS = 100_000_000
 
 
-@dataclass(frozen=True)
+@record
 class SimConfig:
     """What to simulate: ``agents`` started together (offline) or Poisson arrivals at ``aps``
     agents/s for ``duration_s`` (online, statistics from turns that start after ``warmup_s``)."""

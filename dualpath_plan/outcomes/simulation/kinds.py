@@ -3,16 +3,17 @@ and each agent's turn count."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
+from dualpath_plan.frozen import record
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.workload import TurnCounts, TurnDemand, TurnMix, turn_demand
 from dualpath_plan.scenario.bundle import Scenario
 
 
-@dataclass(frozen=True)
+@record
 class Kinds:
     """The distinct contents a turn can have, and how a turn finds its own. A profile's turn
     k of an agent with n turns is kind ``offset[n] + k`` (its context grows over the agent's

@@ -5,10 +5,11 @@ meets."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
+from dualpath_plan.frozen import record
 from dualpath_plan.physics.links import LINK_TABLE, Demand, turn_load_columns
 from dualpath_plan.physics.modes import MODE_TABLE, ModeName
 from dualpath_plan.scenario.bundle import Scenario
@@ -69,7 +70,7 @@ class Server:
         self.t = now
 
 
-@dataclass(frozen=True)
+@record
 class LinkGroup:
     """Links of one side and phase with the same per-turn coefficients, simulated as one
     server per node (the least capacity of them): e.g. the SNIC and the storage client limit
@@ -152,7 +153,7 @@ _MOVED = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Routes:
     """Per phase (READ, MOVE, WRITE), the queued link groups a turn's bytes wait on and the
     others' crossing times."""

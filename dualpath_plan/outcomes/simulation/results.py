@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.serving import saturated_span_turns
 from dualpath_plan.outcomes.simulation.schedulers import SimScheduler
 from dualpath_plan.outcomes.simulation.stats import Distribution
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 _NONE = np.zeros(0)  # no turns: a distribution of none
 
 
-@dataclass(frozen=True)
+@record
 class ServerSeries:
     """One simulated link kind: its name, how many servers (nodes), the capacity of each, and
     its busy share per window (busy time over window time, averaged over its servers). A busy
@@ -38,7 +38,7 @@ class ServerSeries:
     mean_busy_share: float  # over the measured span
 
 
-@dataclass(frozen=True)
+@record
 class SimResult:
     """What a simulation measured. Offline: the JCT of all agents and the throughput while the
     cluster is saturated (from 10% to 50% of all turns done); online: the throughput over the
@@ -97,7 +97,7 @@ class SimResult:
     offered_turns_per_s: float  # online: APS x mean turns per agent
 
 
-@dataclass(frozen=True)
+@record
 class GroupServers:
     """A link group as the statistics see it: its name, capacity per server and servers."""
 
@@ -106,7 +106,7 @@ class GroupServers:
     ids: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@record
 class Outcome:
     """What the event loop leaves for the statistics, and the run's facts they need."""
 
@@ -140,7 +140,7 @@ class Outcome:
     stable: bool
 
 
-@dataclass(frozen=True)
+@record
 class _Summary:
     """The run's headline numbers, online or offline."""
 
@@ -194,7 +194,7 @@ def _offline_summary(o: Outcome) -> _Summary:
     )
 
 
-@dataclass(frozen=True)
+@record
 class _Series:
     """The per-window arrays."""
 
@@ -316,7 +316,7 @@ def max_over_avg(per_window: np.ndarray) -> float:
     return float((per_window[ok].max(axis=1) / mean[ok]).mean())
 
 
-@dataclass(frozen=True)
+@record
 class SloVerdict:
     """A run against the SLOs: the measured TTFT and TPOT the SLOs hold (the means, or the
     percentiles ``--slo-percentile`` names, read from the run's histograms), whether both are

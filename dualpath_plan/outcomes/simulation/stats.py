@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
+from dualpath_plan.frozen import record
 
-@dataclass(frozen=True)
+
+@record
 class Distribution:
     """Mean and percentiles of a latency over the turns measured; ``percentile(p)`` at any p
     (from the histogram, or the values, it was built from)."""
@@ -50,7 +52,7 @@ class Distribution:
         raise ValueError("this distribution keeps p50, p90 and p99 only")
 
 
-@dataclass(frozen=True)
+@record
 class _Bins:
     """A histogram's occupied bins (index, count) and its zeros: any quantile, in memory
     proportional to the bins a run touched (a few thousand), not to its turns."""
