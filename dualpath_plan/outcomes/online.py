@@ -120,6 +120,11 @@ class OnlineQueue:
     # Squared coefficient of variation of the gaps between turns arriving (1: Poisson); a
     # trace's burstiness (workload arrival_cv) scales the queueing waits (Kingman).
     arrival_cv2: float | np.ndarray
+    # The light-load cycle of an agent (``light_load_s``) and its squared variation from turn
+    # to turn (``cycle_cv2``): the agents in the system at a rate, lambda c, and how regular
+    # their turns are (``turn_gap_cv2``).
+    cycle_s: np.ndarray
+    cycle_cv2: np.ndarray
     t_max: np.ndarray  # saturated turns/s
     gpus: np.ndarray  # prefill GPUs
     imbalance: np.ndarray  # the busiest prefill GPU's load over the mean
@@ -129,6 +134,9 @@ class OnlineQueue:
     # 1 where the scheduler also picks each turn's read path by the read queues (dualpath's
     # optimal split under queue_aware or ideal): the prefill and decode nodes' reads are one pool.
     reads_pooled: np.ndarray
+    # 1 where the scheduler hunts the prefill nodes in order (the paper's queue-aware one,
+    # ties to the lowest index: ``pool_in_use``); 0 elsewhere.
+    ordered_hunting: np.ndarray
     # Where round robin deals the turns and every read is on the prefill side (basic): the
     # ranks of one prefill node, which it deals one after another (its reads come in blocks
     # of that many, ``_block_read_wait``); 0 elsewhere.
@@ -181,6 +189,39 @@ class OnlineQueue:
             tpot[self.order] = sorted_tpot
         return np.where(w.unstable, math.inf, ttft), np.where(w.unstable, math.inf, tpot)
 
+    def gap_cv2(self, lam: np.ndarray) -> np.ndarray:
+        """The squared variation of the gaps between turns that the queues see at ``lam``
+        turns/s per cluster (``turn_gap_cv2``: the agents in the system at that rate)."""
+        return turn_gap_cv2(
+            self.arrival_cv2, lam, self.cycle_s, self.cycle_cv2, self.io_nodes[:, 0]
+        )
+
+    def read_links(self, lam: np.ndarray) -> np.ndarray | None:
+        """The read links the paper's scheduler keeps in use at ``lam`` turns/s per cluster
+        (``pool_in_use``; P + D where it does not hunt the prefill nodes in order), or None
+        where no cluster's does. A rank holds a turn through its read and its pass of one
+        (the mean read alone, P / t_pe + D / t_de: each side's share of the reads at its
+        nodes' rate)."""
+        if not self.ordered_hunting.any():
+            return None
+        pm = self.prefill
+        one = 1.0 / np.asarray(pm.request_gpus)
+        sides = self.t_io[:, :2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            read_s = np.where(np.isfinite(sides), self.io_nodes[:, :2] / sides, 0.0).sum(axis=1)
+            rho = np.maximum(lam / sides[:, 0], lam / sides[:, 1])
+        hunted = pool_in_use(
+            lam * (pm.read_latency_s + read_s + pm.t0_s + one * pm.u_s),
+            self.gpus / self.io_nodes[:, 0] * one,
+            self.io_nodes[:, 0],
+            self.io_nodes[:, 1],
+            self.de_share,
+            rho,
+        )
+        return np.where(
+            self.ordered_hunting > 0.0, hunted, self.io_nodes[:, 0] + self.io_nodes[:, 1]
+        )
+
     def waits(self, aps: np.ndarray) -> PrefillWaits:
         """What a turn's TTFT is made of at an arrival rate of ``aps`` agents/s per cluster:
         the fixed part, the running pass's residual and the queues' waits (``PrefillWaits``)."""
@@ -213,7 +254,9 @@ class OnlineQueue:
             # pole at the cap (docs/model.md section 6c; Kingman's alone put a compute-bound
             # MoE whose simulated turns wait for nothing 59% to 188% above the simulation's
             # p90 at 30% to 60% load).
-            c2 = self.arrival_cv2
+            # The turns' gaps as the queues see them: Poisson's for many agents, more regular
+            # for few (``turn_gap_cv2``).
+            c2 = self.gap_cv2(lam)
             forward_cap = pm.t0_s + cap * pm.u_s
             rho_cap = lam_g * forward_cap / cap
             rho_u = lam_g * pm.u_s
@@ -228,9 +271,13 @@ class OnlineQueue:
             # The I/O queues a turn's read passes, one after another: on each side its
             # busiest link's Kingman G/D/1 wait (c^2 + 0) / 2 x rho / (1 - rho) / mu, the
             # M/D/1 wait for Poisson arrivals, summed (``_io_wait``).
+            # The paper's scheduler hunts the prefill nodes in order: the reads' pool is the
+            # links it leaves in use (``read_links``).
+            one = 1.0 / np.asarray(pm.request_gpus)
             wait_io, io_busy, wait_read, read_share = _io_wait(
-                lam, self.t_io, self.io_nodes, c2, self.reads_pooled, self.node_ranks
-            )
+                lam, self.t_io, self.io_nodes, c2, self.reads_pooled, self.node_ranks,
+                self.read_links(lam),
+            )  # fmt: skip
             # The running pass: at or above one request per pass (b >= 1, the GPU always busy)
             # a request waits out its residual, tau(b)/2, then its own pass. Below that a pass
             # holds one request and the GPU idles between passes; the scheduler deals the
@@ -239,7 +286,6 @@ class OnlineQueue:
             # Poisson): Kingman's G/D/1 wait for a pass of one, at most the residual.
             # A pass of one request (1 / request_gpus per GPU: a tensor-parallel replica's
             # GPUs share it).
-            one = 1.0 / np.asarray(pm.request_gpus)
             tau_1 = pm.t0_s + one * pm.u_s
             batch_own = np.maximum(batch, one)
             tau_own = pm.t0_s + batch_own * pm.u_s
@@ -549,7 +595,10 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
         group = np.broadcast_to(np.asarray(asm.de.index, dtype=np.int64), (n,))
     order = np.argsort(group, kind="stable")
     d = sc.turn_demand
-    transfer = kv_transfer_s(sc, asm, n)
+    moves = kv_move_s(sc, asm)
+    transfer = kv_transfer_s(sc, asm, n, moves)
+    de_share = _column(np.asarray(sol.decode_path_fraction, dtype=np.float64).reshape(-1), n)
+    ttft_one, cycle = (_column(v, n) for v in light_load_s(sc, asm, de_share, moves))
     # The move's links saturate where the solution's utilization reaches 1 (their load, the
     # write-back's with it, is proportional to the turn rate).
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -559,11 +608,14 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
         turns=d.trajectory_turns.mean,
         generated=d.mean(d.generated_tokens),
         arrival_cv2=sc.workload.arrival_cv**2,
+        cycle_s=cycle,
+        cycle_cv2=cycle_cv2(sc, ttft_one, cycle),
         t_max=t_max,
         gpus=gpus,
         imbalance=_column(imbalance, n),
         pooled=_column(float(policy != "round_robin"), n),
         reads_pooled=_column(float(policy != "round_robin" and asm.mode.split == "optimal"), n),
+        ordered_hunting=_column(float(policy == "queue_aware" and asm.mode.split == "optimal"), n),
         node_ranks=_column(
             float(sc.prefill_node.gpus_per_node / max(float(np.asarray(pm.request_gpus)), 1.0))
             if policy == "round_robin" and asm.mode.split == "pe_only"
@@ -589,7 +641,7 @@ def online_queue(sc: Scenario, asm: Assembly, sol: Solution) -> OnlineQueue:
         io_nodes=io_nodes,
         transfer_s=transfer,
         t_transfer=t_transfer,
-        de_share=_column(np.asarray(sol.decode_path_fraction, dtype=np.float64).reshape(-1), n),
+        de_share=de_share,
         groups=groups,
         order=order,
         starts=np.searchsorted(group[order], np.arange(len(groups) + 1)),
@@ -626,15 +678,81 @@ def kv_move_s(sc: Scenario, asm: Assembly) -> list[tuple[int, np.ndarray, np.nda
     return out
 
 
-def kv_transfer_s(sc: Scenario, asm: Assembly, n: int) -> np.ndarray:
-    """``kv_move_s`` laid out per cluster of ``asm`` (``n`` of them), link of ``_MOVE_LINKS``
-    and read path (clusters x links x 2: read on the prefill side, on the decode side; 0 where
-    a link moves nothing)."""
+def kv_transfer_s(
+    sc: Scenario,
+    asm: Assembly,
+    n: int,
+    moves: list[tuple[int, np.ndarray, np.ndarray]] | None = None,
+) -> np.ndarray:
+    """``kv_move_s`` (``moves``, where the caller has it) laid out per cluster of ``asm`` (``n``
+    of them), link of ``_MOVE_LINKS`` and read path (clusters x links x 2: read on the prefill
+    side, on the decode side; 0 where a link moves nothing)."""
     out = np.zeros((n, len(_MOVE_LINKS), 2))
-    for i, pe_read, de_read in kv_move_s(sc, asm):
+    for i, pe_read, de_read in kv_move_s(sc, asm) if moves is None else moves:
         out[:, i, 0] = _column(pe_read, n)
         out[:, i, 1] = _column(de_read, n)
     return out
+
+
+def light_load_s(
+    sc: Scenario,
+    asm: Assembly,
+    de_share: Num,
+    moves: list[tuple[int, np.ndarray, np.ndarray]] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``serving.light_load`` of the clusters of ``asm`` whose decode-path share is
+    ``de_share``: a turn's TTFT alone (the read not hidden, then the longer of a pass of one
+    and its KV's move per read path, ``prefilled_s``) and the per-agent cycle (that TTFT, the
+    mean turn's tokens at a decode batch of one, the tool latency). ``moves``: ``kv_move_s``
+    where the caller has it (the online queue lays the same moves out per link)."""
+    d = sc.turn_demand
+    pm, group = asm.pe.prefill, asm.de.decode
+    assert pm is not None and group is not None
+    pass_s = asm.pe.take(pm.single_pass_s)
+    move_pe: Num = 0.0
+    move_de: Num = 0.0
+    for _, pe_read, de_read in kv_move_s(sc, asm) if moves is None else moves:
+        move_pe, move_de = np.maximum(move_pe, pe_read), np.maximum(move_de, de_read)
+    own = prefilled_s(pass_s, move_pe, move_de, de_share)
+    ttft_min = pm.read_latency_s + own
+    tpot_one = asm.de.take(group.step_array_s(np.ones_like(group.free_hbm_bytes)))
+    cycle = ttft_min + d.mean(d.generated_tokens) * tpot_one + sc.workload.tool_latency_s
+    return ttft_min, cycle
+
+
+def cycle_cv2(sc: Scenario, ttft_s: Num, cycle_s: Num) -> np.ndarray:
+    """The squared coefficient of variation of an agent's light-load cycle (``light_load_s``)
+    from turn to turn: its decode part, g TPOT(1), varies with the generated tokens g of the
+    workload's turn kinds (``TurnDemand.weight``); the tool latency is one number, and a
+    turn's own TTFT varies little beside them."""
+    d = sc.turn_demand
+    g = d.generated_tokens
+    mean = d.mean(g)
+    spread = float(np.sum(d.weight * (g - mean) ** 2)) / mean**2 if mean > 0.0 else 0.0
+    cycle = np.asarray(cycle_s, dtype=np.float64)
+    decode = cycle - np.asarray(ttft_s) - sc.workload.tool_latency_s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(cycle > 0.0, spread * (decode / cycle) ** 2, 1.0)
+    return np.clip(out, 0.0, 1.0)
+
+
+def turn_gap_cv2(agents_cv2: Num, lam: Num, cycle_s: Num, cycle_cv2: Num, nodes: Num) -> np.ndarray:
+    """The squared variation of the gaps between turns that the queues see, at ``lam`` turns/s
+    (docs/model.md section 6c, "Turns of few agents"). The turns are those of the n = lam c
+    agents in the system (Little, c the light-load cycle), each with one turn at a time, a
+    cycle apart. Over a window t the count of such a stream is not Poisson: with a fixed
+    cycle each agent lands in it with probability t / c at most once (a binomial count,
+    index of dispersion 1 - t / c), and a cycle of squared variation c_c^2 takes it back to
+    c_c^2 over one cycle (a renewal stream's long-run dispersion); linear between. The window
+    that matters is one prefill node's mean gap, P / lam, so t / c = P / n, and the
+    dispersion 1 - (1 - c_c^2) min(P / n, 1) scales the agents' own arrival variation (1 for
+    Poisson). Many agents (n >> P) give Poisson's turns; few, as the simulation shows, far
+    more regular ones (Qwen3-32B DGX B200 2P4D at 35% load, 5 agents in the system: its p90
+    52% high with Poisson's turns, -3% with these)."""
+    lam = np.asarray(lam, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        share = np.where(lam * cycle_s > 0.0, np.minimum(nodes / (lam * cycle_s), 1.0), 1.0)
+    return np.asarray(agents_cv2 * (1.0 - (1.0 - np.asarray(cycle_cv2)) * share))
 
 
 def prefilled_s(pass_s: Num, move_pe_s: Num, move_de_s: Num, de_share: Num) -> np.ndarray:
@@ -738,6 +856,63 @@ def _poisson_block_wait(lam: np.ndarray, service: np.ndarray, k: np.ndarray) -> 
     return out / np.maximum(k, 1.0)
 
 
+# Servers up to which ``pool_in_use`` follows the ordered hunting exactly (Erlang's loss
+# recursion at each node's boundary); the turns left beyond are spread evenly over the rest.
+_HUNT_EXACT = 64
+
+
+def pool_in_use(
+    busy_ranks: np.ndarray,
+    ranks_per_node: np.ndarray,
+    prefill_nodes: np.ndarray,
+    decode_nodes: np.ndarray,
+    de_share: np.ndarray,
+    rho: np.ndarray,
+) -> np.ndarray:
+    """The read links the paper's scheduler keeps in use, as a pool's size (docs/model.md
+    section 6c, "Reads the paper's scheduler hunts"). It gives a turn the prefill node whose
+    least-loaded GPU has the fewest unfinished tokens, ties to the lowest index: below
+    saturation the first node takes every turn while one of its k ranks is free, the next
+    what overflows, Erlang's ordered hunting. With a = ``busy_ranks`` (the turn rate times a
+    rank's hold), node j takes B(j k, a) - B((j + 1) k, a) of the turns, B Erlang's loss
+    formula; what finds no rank free, B(P k, a), goes to the least-loaded GPU wherever it is,
+    spread evenly over the P nodes (and so what lies beyond ``_HUNT_EXACT`` ranks).
+    A turn reads on its node or its decode node (the shorter queue), the decode side's share
+    x even over the D nodes, so the read work's shares are s = (1 - x) times the nodes' turn
+    shares, and x / D each: the pool's effective size is their participation ratio
+    1 / sum s^2, at least the links the work needs (floor(rho (P + D)) + 1, rho the pooled
+    utilization) and at most P + D. Measured: gpt-oss-120b HGX B300 4P1D at 22% load, the
+    simulated read shares 0.61, 0.02, 0, 0 and 0.37 (2 links where P + D is 5)."""
+    P = np.asarray(prefill_nodes, dtype=np.float64)
+    D = np.asarray(decode_nodes, dtype=np.float64)
+    a = np.asarray(busy_ranks, dtype=np.float64)
+    k = np.maximum(np.floor(np.asarray(ranks_per_node, dtype=np.float64) + 1e-9), 1.0)
+    x = np.clip(np.asarray(de_share, dtype=np.float64), 0.0, 1.0)
+    # Node j's share by the hunting, for the nodes whose boundary is within _HUNT_EXACT
+    # ranks; what no node's free rank takes (every rank busy, or beyond those nodes) goes to
+    # the least-loaded GPU wherever it is: spread evenly over the P nodes.
+    hunted = []  # per boundary: (which clusters have a node there, its share)
+    left = np.ones_like(a)  # B at the last boundary: the turns not yet placed
+    loss = np.ones_like(a)
+    placed = np.zeros_like(a)
+    for n in range(1, int(min((P * k).max(initial=1.0), _HUNT_EXACT)) + 1):
+        loss = a * loss / (n + a * loss)  # B(n, a)
+        boundary = (n % k == 0) & (n <= P * k)
+        if boundary.any():
+            hunted.append((boundary, left - loss))
+            placed = placed + boundary
+            left = np.where(boundary, loss, left)
+    spread = left / P
+    squares = (P - placed) * ((1.0 - x) * spread) ** 2
+    for boundary, share in hunted:
+        squares = squares + np.where(boundary, ((1.0 - x) * (share + spread)) ** 2, 0.0)
+    squares = squares + np.where(D > 0.0, x**2 / np.maximum(D, 1.0), 0.0)
+    with np.errstate(divide="ignore"):
+        size = np.floor(1.0 / squares + 0.5)
+    need = np.floor(np.asarray(rho) * (P + D)) + 1.0
+    return np.clip(np.maximum(size, need), 1.0, P + D)
+
+
 def _io_wait(
     lam: np.ndarray,
     t_io: np.ndarray,
@@ -745,6 +920,7 @@ def _io_wait(
     c2: Any,
     pooled: np.ndarray,
     node_ranks: np.ndarray | None = None,
+    links_in_use: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The mean wait of a turn's read in the I/O queues, at ``lam`` turns/s: per side (``t_io``,
     ``io_nodes``: clusters x sides), its busiest link's G/D/1 wait, summed over the sides a
@@ -780,6 +956,11 @@ def _io_wait(
     if both.any():
         c = io_nodes[:, 0] + io_nodes[:, 1]
         rho = np.maximum(lam / t_io[:, 0], lam / t_io[:, 1])
+        if links_in_use is not None:
+            # The paper's scheduler leaves some of the P + D links idle (``pool_in_use``):
+            # the same read work on the c' links it uses.
+            rho = np.where(links_in_use < c, rho * c / links_in_use, rho)
+            c = links_in_use
         waiting = erlang_c(c, rho)
         with np.errstate(divide="ignore", invalid="ignore"):
             pool = np.where(rho < 1.0, 0.5 * c2 * waiting / (lam * (1.0 - rho)) * rho, math.inf)
@@ -858,11 +1039,14 @@ def stack_queues(queues: Sequence[OnlineQueue]) -> OnlineQueue:
         turns=cat(lambda q: q.turns),
         generated=cat(lambda q: q.generated),
         arrival_cv2=cat(lambda q: q.arrival_cv2),
+        cycle_s=cat(lambda q: q.cycle_s),
+        cycle_cv2=cat(lambda q: q.cycle_cv2),
         t_max=cat(lambda q: q.t_max),
         gpus=cat(lambda q: q.gpus),
         imbalance=cat(lambda q: q.imbalance),
         pooled=cat(lambda q: q.pooled),
         reads_pooled=cat(lambda q: q.reads_pooled),
+        ordered_hunting=cat(lambda q: q.ordered_hunting),
         node_ranks=cat(lambda q: q.node_ranks),
         prefill=replace(queues[0].prefill, **prefill),
         batch_cap=cat(lambda q: q.batch_cap),

@@ -51,11 +51,10 @@ from dualpath_plan.formatting import number, plain
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
 from dualpath_plan.outcomes.online import (
     OnlineAps,
-    kv_move_s,
+    light_load_s,
     online_aps,
     online_aps_each,
     online_queue,
-    prefilled_s,
 )
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import PrefillEngine
@@ -671,20 +670,7 @@ def light_load(sc: Scenario, sat: Saturated) -> tuple[np.ndarray, np.ndarray]:
     per-agent critical path (that TTFT, its tokens at a decode batch of one, the tool
     latency). The one definition: size, sweep, recommend, intervals and simulate read it, a
     single cluster as arrays of one element; the online queue's fixed part at no load is it."""
-    d = sc.turn_demand
-    asm = sat.assembly
-    pm, group = asm.pe.prefill, asm.de.decode
-    assert pm is not None and group is not None
-    pass_s = asm.pe.take(pm.single_pass_s)
-    move_pe: Num = 0.0
-    move_de: Num = 0.0
-    for _, pe_read, de_read in kv_move_s(sc, asm):
-        move_pe, move_de = np.maximum(move_pe, pe_read), np.maximum(move_de, de_read)
-    own = prefilled_s(pass_s, move_pe, move_de, sat.solution.decode_path_fraction)
-    ttft_min = pm.read_latency_s + own
-    tpot_one = asm.de.take(group.step_array_s(np.ones_like(group.free_hbm_bytes)))
-    cycle = ttft_min + d.mean(d.generated_tokens) * tpot_one + sc.workload.tool_latency_s
-    return ttft_min, cycle
+    return light_load_s(sc, sat.assembly, sat.solution.decode_path_fraction)
 
 
 # Points of the decode batch (geometric from 1 to the HBM cap) at which ``closed_cycle``
