@@ -274,7 +274,7 @@ class OnlineQueue:
             # The paper's scheduler hunts the prefill nodes in order: the reads' pool is the
             # links it leaves in use (``read_links``).
             one = 1.0 / np.asarray(pm.request_gpus)
-            wait_io, io_busy, wait_read, read_share = _io_wait(
+            wait_io, io_busy, wait_read, read_share, read_width = _io_wait(
                 lam, self.t_io, self.io_nodes, c2, self.reads_pooled, self.node_ranks,
                 self.read_links(lam),
             )  # fmt: skip
@@ -287,8 +287,27 @@ class OnlineQueue:
             # A pass of one request (1 / request_gpus per GPU: a tensor-parallel replica's
             # GPUs share it).
             tau_1 = pm.t0_s + one * pm.u_s
-            batch_own = np.maximum(batch, one)
+            # A GPU's batches vary: a pass takes what arrived during the one before, whose
+            # length t0 + u B rises with its batch. A rank's arrivals are regular (the scheduler
+            # deals the turns in turn or by load: gaps' c^2 / r over r ranks, as below), so a
+            # pass of mean b gets a count of variance (c^2 / r) b, and the feedback through u
+            # makes Var B = (c^2 / r) b / (1 - rho_u^2), rho_u = lambda_g u (in a GPU's share:
+            # over g, the GPUs of a request). A turn is in a batch size-biased, E[B^2] / E[B] =
+            # b + Var B / b (at least itself), and arrives in a pass length-biased: the
+            # running pass's residual E[tau^2] / (2 E[tau]). Measured: DeepSeek-V3.2 on HGX
+            # B300 1P4D at 67% load, the simulated batches' mean 1.65 and variance 0.38 (this
+            # gives 1.51 and 0.34); its p90 15.5% low with the batch b for both. Only where
+            # the GPU is always busy (b >= 1): a step up there, as the residual's regime.
+            ranks = np.maximum(np.round(self.gpus / np.asarray(pm.request_gpus)), 1.0)
+            # Below one request a pass (b < 1) the GPU idles between passes of one, started as
+            # a turn comes: no batch to vary (the light-load waits below, as measured).
+            var_batch = np.where(
+                batch >= one, c2 / ranks * batch * one / (1.0 - np.minimum(rho_u, 1.0) ** 2), 0.0
+            )
+            batch_own = np.maximum(batch + var_batch / np.maximum(batch, one), one)
             tau_own = pm.t0_s + batch_own * pm.u_s
+            tau_pass = pm.t0_s + np.maximum(batch, one) * pm.u_s
+            residual = tau_pass / 2.0 + pm.u_s**2 * var_batch / (2.0 * tau_pass)
             rho_1 = np.minimum(lam_g * tau_1, 1.0)
             wait_idle = np.where(
                 rho_1 < 1.0, c2 / self.gpus * rho_1 / (2.0 * (1.0 - rho_1)) * tau_1, math.inf
@@ -298,7 +317,6 @@ class OnlineQueue:
             # M/D/c wait, about half the M/M/c one (Erlang C), c the ranks and rho a rank's
             # utilization. Kingman's per-GPU wait put the simulated light-load TTFT 8% high
             # and its p90 18% (docs/model.md section 6c).
-            ranks = np.maximum(np.round(self.gpus / np.asarray(pm.request_gpus)), 1.0)
             rho_r = lam / ranks * tau_1
             wait_pool = np.where(
                 rho_r < 1.0,
@@ -306,7 +324,7 @@ class OnlineQueue:
                 math.inf,
             )
             wait_idle = np.where(self.pooled > 0.0, wait_pool, wait_idle)
-            wait_running = np.minimum(wait_idle, tau_own / 2.0)
+            wait_running = np.minimum(wait_idle, residual)
             # The turn is prefilled when its pass and its KV's move (into HBM, on to the
             # decode node) are both over: they start together and layer-wise prefill overlaps
             # them, so the longer of the two, per read path (``kv_transfer_s``). A pass of a
@@ -338,6 +356,7 @@ class OnlineQueue:
             queued_share=queued_share,
             shared_s=wait_read,
             shared_share=read_share,
+            shared_width_s=read_width,
         )
 
 
@@ -419,16 +438,18 @@ class PrefillWaits:
     queued_share: np.ndarray
     # The wait of a read on a processor-shared link fed in blocks (round robin's prefill
     # nodes, ``_block_read_wait``): mean ``shared_s``; zero with probability 1 - pi_S, else
-    # uniform on [0, 2 shared_s / pi_S], pi_S = ``shared_share`` (a block's overlapping reads
-    # end together: the sojourn is narrow, not exponential).
+    # uniform with mean shared_s / pi_S, pi_S = ``shared_share``, over at most
+    # ``shared_width_s`` (from 0 where that is wide enough, else centred on its mean): a
+    # block's overlapping reads end together, so their sojourns are narrow, not exponential.
     shared_s: np.ndarray
     shared_share: np.ndarray
+    shared_width_s: np.ndarray
 
     def ttft_quantile(self, p: float) -> np.ndarray:
         """The p-quantile of the TTFT (0 < p < 1): fixed_s plus that of U + W + V, U uniform
         on [0, a], W zero with probability 1 - pi, else exponential of mean m / pi, and V zero
-        with probability 1 - pi_S, else uniform on [0, 2 shared_s / pi_S], found on its
-        distribution function by bisection (``_sum_quantile``)."""
+        with probability 1 - pi_S, else uniform with mean shared_s / pi_S over at most
+        shared_width_s, found on its distribution function by bisection (``_sum_quantile``)."""
         return self.fixed_s + _sum_quantile(
             p,
             self.residual_s,
@@ -436,6 +457,7 @@ class PrefillWaits:
             self.queued_share,
             self.shared_s,
             self.shared_share,
+            self.shared_width_s,
         )
 
 
@@ -451,24 +473,31 @@ def _sum_quantile(
     pi: np.ndarray,
     v: np.ndarray | float = 0.0,
     pi_v: np.ndarray | float = 0.0,
+    v_width: np.ndarray | float = math.inf,
 ) -> np.ndarray:
     """The p-quantile of U + W + V: U uniform on [0, a] (a >= 0), W zero with probability
     1 - pi and exponential of rate theta = pi / m otherwise, V zero with probability 1 - pi_v
-    and uniform on [0, b], b = 2 v / pi_v, otherwise (mean v). U + W's distribution function is
-    F0(t) = (1 - pi) min(t / a, 1) + pi G(t), G that of U + an exponential: for t <= a
-    (t - (1 - e^(-theta t)) / theta) / a, beyond 1 - (e^(-theta (t - a)) - e^(-theta t)) /
-    (theta a); with V, F(t) = (1 - pi_v) F0(t) + pi_v (H0(t) - H0(t - b)) / b, H0 the integral
-    of F0 from 0 (``_f0_integral``). The quantile lies between W's (and U's, p a) and a + b
-    more than W's."""
+    and otherwise uniform with mean v / pi_v over at most ``v_width``: on [0, 2 v / pi_v]
+    where that is narrower, else on v / pi_v -+ v_width / 2 (mean v). U + W's distribution
+    function is F0(t) = (1 - pi) min(t / a, 1) + pi G(t), G that of U + an exponential: for
+    t <= a (t - (1 - e^(-theta t)) / theta) / a, beyond 1 - (e^(-theta (t - a)) -
+    e^(-theta t)) / (theta a); with V on [l, l + b], F(t) = (1 - pi_v) F0(t) + pi_v
+    (H0(t - l) - H0(t - l - b)) / b, H0 the integral of F0 from 0 (``_f0_integral``). The
+    quantile lies between W's (and U's, p a) and a + l + b more than W's."""
     a = np.asarray(a, dtype=np.float64)
-    shape = np.broadcast_shapes(a.shape, np.shape(m), np.shape(pi), np.shape(v), np.shape(pi_v))
-    a, m, pi, v, pi_v = (
-        np.broadcast_to(np.asarray(x, dtype=np.float64), shape) for x in (a, m, pi, v, pi_v)
+    shape = np.broadcast_shapes(
+        a.shape, np.shape(m), np.shape(pi), np.shape(v), np.shape(pi_v), np.shape(v_width)
+    )
+    a, m, pi, v, pi_v, v_width = (
+        np.broadcast_to(np.asarray(x, dtype=np.float64), shape)
+        for x in (a, m, pi, v, pi_v, v_width)
     )
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         shares = (pi_v > 0.0) & (v > 0.0) & np.isfinite(v)
         pi_v = np.where(shares, np.clip(pi_v, 0.0, 1.0), 0.0)
-        b = np.where(shares, 2.0 * v / np.where(shares, pi_v, 1.0), 0.0)
+        centre = np.where(shares, v / np.where(shares, pi_v, 1.0), 0.0)
+        b = np.minimum(2.0 * centre, np.maximum(v_width, 0.0))
+        low = centre - b / 2.0  # V's least value where it is met
         # A wait W whose mean m / pi is below 1e-12 of U's and V's spans is W = 0 (its
         # rate theta, up to 1e57, overflowed the integral of V's part: a median of U + V of
         # 2.5 came out as 1.0, found by the sampling test).
@@ -482,12 +511,18 @@ def _sum_quantile(
         a = np.where(a > 1e-12 * (np.where(waits, 1.0 / theta, 0.0) + b), a, 0.0)
         q_w = np.where(pi > 1.0 - p, np.log(pi / (1.0 - p)) / theta, 0.0)
         lo = np.maximum(q_w, p * a)
-        hi = a + q_w + b
-        safe_b = np.where(shares, b, 1.0)
+        hi = a + q_w + low + b
+        shifted = shares & (b > 0.0)
+        safe_b = np.where(shifted, b, 1.0)
         for _ in range(_QUANTILE_STEPS):
             t = (lo + hi) / 2.0
             f0 = _f0(t, a, pi, theta)
-            spread = (_f0_integral(t, a, pi, theta) - _f0_integral(t - b, a, pi, theta)) / safe_b
+            spread = (
+                _f0_integral(t - low, a, pi, theta) - _f0_integral(t - low - b, a, pi, theta)
+            ) / safe_b
+            # V of no width: the point low (F0 shifted by it).
+            spread = np.where(shifted, spread, _f0(np.maximum(t - low, 0.0), a, pi, theta))
+            spread = np.where(t - low >= 0.0, spread, 0.0)
             f = (1.0 - pi_v) * f0 + pi_v * np.where(shares, spread, f0)
             below = f < p
             lo, hi = np.where(below, t, lo), np.where(below, hi, t)
@@ -767,7 +802,7 @@ def prefilled_s(pass_s: Num, move_pe_s: Num, move_de_s: Num, de_share: Num) -> n
 
 def _block_read_wait(
     lam: np.ndarray, t_s: np.ndarray, nodes: np.ndarray, ranks: np.ndarray, c2: Any
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The mean wait of a turn's read at its prefill node where round robin deals the G ranks
     in turn, a node's k = ``ranks`` one after another, and the node's read link shares its
     bandwidth among the reads in flight (processor sharing, as the simulation runs it); and
@@ -810,7 +845,13 @@ def _block_read_wait(
         wait = np.where(rho < 1.0, 2.0 * (within + between), math.inf)
         wait = np.where(lam > 0.0, wait, 0.0)
         share = np.clip(np.where(service > 0.0, wait / service, 0.0), 0.0, 1.0)
-    return wait, share
+        # How far apart the waits of reads that share the link lie: two reads of one size a
+        # apart both end at 2 S - a (up to 2 S), a block's k reads arrive over k - 1 gaps and
+        # end together (their waits differ by their arrivals'), and the earlier blocks' work
+        # varies from block to block (its processor-shared wait 2 W_btw, twice for a uniform's
+        # width).
+        width = 2.0 * service + (k - 1.0) / np.where(lam > 0.0, lam, 1.0) + 4.0 * between
+    return wait, share, width
 
 
 def _poisson_block_wait(lam: np.ndarray, service: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -921,7 +962,7 @@ def _io_wait(
     pooled: np.ndarray,
     node_ranks: np.ndarray | None = None,
     links_in_use: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The mean wait of a turn's read in the I/O queues, at ``lam`` turns/s: per side (``t_io``,
     ``io_nodes``: clusters x sides), its busiest link's G/D/1 wait, summed over the sides a
     read passes (storage, then a node's SNIC: a tandem, each queue taken on its own). A side
@@ -971,19 +1012,22 @@ def _io_wait(
     # (``_block_read_wait``), their own wait and shape, out of the FIFO queues' total.
     shared = np.zeros_like(lam)
     share = np.zeros_like(lam)
+    width = np.full_like(lam, math.inf)
     if node_ranks is not None:
         blocks = (node_ranks > 0.0) & np.isfinite(t_io[:, 0]) & (pooled <= 0.0)
         if blocks.any():
-            w, sh = _block_read_wait(lam, t_io[:, 0], io_nodes[:, 0], node_ranks, c2)
+            w, sh, wd = _block_read_wait(lam, t_io[:, 0], io_nodes[:, 0], node_ranks, c2)
             total = np.where(blocks, total - waits[0], total)
             free = np.where(blocks, free / np.where(busy[0] < 1.0, 1.0 - busy[0], 1.0), free)
             shared = np.where(blocks, w, 0.0)
             share = np.where(blocks, sh, 0.0)
+            width = np.where(blocks, wd, math.inf)
     return (
         np.asarray(total, dtype=np.float64),
         1.0 - np.asarray(free, dtype=np.float64),
         shared,
         share,
+        width,
     )
 
 
