@@ -509,9 +509,10 @@ def test_burstier_arrivals_never_raise_the_aps(cv, more, p, d) -> None:
 @example(c=1.0, load=0.25, p=2, d=2, mode="basic")
 def test_arrival_variation_scales_the_queueing_waits_by_c_squared(c, load, p, d, mode) -> None:
     """INV-29, Kingman: with arrivals of coefficient of variation c, every FIFO queueing wait is
-    c^2 times Poisson's (c = 1), and nothing else in the TTFT moves (round robin's
-    processor-shared block reads aside, which only rise with c): TTFT(c) - TTFT(0) equals
-    c^2 (TTFT(1) - TTFT(0)), where the running pass's residual does not cap the wait. TPOT
+    c^2 times Poisson's (c = 1); the batches' variation rises with c^2 (the own pass and the
+    running pass's residual never fall) and round robin's processor-shared block reads only
+    rise with c; where the batches do not vary, TTFT(c) - TTFT(0) equals c^2 (TTFT(1) -
+    TTFT(0)), where the running pass's residual does not cap the wait. TPOT
     does not depend on c. And with no headroom cap (max utilization 1) a burstier trace serves
     strictly fewer agents/s wherever the TTFT SLO sets the APS."""
     import dataclasses
@@ -543,10 +544,20 @@ def test_arrival_variation_scales_the_queueing_waits_by_c_squared(c, load, p, d,
     assert shared(0.0) <= shared(1.0) * (1 + 1e-12) + 1e-15
     assert shared(1.0) <= shared(1.0 + c * c) * (1 + 1e-12) + 1e-15
     (t0, s0), (t1, s1), (tc, sc_) = at(0.0), at(1.0), at(c * c)
-    # The running pass's wait is at most its residual, half a pass of at least one request:
-    # below that (every wait together under it) nothing caps the scaling.
+    parts = {c2: dataclasses.replace(q, arrival_cv2=c2).waits(rate) for c2 in (0.0, 1.0, c * c)}
+    # Kingman: the FIFO queues' waits (the batches', the reads') are c^2 times Poisson's.
+    q0, q1, qc = (float(parts[c2].queued_s[0]) for c2 in (0.0, 1.0, c * c))
+    assert qc - q0 == pytest.approx(c * c * (q1 - q0), rel=1e-9, abs=1e-15)
+    # A GPU's batches vary as its arrivals do (INV-104): the turn's own pass and the running
+    # pass's residual only rise with c^2.
+    for part in ("fixed_s", "residual_s"):
+        by_c2 = [float(getattr(parts[c2], part)[0]) for c2 in sorted(parts)]
+        assert by_c2 == sorted(by_c2), part
+    # Where the batches do not vary (below one request a pass), and the running pass's wait is
+    # under its residual, half a pass of at least one request, nothing caps the scaling.
     half_pass = float(np.ravel(q.prefill.t0_s + q.prefill.u_s)[0]) / 2
-    if max(tc, t1) - t0 <= half_pass:
+    fixed = {float(parts[c2].fixed_s[0]) for c2 in parts}
+    if len(fixed) == 1 and max(tc, t1) - t0 <= half_pass:
         assert tc - t0 == pytest.approx(c * c * (t1 - t0), rel=1e-9, abs=1e-12)
     assert s0 == s1 == sc_
     assert t1 > t0  # Poisson arrivals do wait

@@ -123,6 +123,11 @@ class OnlineQueue:
     # Squared coefficient of variation of the gaps between turns arriving (1: Poisson); a
     # trace's burstiness (workload arrival_cv) scales the queueing waits (Kingman).
     arrival_cv2: float | np.ndarray
+    # The light-load cycle of an agent (``light_load_s``) and its squared variation from turn
+    # to turn (``cycle_cv2``): the agents in the system at a rate, lambda c, and how regular
+    # their turns are (``turn_gap_cv2``).
+    cycle_s: np.ndarray
+    cycle_cv2: np.ndarray
     t_max: np.ndarray  # saturated turns/s
     gpus: np.ndarray  # prefill GPUs
     imbalance: np.ndarray  # the busiest prefill GPU's load over the mean
@@ -132,6 +137,9 @@ class OnlineQueue:
     # 1 where the scheduler also picks each turn's read path by the read queues (dualpath's
     # optimal split under queue_aware or ideal): the prefill and decode nodes' reads are one pool.
     reads_pooled: np.ndarray
+    # 1 where the scheduler hunts the prefill nodes in order (the paper's queue-aware one,
+    # ties to the lowest index: ``pool_in_use``); 0 elsewhere.
+    ordered_hunting: np.ndarray
     # Where round robin deals the turns and every read is on the prefill side (basic): the
     # ranks of one prefill node, which it deals one after another (its reads come in blocks
     # of that many, ``_block_read_wait``); 0 elsewhere.
@@ -188,29 +196,57 @@ class OnlineQueue:
     def _fixed(self) -> tuple[Any, ...]:
         """What ``waits`` reads that no rate changes, computed once per queue (the APS search
         asks for the waits a dozen times), each as ``waits`` writes it: the pass's time per
-        request u, the capped pass per GPU t0 + B u, Kingman's c^2 / (2 g), a request's share
-        of a GPU 1 / g and its pass tau(1/g), c^2 / G, the ranks of the pool and c^2 / 2."""
+        request u, the capped pass per GPU t0 + B u, a request's share of a GPU 1 / g, its pass
+        tau(1/g) and the ranks of the pool."""
         pm = self.prefill
-        c2 = self.arrival_cv2
         u = pm.u_s
-        gpus_per_request = np.asarray(pm.request_gpus)
-        one = 1.0 / gpus_per_request
+        one = 1.0 / np.asarray(pm.request_gpus)
         return (
             u,
             pm.t0_s + self.batch_cap * u,
-            c2 / (2.0 * gpus_per_request),
             one,
             pm.t0_s + one * u,
-            c2 / self.gpus,
-            np.maximum(np.round(self.gpus / gpus_per_request), 1.0),
-            0.5 * c2,
+            np.maximum(np.round(self.gpus / np.asarray(pm.request_gpus)), 1.0),
+        )
+
+    def gap_cv2(self, lam: np.ndarray) -> np.ndarray:
+        """The squared variation of the gaps between turns that the queues see at ``lam``
+        turns/s per cluster (``turn_gap_cv2``: the agents in the system at that rate)."""
+        return turn_gap_cv2(
+            self.arrival_cv2, lam, self.cycle_s, self.cycle_cv2, self.io_nodes[:, 0]
+        )
+
+    def read_links(self, lam: np.ndarray) -> np.ndarray | None:
+        """The read links the paper's scheduler keeps in use at ``lam`` turns/s per cluster
+        (``pool_in_use``; P + D where it does not hunt the prefill nodes in order), or None
+        where no cluster's does. A rank holds a turn through its read and its pass of one
+        (the mean read alone, P / t_pe + D / t_de: each side's share of the reads at its
+        nodes' rate)."""
+        if not self.ordered_hunting.any():
+            return None
+        pm = self.prefill
+        one = 1.0 / np.asarray(pm.request_gpus)
+        sides = self.t_io[:, :2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            read_s = np.where(np.isfinite(sides), self.io_nodes[:, :2] / sides, 0.0).sum(axis=1)
+            rho = np.maximum(lam / sides[:, 0], lam / sides[:, 1])
+        hunted = pool_in_use(
+            lam * (pm.read_latency_s + read_s + pm.t0_s + one * pm.u_s),
+            self.gpus / self.io_nodes[:, 0] * one,
+            self.io_nodes[:, 0],
+            self.io_nodes[:, 1],
+            self.de_share,
+            rho,
+        )
+        return np.where(
+            self.ordered_hunting > 0.0, hunted, self.io_nodes[:, 0] + self.io_nodes[:, 1]
         )
 
     def waits(self, aps: np.ndarray) -> PrefillWaits:
         """What a turn's TTFT is made of at an arrival rate of ``aps`` agents/s per cluster:
         the fixed part, the running pass's residual and the queues' waits (``PrefillWaits``)."""
         pm = self.prefill
-        u, forward_cap, batch_c2, one, tau_1, idle_c2, ranks, pool_c2 = self._fixed
+        u, forward_cap, one, tau_1, ranks = self._fixed
         lam = np.asarray(aps, dtype=np.float64) * self.turns
         # The waits are the mean GPU's; whether the queue is stable, the busiest GPU's (the
         # scheduler's imbalance). The discrete-event simulation shows a mean TTFT taken at the
@@ -239,13 +275,15 @@ class OnlineQueue:
             # pole at the cap (docs/model.md section 6c; Kingman's alone put a compute-bound
             # MoE whose simulated turns wait for nothing 59% to 188% above the simulation's
             # p90 at 30% to 60% load).
-            c2 = self.arrival_cv2
+            # The turns' gaps as the queues see them: Poisson's for many agents, more regular
+            # for few (``turn_gap_cv2``).
+            c2 = self.gap_cv2(lam)
             rho_cap = lam_g * forward_cap / cap
             rho_u = lam_g * u
             unstable |= lam_busy * forward_cap / cap >= 1.0
             wait_batches = (
                 rho_cap / (1.0 - rho_cap) * forward_cap / cap - rho_u / (1.0 - rho_u) * u
-            ) * batch_c2
+            ) * (c2 / (2.0 * np.asarray(pm.request_gpus)))
             # The chance a request waits for a later batch: the share of the capped rate's
             # room that the passes' fixed time takes beyond the work, (rho_cap - rho_u) /
             # (1 - rho_u) = lambda_g t0 / (B (1 - rho_u)): 0 without a cap, 1 at it.
@@ -253,9 +291,12 @@ class OnlineQueue:
             # The I/O queues a turn's read passes, one after another: on each side its
             # busiest link's Kingman G/D/1 wait (c^2 + 0) / 2 x rho / (1 - rho) / mu, the
             # M/D/1 wait for Poisson arrivals, summed (``_io_wait``).
-            wait_io, io_busy, wait_read, read_share = _io_wait(
-                lam, self.t_io, self.io_nodes, c2, self.reads_pooled, self.node_ranks
-            )
+            # The paper's scheduler hunts the prefill nodes in order: the reads' pool is the
+            # links it leaves in use (``read_links``).
+            wait_io, io_busy, wait_read, read_share, read_width = _io_wait(
+                lam, self.t_io, self.io_nodes, c2, self.reads_pooled, self.node_ranks,
+                self.read_links(lam),
+            )  # fmt: skip
             # The running pass: at or above one request per pass (b >= 1, the GPU always busy)
             # a request waits out its residual, tau(b)/2, then its own pass. Below that a pass
             # holds one request and the GPU idles between passes; the scheduler deals the
@@ -264,11 +305,29 @@ class OnlineQueue:
             # Poisson): Kingman's G/D/1 wait for a pass of one, at most the residual.
             # A pass of one request (1 / request_gpus per GPU: a tensor-parallel replica's
             # GPUs share it).
-            batch_own = np.maximum(batch, one)
+            # A GPU's batches vary: a pass takes what arrived during the one before, whose
+            # length t0 + u B rises with its batch. A rank's arrivals are regular (the scheduler
+            # deals the turns in turn or by load: gaps' c^2 / r over r ranks, as below), so a
+            # pass of mean b gets a count of variance (c^2 / r) b, and the feedback through u
+            # makes Var B = (c^2 / r) b / (1 - rho_u^2), rho_u = lambda_g u (in a GPU's share:
+            # over g, the GPUs of a request). A turn is in a batch size-biased, E[B^2] / E[B] =
+            # b + Var B / b (at least itself), and arrives in a pass length-biased: the
+            # running pass's residual E[tau^2] / (2 E[tau]). Measured: DeepSeek-V3.2 on HGX
+            # B300 1P4D at 67% load, the simulated batches' mean 1.65 and variance 0.38 (this
+            # gives 1.51 and 0.34); its p90 15.5% low with the batch b for both. Only where
+            # the GPU is always busy (b >= 1): a step up there, as the residual's regime.
+            # Below one request a pass (b < 1) the GPU idles between passes of one, started as
+            # a turn comes: no batch to vary (the light-load waits below, as measured).
+            var_batch = np.where(
+                batch >= one, c2 / ranks * batch * one / (1.0 - np.minimum(rho_u, 1.0) ** 2), 0.0
+            )
+            batch_own = np.maximum(batch + var_batch / np.maximum(batch, one), one)
             tau_own = pm.t0_s + batch_own * u
+            tau_pass = pm.t0_s + np.maximum(batch, one) * u
+            residual = tau_pass / 2.0 + u**2 * var_batch / (2.0 * tau_pass)
             rho_1 = np.minimum(lam_g * tau_1, 1.0)
             wait_idle = np.where(
-                rho_1 < 1.0, idle_c2 * rho_1 / (2.0 * (1.0 - rho_1)) * tau_1, math.inf
+                rho_1 < 1.0, c2 / self.gpus * rho_1 / (2.0 * (1.0 - rho_1)) * tau_1, math.inf
             )
             # A scheduler that sends a turn to the least-loaded GPU makes the GPUs one pool:
             # a turn waits only when every rank (the GPUs one request runs on) is busy, the
@@ -278,11 +337,11 @@ class OnlineQueue:
             rho_r = lam / ranks * tau_1
             wait_pool = np.where(
                 rho_r < 1.0,
-                pool_c2 * erlang_c(ranks, rho_r) * tau_1 / (ranks * (1.0 - rho_r)),
+                0.5 * c2 * erlang_c(ranks, rho_r) * tau_1 / (ranks * (1.0 - rho_r)),
                 math.inf,
             )
             wait_idle = np.where(self.pooled > 0.0, wait_pool, wait_idle)
-            wait_running = np.minimum(wait_idle, tau_own / 2.0)
+            wait_running = np.minimum(wait_idle, residual)
             # The turn is prefilled when its pass and its KV's move (into HBM, on to the
             # decode node) are both over: they start together and layer-wise prefill overlaps
             # them, so the longer of the two, per read path (``kv_transfer_s``). A pass of a
@@ -314,6 +373,7 @@ class OnlineQueue:
             queued_share=queued_share,
             shared_s=wait_read,
             shared_share=read_share,
+            shared_width_s=read_width,
         )
 
 
@@ -401,16 +461,18 @@ class PrefillWaits:
     queued_share: np.ndarray
     # The wait of a read on a processor-shared link fed in blocks (round robin's prefill
     # nodes, ``_block_read_wait``): mean ``shared_s``; zero with probability 1 - pi_S, else
-    # uniform on [0, 2 shared_s / pi_S], pi_S = ``shared_share`` (a block's overlapping reads
-    # end together: the sojourn is narrow, not exponential).
+    # uniform with mean shared_s / pi_S, pi_S = ``shared_share``, over at most
+    # ``shared_width_s`` (from 0 where that is wide enough, else centred on its mean): a
+    # block's overlapping reads end together, so their sojourns are narrow, not exponential.
     shared_s: np.ndarray
     shared_share: np.ndarray
+    shared_width_s: np.ndarray
 
     def ttft_quantile(self, p: float) -> np.ndarray:
         """The p-quantile of the TTFT (0 < p < 1): fixed_s plus that of U + W + V, U uniform
         on [0, a], W zero with probability 1 - pi, else exponential of mean m / pi, and V zero
-        with probability 1 - pi_S, else uniform on [0, 2 shared_s / pi_S], found on its
-        distribution function by bisection (``_sum_quantile``)."""
+        with probability 1 - pi_S, else uniform with mean shared_s / pi_S over at most
+        shared_width_s, found on its distribution function by bisection (``_sum_quantile``)."""
         return self.fixed_s + _sum_quantile(
             p,
             self.residual_s,
@@ -418,6 +480,7 @@ class PrefillWaits:
             self.queued_share,
             self.shared_s,
             self.shared_share,
+            self.shared_width_s,
         )
 
 
@@ -433,24 +496,31 @@ def _sum_quantile(
     pi: np.ndarray,
     v: np.ndarray | float = 0.0,
     pi_v: np.ndarray | float = 0.0,
+    v_width: np.ndarray | float = math.inf,
 ) -> np.ndarray:
     """The p-quantile of U + W + V: U uniform on [0, a] (a >= 0), W zero with probability
     1 - pi and exponential of rate theta = pi / m otherwise, V zero with probability 1 - pi_v
-    and uniform on [0, b], b = 2 v / pi_v, otherwise (mean v). U + W's distribution function is
-    F0(t) = (1 - pi) min(t / a, 1) + pi G(t), G that of U + an exponential: for t <= a
-    (t - (1 - e^(-theta t)) / theta) / a, beyond 1 - (e^(-theta (t - a)) - e^(-theta t)) /
-    (theta a); with V, F(t) = (1 - pi_v) F0(t) + pi_v (H0(t) - H0(t - b)) / b, H0 the integral
-    of F0 from 0 (``_f0_integral``). The quantile lies between W's (and U's, p a) and a + b
-    more than W's."""
+    and otherwise uniform with mean v / pi_v over at most ``v_width``: on [0, 2 v / pi_v]
+    where that is narrower, else on v / pi_v -+ v_width / 2 (mean v). U + W's distribution
+    function is F0(t) = (1 - pi) min(t / a, 1) + pi G(t), G that of U + an exponential: for
+    t <= a (t - (1 - e^(-theta t)) / theta) / a, beyond 1 - (e^(-theta (t - a)) -
+    e^(-theta t)) / (theta a); with V on [l, l + b], F(t) = (1 - pi_v) F0(t) + pi_v
+    (H0(t - l) - H0(t - l - b)) / b, H0 the integral of F0 from 0 (``_f0_integral``). The
+    quantile lies between W's (and U's, p a) and a + l + b more than W's."""
     a = np.asarray(a, dtype=np.float64)
-    shape = np.broadcast_shapes(a.shape, np.shape(m), np.shape(pi), np.shape(v), np.shape(pi_v))
-    a, m, pi, v, pi_v = (
-        np.broadcast_to(np.asarray(x, dtype=np.float64), shape) for x in (a, m, pi, v, pi_v)
+    shape = np.broadcast_shapes(
+        a.shape, np.shape(m), np.shape(pi), np.shape(v), np.shape(pi_v), np.shape(v_width)
+    )
+    a, m, pi, v, pi_v, v_width = (
+        np.broadcast_to(np.asarray(x, dtype=np.float64), shape)
+        for x in (a, m, pi, v, pi_v, v_width)
     )
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         shares = (pi_v > 0.0) & (v > 0.0) & np.isfinite(v)
         pi_v = np.where(shares, np.clip(pi_v, 0.0, 1.0), 0.0)
-        b = np.where(shares, 2.0 * v / np.where(shares, pi_v, 1.0), 0.0)
+        centre = np.where(shares, v / np.where(shares, pi_v, 1.0), 0.0)
+        b = np.minimum(2.0 * centre, np.maximum(v_width, 0.0))
+        low = centre - b / 2.0  # V's least value where it is met
         # A wait W whose mean m / pi is below 1e-12 of U's and V's spans is W = 0 (its
         # rate theta, up to 1e57, overflowed the integral of V's part: a median of U + V of
         # 2.5 came out as 1.0, found by the sampling test).
@@ -464,12 +534,18 @@ def _sum_quantile(
         a = np.where(a > 1e-12 * (np.where(waits, 1.0 / theta, 0.0) + b), a, 0.0)
         q_w = np.where(pi > 1.0 - p, np.log(pi / (1.0 - p)) / theta, 0.0)
         lo = np.maximum(q_w, p * a)
-        hi = a + q_w + b
-        safe_b = np.where(shares, b, 1.0)
+        hi = a + q_w + low + b
+        shifted = shares & (b > 0.0)
+        safe_b = np.where(shifted, b, 1.0)
         for _ in range(_QUANTILE_STEPS):
             t = (lo + hi) / 2.0
             f0 = _f0(t, a, pi, theta)
-            spread = (_f0_integral(t, a, pi, theta) - _f0_integral(t - b, a, pi, theta)) / safe_b
+            spread = (
+                _f0_integral(t - low, a, pi, theta) - _f0_integral(t - low - b, a, pi, theta)
+            ) / safe_b
+            # V of no width: the point low (F0 shifted by it).
+            spread = np.where(shifted, spread, _f0(np.maximum(t - low, 0.0), a, pi, theta))
+            spread = np.where(t - low >= 0.0, spread, 0.0)
             f = (1.0 - pi_v) * f0 + pi_v * np.where(shares, spread, f0)
             below = f < p
             lo, hi = np.where(below, t, lo), np.where(below, hi, t)
@@ -543,11 +619,16 @@ def _slack(ttft: np.ndarray, tpot: np.ndarray, cfg: ServingConfig) -> np.ndarray
 
 
 def online_queue(
-    sc: Scenario, asm: Assembly, sol: Solution, moves: KvMoves | None = None
+    sc: Scenario,
+    asm: Assembly,
+    sol: Solution,
+    moves: KvMoves | None = None,
+    light: tuple[Num, Num] | None = None,
 ) -> OnlineQueue:
     """The online queue of every cluster of an assembly of ``sc`` and its solution (1-D over
-    clusters; a single cluster is an array of one); ``moves``: the assembly's ``kv_move_s``,
-    where the caller has it."""
+    clusters; a single cluster is an array of one); ``moves`` and ``light``: the assembly's
+    ``kv_move_s`` and its light load (``light_load_s``: a turn's TTFT alone and the cycle),
+    where the caller has them."""
     P = np.atleast_1d(np.asarray(asm.pe.nodes, dtype=np.float64))
     D = np.atleast_1d(np.asarray(asm.de.nodes, dtype=np.float64))
     n = max(P.size, D.size)
@@ -580,7 +661,12 @@ def online_queue(
         group = np.broadcast_to(np.asarray(asm.de.index, dtype=np.int64), (n,))
     order = np.argsort(group, kind="stable")
     d = sc.turn_demand
+    moves = kv_move_s(sc, asm) if moves is None else moves
     transfer = kv_transfer_s(sc, asm, n, moves)
+    de_share = _column(np.asarray(sol.decode_path_fraction, dtype=np.float64).reshape(-1), n)
+    if light is None:
+        light = light_load_s(sc, asm, de_share, moves)
+    ttft_one, cycle = (_column(v, n) for v in light)
     # The move's links saturate where the solution's utilization reaches 1 (their load, the
     # write-back's with it, is proportional to the turn rate).
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -590,11 +676,14 @@ def online_queue(
         turns=d.trajectory_turns.mean,
         generated=d.mean(d.generated_tokens),
         arrival_cv2=sc.workload.arrival_cv**2,
+        cycle_s=cycle,
+        cycle_cv2=cycle_cv2(sc, ttft_one, cycle),
         t_max=t_max,
         gpus=gpus,
         imbalance=_column(imbalance, n),
         pooled=_column(float(policy != "round_robin"), n),
         reads_pooled=_column(float(policy != "round_robin" and asm.mode.split == "optimal"), n),
+        ordered_hunting=_column(float(policy == "queue_aware" and asm.mode.split == "optimal"), n),
         node_ranks=_column(
             float(sc.prefill_node.gpus_per_node / max(float(np.asarray(pm.request_gpus)), 1.0))
             if policy == "round_robin" and asm.mode.split == "pe_only"
@@ -620,7 +709,7 @@ def online_queue(
         io_nodes=io_nodes,
         transfer_s=transfer,
         t_transfer=t_transfer,
-        de_share=_column(np.asarray(sol.decode_path_fraction, dtype=np.float64).reshape(-1), n),
+        de_share=de_share,
         groups=groups,
         order=order,
         starts=np.searchsorted(group[order], np.arange(len(groups) + 1)),
@@ -694,6 +783,81 @@ def kv_transfer_s(sc: Scenario, asm: Assembly, n: int, moves: KvMoves | None = N
     return out
 
 
+def light_load_s(
+    sc: Scenario, asm: Assembly, de_share: Num, moves: KvMoves | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``serving.light_load`` of the clusters of ``asm`` whose decode-path share is
+    ``de_share``: a turn's TTFT alone (the read not hidden, then the longer of a pass of one
+    and its KV's move per read path, ``prefilled_s``) and the per-agent cycle (that TTFT, the
+    mean turn's tokens at a decode batch of one, the tool latency). ``moves``: ``kv_move_s``
+    where the caller has it (the online queue lays the same moves out per link)."""
+    d = sc.turn_demand
+    pm, group = asm.pe.prefill, asm.de.decode
+    assert pm is not None and group is not None
+    pass_s = asm.pe.take(pm.single_pass_s)
+    move_pe: Num = 0.0
+    move_de: Num = 0.0
+    for _, pe_read, de_read in kv_move_s(sc, asm) if moves is None else moves:
+        move_pe, move_de = np.maximum(move_pe, pe_read), np.maximum(move_de, de_read)
+    own = prefilled_s(pass_s, move_pe, move_de, de_share)
+    ttft_min = pm.read_latency_s + own
+    tpot_one = asm.de.take(decode_step_one(group))
+    cycle = ttft_min + d.mean(d.generated_tokens) * tpot_one + sc.workload.tool_latency_s
+    return ttft_min, cycle
+
+
+# A decode group's step at a batch of one, by group (identity: its fields are frozen).
+_STEP_ONE: IdentityMemo[np.ndarray] = IdentityMemo(64)
+
+
+def decode_step_one(group: DecodeGroup) -> np.ndarray:
+    """The decode step of one sequence per group entry (``DecodeGroup.step_array_s``), once
+    per group: every cluster of a group reads it (the intervals' 44 clusters have five)."""
+
+    def compute() -> np.ndarray:
+        step = group.step_array_s(np.ones_like(group.free_hbm_bytes))
+        if isinstance(step, np.ndarray):
+            step.flags.writeable = False  # shared by every cluster of the group
+        return step
+
+    return _STEP_ONE.get((group,), compute)
+
+
+def cycle_cv2(sc: Scenario, ttft_s: Num, cycle_s: Num) -> np.ndarray:
+    """The squared coefficient of variation of an agent's light-load cycle (``light_load_s``)
+    from turn to turn: its decode part, g TPOT(1), varies with the generated tokens g of the
+    workload's turn kinds (``TurnDemand.weight``); the tool latency is one number, and a
+    turn's own TTFT varies little beside them."""
+    d = sc.turn_demand
+    g = d.generated_tokens
+    mean = d.mean(g)
+    spread = float(np.sum(d.weight * (g - mean) ** 2)) / mean**2 if mean > 0.0 else 0.0
+    cycle = np.asarray(cycle_s, dtype=np.float64)
+    decode = cycle - np.asarray(ttft_s) - sc.workload.tool_latency_s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(cycle > 0.0, spread * (decode / cycle) ** 2, 1.0)
+    return np.clip(out, 0.0, 1.0)
+
+
+def turn_gap_cv2(agents_cv2: Num, lam: Num, cycle_s: Num, cycle_cv2: Num, nodes: Num) -> np.ndarray:
+    """The squared variation of the gaps between turns that the queues see, at ``lam`` turns/s
+    (docs/model.md section 6c, "Turns of few agents"). The turns are those of the n = lam c
+    agents in the system (Little, c the light-load cycle), each with one turn at a time, a
+    cycle apart. Over a window t the count of such a stream is not Poisson: with a fixed
+    cycle each agent lands in it with probability t / c at most once (a binomial count,
+    index of dispersion 1 - t / c), and a cycle of squared variation c_c^2 takes it back to
+    c_c^2 over one cycle (a renewal stream's long-run dispersion); linear between. The window
+    that matters is one prefill node's mean gap, P / lam, so t / c = P / n, and the
+    dispersion 1 - (1 - c_c^2) min(P / n, 1) scales the agents' own arrival variation (1 for
+    Poisson). Many agents (n >> P) give Poisson's turns; few, as the simulation shows, far
+    more regular ones (Qwen3-32B DGX B200 2P4D at 35% load, 5 agents in the system: its p90
+    52% high with Poisson's turns, -3% with these)."""
+    lam = np.asarray(lam, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        share = np.where(lam * cycle_s > 0.0, np.minimum(nodes / (lam * cycle_s), 1.0), 1.0)
+    return np.asarray(agents_cv2 * (1.0 - (1.0 - np.asarray(cycle_cv2)) * share))
+
+
 def prefilled_s(pass_s: Num, move_pe_s: Num, move_de_s: Num, de_share: Num) -> np.ndarray:
     """A turn's own time from its read's end to prefilled: its pass and its KV's move start
     together and layer-wise prefill overlaps them, so the longer of the two, per read path,
@@ -706,7 +870,7 @@ def prefilled_s(pass_s: Num, move_pe_s: Num, move_de_s: Num, de_share: Num) -> n
 
 def _block_read_wait(
     lam: np.ndarray, t_s: np.ndarray, nodes: np.ndarray, ranks: np.ndarray, c2: Any
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The mean wait of a turn's read at its prefill node where round robin deals the G ranks
     in turn, a node's k = ``ranks`` one after another, and the node's read link shares its
     bandwidth among the reads in flight (processor sharing, as the simulation runs it); and
@@ -749,7 +913,13 @@ def _block_read_wait(
         wait = np.where(rho < 1.0, 2.0 * (within + between), math.inf)
         wait = np.where(lam > 0.0, wait, 0.0)
         share = np.clip(np.where(service > 0.0, wait / service, 0.0), 0.0, 1.0)
-    return wait, share
+        # How far apart the waits of reads that share the link lie: two reads of one size a
+        # apart both end at 2 S - a (up to 2 S), a block's k reads arrive over k - 1 gaps and
+        # end together (their waits differ by their arrivals'), and the earlier blocks' work
+        # varies from block to block (its processor-shared wait 2 W_btw, twice for a uniform's
+        # width).
+        width = 2.0 * service + (k - 1.0) / np.where(lam > 0.0, lam, 1.0) + 4.0 * between
+    return wait, share, width
 
 
 def _poisson_block_wait(lam: np.ndarray, service: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -816,6 +986,63 @@ def _poisson_block_wait(lam: np.ndarray, service: np.ndarray, k: np.ndarray) -> 
     return out / np.maximum(k, 1.0)
 
 
+# Servers up to which ``pool_in_use`` follows the ordered hunting exactly (Erlang's loss
+# recursion at each node's boundary); the turns left beyond are spread evenly over the rest.
+_HUNT_EXACT = 64
+
+
+def pool_in_use(
+    busy_ranks: np.ndarray,
+    ranks_per_node: np.ndarray,
+    prefill_nodes: np.ndarray,
+    decode_nodes: np.ndarray,
+    de_share: np.ndarray,
+    rho: np.ndarray,
+) -> np.ndarray:
+    """The read links the paper's scheduler keeps in use, as a pool's size (docs/model.md
+    section 6c, "Reads the paper's scheduler hunts"). It gives a turn the prefill node whose
+    least-loaded GPU has the fewest unfinished tokens, ties to the lowest index: below
+    saturation the first node takes every turn while one of its k ranks is free, the next
+    what overflows, Erlang's ordered hunting. With a = ``busy_ranks`` (the turn rate times a
+    rank's hold), node j takes B(j k, a) - B((j + 1) k, a) of the turns, B Erlang's loss
+    formula; what finds no rank free, B(P k, a), goes to the least-loaded GPU wherever it is,
+    spread evenly over the P nodes (and so what lies beyond ``_HUNT_EXACT`` ranks).
+    A turn reads on its node or its decode node (the shorter queue), the decode side's share
+    x even over the D nodes, so the read work's shares are s = (1 - x) times the nodes' turn
+    shares, and x / D each: the pool's effective size is their participation ratio
+    1 / sum s^2, at least the links the work needs (floor(rho (P + D)) + 1, rho the pooled
+    utilization) and at most P + D. Measured: gpt-oss-120b HGX B300 4P1D at 22% load, the
+    simulated read shares 0.61, 0.02, 0, 0 and 0.37 (2 links where P + D is 5)."""
+    P = np.asarray(prefill_nodes, dtype=np.float64)
+    D = np.asarray(decode_nodes, dtype=np.float64)
+    a = np.asarray(busy_ranks, dtype=np.float64)
+    k = np.maximum(np.floor(np.asarray(ranks_per_node, dtype=np.float64) + 1e-9), 1.0)
+    x = np.clip(np.asarray(de_share, dtype=np.float64), 0.0, 1.0)
+    # Node j's share by the hunting, for the nodes whose boundary is within _HUNT_EXACT
+    # ranks; what no node's free rank takes (every rank busy, or beyond those nodes) goes to
+    # the least-loaded GPU wherever it is: spread evenly over the P nodes.
+    hunted = []  # per boundary: (which clusters have a node there, its share)
+    left = np.ones_like(a)  # B at the last boundary: the turns not yet placed
+    loss = np.ones_like(a)
+    placed = np.zeros_like(a)
+    for n in range(1, int(min((P * k).max(initial=1.0), _HUNT_EXACT)) + 1):
+        loss = a * loss / (n + a * loss)  # B(n, a)
+        boundary = (n % k == 0) & (n <= P * k)
+        if boundary.any():
+            hunted.append((boundary, left - loss))
+            placed = placed + boundary
+            left = np.where(boundary, loss, left)
+    spread = left / P
+    squares = (P - placed) * ((1.0 - x) * spread) ** 2
+    for boundary, share in hunted:
+        squares = squares + np.where(boundary, ((1.0 - x) * (share + spread)) ** 2, 0.0)
+    squares = squares + np.where(D > 0.0, x**2 / np.maximum(D, 1.0), 0.0)
+    with np.errstate(divide="ignore"):
+        size = np.floor(1.0 / squares + 0.5)
+    need = np.floor(np.asarray(rho) * (P + D)) + 1.0
+    return np.clip(np.maximum(size, need), 1.0, P + D)
+
+
 def _io_wait(
     lam: np.ndarray,
     t_io: np.ndarray,
@@ -823,7 +1050,8 @@ def _io_wait(
     c2: Any,
     pooled: np.ndarray,
     node_ranks: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    links_in_use: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The mean wait of a turn's read in the I/O queues, at ``lam`` turns/s: per side (``t_io``,
     ``io_nodes``: clusters x sides), its busiest link's G/D/1 wait, summed over the sides a
     read passes (storage, then a node's SNIC: a tandem, each queue taken on its own). A side
@@ -858,6 +1086,11 @@ def _io_wait(
     if both.any():
         c = io_nodes[:, 0] + io_nodes[:, 1]
         rho = np.maximum(lam / t_io[:, 0], lam / t_io[:, 1])
+        if links_in_use is not None:
+            # The paper's scheduler leaves some of the P + D links idle (``pool_in_use``):
+            # the same read work on the c' links it uses.
+            rho = np.where(links_in_use < c, rho * c / links_in_use, rho)
+            c = links_in_use
         waiting = erlang_c(c, rho)
         with np.errstate(divide="ignore", invalid="ignore"):
             pool = np.where(rho < 1.0, 0.5 * c2 * waiting / (lam * (1.0 - rho)) * rho, math.inf)
@@ -868,19 +1101,22 @@ def _io_wait(
     # (``_block_read_wait``), their own wait and shape, out of the FIFO queues' total.
     shared = np.zeros_like(lam)
     share = np.zeros_like(lam)
+    width = np.full_like(lam, math.inf)
     if node_ranks is not None:
         blocks = (node_ranks > 0.0) & np.isfinite(t_io[:, 0]) & (pooled <= 0.0)
         if blocks.any():
-            w, sh = _block_read_wait(lam, t_io[:, 0], io_nodes[:, 0], node_ranks, c2)
+            w, sh, wd = _block_read_wait(lam, t_io[:, 0], io_nodes[:, 0], node_ranks, c2)
             total = np.where(blocks, total - waits[0], total)
             free = np.where(blocks, free / np.where(busy[0] < 1.0, 1.0 - busy[0], 1.0), free)
             shared = np.where(blocks, w, 0.0)
             share = np.where(blocks, sh, 0.0)
+            width = np.where(blocks, wd, math.inf)
     return (
         np.asarray(total, dtype=np.float64),
         1.0 - np.asarray(free, dtype=np.float64),
         shared,
         share,
+        width,
     )
 
 
@@ -936,11 +1172,14 @@ def stack_queues(queues: Sequence[OnlineQueue]) -> OnlineQueue:
         turns=cat(lambda q: q.turns),
         generated=cat(lambda q: q.generated),
         arrival_cv2=cat(lambda q: q.arrival_cv2),
+        cycle_s=cat(lambda q: q.cycle_s),
+        cycle_cv2=cat(lambda q: q.cycle_cv2),
         t_max=cat(lambda q: q.t_max),
         gpus=cat(lambda q: q.gpus),
         imbalance=cat(lambda q: q.imbalance),
         pooled=cat(lambda q: q.pooled),
         reads_pooled=cat(lambda q: q.reads_pooled),
+        ordered_hunting=cat(lambda q: q.ordered_hunting),
         node_ranks=cat(lambda q: q.node_ranks),
         prefill=replace(queues[0].prefill, **prefill),
         batch_cap=cat(lambda q: q.batch_cap),
@@ -1042,13 +1281,20 @@ def online_aps_each(
     clusters: Sequence[tuple[Scenario, Assembly, Solution]],
     cfg: ServingConfig,
     moves: Sequence[KvMoves] | None = None,
+    lights: Sequence[tuple[Num, Num]] | None = None,
 ) -> list[OnlineAps]:
     """``online_aps`` of each (scenario, assembly, solution) as it gives it alone, in one
     search over all of them (``stack_queues``): the modes of a cluster (``serving.evaluate``)
-    or of many perturbed clusters (the intervals) at once; ``moves``: each cluster's
-    ``kv_move_s``, where the caller has them."""
+    or of many perturbed clusters (the intervals) at once; ``moves`` and ``lights``: each
+    cluster's ``kv_move_s`` and light load, where the caller has them."""
     queues = [
-        online_queue(sc, asm, sol, None if moves is None else moves[k])
+        online_queue(
+            sc,
+            asm,
+            sol,
+            None if moves is None else moves[k],
+            None if lights is None else lights[k],
+        )
         for k, (sc, asm, sol) in enumerate(clusters)
     ]
     if not queues:

@@ -56,10 +56,10 @@ from dualpath_plan.outcomes.online import (
     KvMoves,
     OnlineAps,
     kv_move_s,
+    light_load_s,
     online_aps,
     online_aps_each,
     online_queue,
-    prefilled_s,
 )
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import DecodeGroup, PrefillEngine
@@ -595,15 +595,15 @@ def _offline(sc: Scenario, cfg: ServingConfig, sat: Saturated, t_max: float) -> 
 def _offline_many(
     cfg: ServingConfig,
     clusters: Sequence[tuple[Scenario, Saturated, float]],
-    moves: Sequence[KvMoves] | None = None,
+    lights: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> list[Offline]:
     """``_offline`` of each (scenario, optimum, throughput) of clusters that run. Offline: the
     closed system while all N agents run (the operating point), then drained; the critical
     path at the N agents' decode batch (``closed_cycle``), and in the drain at the agents still
     running. One ``offline_jct_s`` per distinct turn-count distribution (a perturbed
     turns_spread has its own), each cluster a column of the stacked ``ClosedCycle``, as it
-    gives alone (40 calls one by one were most of a cold `size`'s intervals). ``moves``: each
-    cluster's ``kv_move_s``, where the caller has them."""
+    gives alone (40 calls one by one were most of a cold `size`'s intervals). ``lights``: each
+    cluster's ``light_load``, where the caller has them."""
     out: dict[int, Offline] = {}
     groups: dict[bytes, list[tuple[int, float, ClosedCycle, float]]] = {}
     for k, (sc, sat, _) in enumerate(clusters):
@@ -611,7 +611,7 @@ def _offline_many(
         key = (
             counts.length.tobytes() + counts.surviving.tobytes() + repr(counts.ramp_turns).encode()
         )
-        ttft, cycle = light = light_load(sc, sat, None if moves is None else moves[k])
+        ttft, cycle = light = light_load(sc, sat) if lights is None else lights[k]
         at = closed_cycle(sc, sat, light)
         groups.setdefault(key, []).append((k, cycle.item(), at, ttft.item()))
     for group in groups.values():
@@ -645,10 +645,12 @@ def offline_each(
 def _offline_each(
     scenarios: Sequence[Scenario], modes: tuple[OutcomeMode, ...], cfg: ServingConfig
 ) -> tuple[
-    list[dict[OutcomeMode, Offline | PlanInputError]], dict[tuple[int, OutcomeMode], KvMoves]
+    list[dict[OutcomeMode, Offline | PlanInputError]],
+    dict[tuple[int, OutcomeMode], tuple[KvMoves, tuple[np.ndarray, np.ndarray]]],
 ]:
-    """``offline_each``, and the KV moves (``kv_move_s``) of each scenario and mode that runs,
-    which its light-load TTFT read and its online queue reads (``cores_each``)."""
+    """``offline_each``, and of each scenario and mode that runs its KV moves (``kv_move_s``)
+    and its light load (``light_load``), which the offline cycle read and its online queue
+    reads (``cores_each``): each computed once."""
     out: list[dict[OutcomeMode, Offline | PlanInputError]] = [{} for _ in scenarios]
     built: list[tuple[int, OutcomeMode, Assembly]] = []
     memos: dict[tuple[object, ...], ClusterMemo] = {}
@@ -676,10 +678,12 @@ def _offline_each(
         except PlanInputError as exc:
             out[i][m] = exc
     moves = [kv_move_s(scenarios[i], sat.assembly) for i, _, (_, sat, _) in runs]
-    found = _offline_many(cfg, [cluster for _, _, cluster in runs], moves)
+    lights = [light_load(sc, sat, mv) for (_, _, (sc, sat, _)), mv in zip(runs, moves, strict=True)]
+    found = _offline_many(cfg, [cluster for _, _, cluster in runs], lights)
     for (i, m, _), got in zip(runs, found, strict=True):
         out[i][m] = got
-    moved = {(i, m): mv for (i, m, _), mv in zip(runs, moves, strict=True)}
+    light_each = zip(runs, moves, lights, strict=True)
+    moved = {(i, m): (mv, light) for (i, m, _), mv, light in light_each}
     return [{m: o[m] for m in modes} for o in out], moved
 
 
@@ -689,7 +693,7 @@ def cores_each(
     """Per scenario (each its own cluster), per mode: ``mode_core``'s, or the PlanInputError
     it raises; the optima of a mode's clusters in one solve (``offline_each``) and every APS
     in one search (``online_aps_each``), each as the cluster alone gives it."""
-    offline, moves = _offline_each(scenarios, modes, cfg)
+    offline, moved = _offline_each(scenarios, modes, cfg)
     runs = [
         (i, m, got)
         for i, found in enumerate(offline)
@@ -699,7 +703,8 @@ def cores_each(
     online = online_aps_each(
         [(scenarios[i], sat.assembly, sat.solution) for i, _, (sat, *_) in runs],
         cfg,
-        [moves[(i, m)] for i, m, _ in runs],
+        [moved[(i, m)][0] for i, m, _ in runs],
+        [moved[(i, m)][1] for i, m, _ in runs],
     )
     out: list[dict[OutcomeMode, ModeCore | PlanInputError]] = [
         {m: got for m, got in found.items() if isinstance(got, PlanInputError)} for found in offline
@@ -751,20 +756,7 @@ def light_load(
     latency). The one definition: size, sweep, recommend, intervals and simulate read it, a
     single cluster as arrays of one element; the online queue's fixed part at no load is it.
     ``moves``: the assembly's ``kv_move_s``, where the caller has it."""
-    d = sc.turn_demand
-    asm = sat.assembly
-    pm, group = asm.pe.prefill, asm.de.decode
-    assert pm is not None and group is not None
-    pass_s = asm.pe.take(pm.single_pass_s)
-    move_pe: Num = 0.0
-    move_de: Num = 0.0
-    for _, pe_read, de_read in kv_move_s(sc, asm) if moves is None else moves:
-        move_pe, move_de = np.maximum(move_pe, pe_read), np.maximum(move_de, de_read)
-    own = prefilled_s(pass_s, move_pe, move_de, sat.solution.decode_path_fraction)
-    ttft_min = pm.read_latency_s + own
-    tpot_one = asm.de.take(_group_steps(group).one)
-    cycle = ttft_min + d.mean(d.generated_tokens) * tpot_one + sc.workload.tool_latency_s
-    return ttft_min, cycle
+    return light_load_s(sc, sat.assembly, sat.solution.decode_path_fraction, moves)
 
 
 # Points of the decode batch (geometric from 1 to the HBM cap) at which ``closed_cycle``
@@ -878,11 +870,9 @@ def closed_cycle(
 
 
 class GroupSteps(NamedTuple):
-    """A decode group's steps the light-load cycle and the cycle table read (``_group_steps``):
-    at a batch of one, at the table's batches b_k from one to the HBM cap (``top``, at least
-    one) on a leading axis, and at the cap."""
+    """A decode group's steps the cycle table reads (``_group_steps``): at the table's batches
+    b_k from one to the HBM cap (``top``, at least one) on a leading axis, and at the cap."""
 
-    one: np.ndarray
     top: np.ndarray
     batches: np.ndarray
     steps: np.ndarray
@@ -902,7 +892,6 @@ def _group_steps(group: DecodeGroup) -> GroupSteps:
         powers = np.arange(CYCLE_POINTS, dtype=np.float64) / (CYCLE_POINTS - 1)
         b = top[None, ...] ** powers.reshape((-1,) + (1,) * top.ndim)
         found = GroupSteps(
-            group.step_array_s(np.ones_like(group.free_hbm_bytes)),
             top,
             b,
             group.step_array_s(b),
