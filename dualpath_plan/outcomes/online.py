@@ -216,6 +216,19 @@ class OnlineQueue:
             self.arrival_cv2, lam, self.cycle_s, self.cycle_cv2, self.io_nodes[:, 0]
         )
 
+    @functools.cached_property
+    def _hunting(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What ``read_links`` reads that no rate changes, once per queue: the prefill and
+        decode sides' read rates, a rank's hold of a turn (its read and its pass of one) and
+        the ranks of a prefill node."""
+        pm = self.prefill
+        one = 1.0 / np.asarray(pm.request_gpus)
+        sides = self.t_io[:, :2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            read_s = np.where(np.isfinite(sides), self.io_nodes[:, :2] / sides, 0.0).sum(axis=1)
+        hold = pm.read_latency_s + read_s + pm.t0_s + one * pm.u_s
+        return sides, hold, self.gpus / self.io_nodes[:, 0] * one
+
     def read_links(self, lam: np.ndarray) -> np.ndarray | None:
         """The read links the paper's scheduler keeps in use at ``lam`` turns/s per cluster
         (``pool_in_use``; P + D where it does not hunt the prefill nodes in order), or None
@@ -224,15 +237,12 @@ class OnlineQueue:
         nodes' rate)."""
         if not self.ordered_hunting.any():
             return None
-        pm = self.prefill
-        one = 1.0 / np.asarray(pm.request_gpus)
-        sides = self.t_io[:, :2]
+        sides, hold, ranks_per_node = self._hunting
         with np.errstate(divide="ignore", invalid="ignore"):
-            read_s = np.where(np.isfinite(sides), self.io_nodes[:, :2] / sides, 0.0).sum(axis=1)
             rho = np.maximum(lam / sides[:, 0], lam / sides[:, 1])
         hunted = pool_in_use(
-            lam * (pm.read_latency_s + read_s + pm.t0_s + one * pm.u_s),
-            self.gpus / self.io_nodes[:, 0] * one,
+            lam * hold,
+            ranks_per_node,
             self.io_nodes[:, 0],
             self.io_nodes[:, 1],
             self.de_share,
@@ -991,6 +1001,36 @@ def _poisson_block_wait(lam: np.ndarray, service: np.ndarray, k: np.ndarray) -> 
 _HUNT_EXACT = 64
 
 
+# ``_hunt_plan``'s plans by the ranks per node and prefill nodes they are of (their values).
+_HUNT_PLANS: dict[bytes, tuple[int, list[tuple[int, np.ndarray]], np.ndarray]] = {}
+_HUNT_PLANS_MAX = 64
+
+
+def _hunt_plan(
+    k: np.ndarray, P: np.ndarray
+) -> tuple[int, list[tuple[int, np.ndarray]], np.ndarray]:
+    """Of ``pool_in_use``'s hunting, what the rate does not change: the servers its loss
+    recursion runs to, each node boundary n (a multiple of the ranks per node k, within the
+    P k ranks) with the clusters that have one there, and how many each has; the same at
+    every rate the APS search asks for, so made once per (k, P)."""
+    key = repr((k.shape, P.shape)).encode() + k.tobytes() + P.tobytes()
+    plan = _HUNT_PLANS.get(key)
+    if plan is None:
+        ranks = P * k
+        top = int(min(ranks.max(initial=1.0), _HUNT_EXACT))
+        boundaries = []
+        placed = np.zeros(np.broadcast_shapes(k.shape, P.shape))
+        for n in range(1, top + 1):
+            boundary = (n % k == 0) & (n <= ranks)
+            if boundary.any():
+                boundaries.append((n, boundary))
+                placed = placed + boundary
+        if len(_HUNT_PLANS) >= _HUNT_PLANS_MAX:
+            _HUNT_PLANS.clear()
+        plan = _HUNT_PLANS[key] = (top, boundaries, placed)
+    return plan
+
+
 def pool_in_use(
     busy_ranks: np.ndarray,
     ranks_per_node: np.ndarray,
@@ -1021,17 +1061,20 @@ def pool_in_use(
     # Node j's share by the hunting, for the nodes whose boundary is within _HUNT_EXACT
     # ranks; what no node's free rank takes (every rank busy, or beyond those nodes) goes to
     # the least-loaded GPU wherever it is: spread evenly over the P nodes.
+    top, boundaries, placed = _hunt_plan(k, P)
     hunted = []  # per boundary: (which clusters have a node there, its share)
     left = np.ones_like(a)  # B at the last boundary: the turns not yet placed
     loss = np.ones_like(a)
-    placed = np.zeros_like(a)
-    for n in range(1, int(min((P * k).max(initial=1.0), _HUNT_EXACT)) + 1):
-        loss = a * loss / (n + a * loss)  # B(n, a)
-        boundary = (n % k == 0) & (n <= P * k)
-        if boundary.any():
+    at = iter(boundaries)
+    following = next(at, None)
+    for n in range(1, top + 1):
+        held = a * loss
+        loss = held / (n + held)  # B(n, a)
+        if following is not None and following[0] == n:
+            boundary = following[1]
             hunted.append((boundary, left - loss))
-            placed = placed + boundary
             left = np.where(boundary, loss, left)
+            following = next(at, None)
     spread = left / P
     squares = (P - placed) * ((1.0 - x) * spread) ** 2
     for boundary, share in hunted:
