@@ -422,6 +422,48 @@ def test_round_robin_reads_are_processor_shared_blocks() -> None:
     assert float(share[0]) == pytest.approx(min(1.0, float(wait[0] / service[0])))
 
 
+def _pool_in_use_loop(a, ranks_per_node, P, D, de_share, rho):  # type: ignore[no-untyped-def]
+    """``online.pool_in_use`` as written first (every boundary found at every rate): the
+    reference its plan made once per (ranks, nodes) reproduces bit for bit."""
+    from dualpath_plan.outcomes.online import _HUNT_EXACT
+
+    k = np.maximum(np.floor(ranks_per_node + 1e-9), 1.0)
+    x = np.clip(de_share, 0.0, 1.0)
+    hunted, left, loss, placed = [], np.ones_like(a), np.ones_like(a), np.zeros_like(a)
+    for n in range(1, int(min((P * k).max(initial=1.0), _HUNT_EXACT)) + 1):
+        loss = a * loss / (n + a * loss)
+        boundary = (n % k == 0) & (n <= P * k)
+        if boundary.any():
+            hunted.append((boundary, left - loss))
+            placed = placed + boundary
+            left = np.where(boundary, loss, left)
+    spread = left / P
+    squares = (P - placed) * ((1.0 - x) * spread) ** 2
+    for boundary, share in hunted:
+        squares = squares + np.where(boundary, ((1.0 - x) * (share + spread)) ** 2, 0.0)
+    squares = squares + np.where(D > 0.0, x**2 / np.maximum(D, 1.0), 0.0)
+    with np.errstate(divide="ignore"):
+        size = np.floor(1.0 / squares + 0.5)
+    return np.clip(np.maximum(size, np.floor(rho * (P + D)) + 1.0), 1.0, P + D)
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 50))
+def test_the_hunting_plan_is_the_loop_bit_for_bit(seed: int, size: int) -> None:
+    """The ordered hunting's pool with its boundaries made once per (ranks, nodes) gives the
+    loop's sizes to the bit, at any rate, with a node of any number of ranks."""
+    from dualpath_plan.outcomes.online import pool_in_use
+
+    rng = np.random.default_rng(seed)
+    P = rng.integers(1, 9, size).astype(float)
+    D = rng.integers(0, 9, size).astype(float)
+    k = rng.choice([0.5, 1.0, 2.0, 3.0, 8.0, 16.0], size)
+    x, rho = rng.uniform(0, 1, size), rng.uniform(0, 1.2, size)
+    for a in (10 ** rng.uniform(-3, 2, size), np.zeros(size)):
+        want = _pool_in_use_loop(a, k, P, D, x, rho)
+        assert np.array_equal(pool_in_use(a, k, P, D, x, rho), want, equal_nan=True)
+
+
 def _poisson_block_wait_loop(lam: np.ndarray, service: np.ndarray, k: np.ndarray) -> np.ndarray:
     """``online._poisson_block_wait`` as a loop over i of loops over the Erlang terms (as it
     was written first): the reference its grid of i by the clusters reproduces bit for bit."""
