@@ -321,9 +321,7 @@ def test_a_batch_counts_the_requests_of_a_rank() -> None:
         lam = np.array([load * t_max])
         w = q.waits(lam / q.turns)
         c2 = q.gap_cv2(lam)
-        io, *_ = _io_wait(
-            lam, q.t_io, q.io_nodes, c2, q.reads_pooled, q.node_ranks, q.read_links(lam)
-        )
+        io, *_ = _io_wait(lam, q.t_io, q.io_nodes, c2, q.reads_pooled, q.node_ranks)
         cap = q.batch_cap
         tau_cap = q.prefill.t0_s + cap * q.prefill.u_s
         rho = lam / q.gpus * tau_cap / cap
@@ -371,8 +369,8 @@ def test_p90_ttft_on_random_scenarios(case: int) -> None:
     """INV-89 (issue 33): on random scenarios (model, node, P and D, workload, basic or
     dualpath, 10% to 70% load; bench/p90_agreement.py's draw of seed 0, those the model runs),
     the analytical p90 TTFT within 15% of the simulation's, the mean of five seeds' p90.
-    Measured on 50 (TAIL_SLO_RANDOM=50): 49 hold (43 before the turns of few agents, the hunted
-    reads, the narrow overlapped reads and the varying batches); the miss is named
+    Measured on 50 (TAIL_SLO_RANDOM=50): 47 hold (43 before the turns of few agents, the narrow
+    overlapped reads and the varying batches); the misses are named
     in docs/model.md section 6c."""
     bench = load_bench("p90_agreement")
     m = bench.measure(bench.draw_cases(case + 1)[case], seeds=5)
@@ -387,9 +385,7 @@ def test_no_cap_no_wait_for_later_batches() -> None:
 
     q, t_max = _queue(SPECS[0], "basic")
     lam = np.array([0.4 * t_max])
-    io, *_ = _io_wait(
-        lam, q.t_io, q.io_nodes, q.gap_cv2(lam), q.reads_pooled, q.node_ranks, q.read_links(lam)
-    )
+    io, *_ = _io_wait(lam, q.t_io, q.io_nodes, q.gap_cv2(lam), q.reads_pooled, q.node_ranks)
     got = []
     for scale in (1.0, 10.0, 1e3, 1e9):
         w = replace(q, batch_cap=q.batch_cap * scale).waits(lam / q.turns)
@@ -420,48 +416,6 @@ def test_round_robin_reads_are_processor_shared_blocks() -> None:
     service = 1.0 / t_s
     assert float(wait[0]) == pytest.approx(float(rho * service[0] / (1 - rho)), rel=1e-12)
     assert float(share[0]) == pytest.approx(min(1.0, float(wait[0] / service[0])))
-
-
-def _pool_in_use_loop(a, ranks_per_node, P, D, de_share, rho):  # type: ignore[no-untyped-def]
-    """``online.pool_in_use`` as written first (every boundary found at every rate): the
-    reference its plan made once per (ranks, nodes) reproduces bit for bit."""
-    from dualpath_plan.outcomes.online import _HUNT_EXACT
-
-    k = np.maximum(np.floor(ranks_per_node + 1e-9), 1.0)
-    x = np.clip(de_share, 0.0, 1.0)
-    hunted, left, loss, placed = [], np.ones_like(a), np.ones_like(a), np.zeros_like(a)
-    for n in range(1, int(min((P * k).max(initial=1.0), _HUNT_EXACT)) + 1):
-        loss = a * loss / (n + a * loss)
-        boundary = (n % k == 0) & (n <= P * k)
-        if boundary.any():
-            hunted.append((boundary, left - loss))
-            placed = placed + boundary
-            left = np.where(boundary, loss, left)
-    spread = left / P
-    squares = (P - placed) * ((1.0 - x) * spread) ** 2
-    for boundary, share in hunted:
-        squares = squares + np.where(boundary, ((1.0 - x) * (share + spread)) ** 2, 0.0)
-    squares = squares + np.where(D > 0.0, x**2 / np.maximum(D, 1.0), 0.0)
-    with np.errstate(divide="ignore"):
-        size = np.floor(1.0 / squares + 0.5)
-    return np.clip(np.maximum(size, np.floor(rho * (P + D)) + 1.0), 1.0, P + D)
-
-
-@settings(max_examples=80, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 50))
-def test_the_hunting_plan_is_the_loop_bit_for_bit(seed: int, size: int) -> None:
-    """The ordered hunting's pool with its boundaries made once per (ranks, nodes) gives the
-    loop's sizes to the bit, at any rate, with a node of any number of ranks."""
-    from dualpath_plan.outcomes.online import pool_in_use
-
-    rng = np.random.default_rng(seed)
-    P = rng.integers(1, 9, size).astype(float)
-    D = rng.integers(0, 9, size).astype(float)
-    k = rng.choice([0.5, 1.0, 2.0, 3.0, 8.0, 16.0], size)
-    x, rho = rng.uniform(0, 1, size), rng.uniform(0, 1.2, size)
-    for a in (10 ** rng.uniform(-3, 2, size), np.zeros(size)):
-        want = _pool_in_use_loop(a, k, P, D, x, rho)
-        assert np.array_equal(pool_in_use(a, k, P, D, x, rho), want, equal_nan=True)
 
 
 def _poisson_block_wait_loop(lam: np.ndarray, service: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -578,59 +532,6 @@ def test_few_agents_wait_less_than_poisson_turns_would() -> None:
     assert float(q.waits(aps).ttft_quantile(0.9)[0]) < float(
         poisson.waits(aps).ttft_quantile(0.9)[0]
     )
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    busy=st.floats(0.0, 200.0),
-    ranks=st.integers(1, 16),
-    P=st.integers(1, 12),
-    D=st.integers(1, 12),
-    x=st.floats(0.0, 1.0),
-    rho=st.floats(0.0, 0.99),
-)
-def test_the_hunted_pool_is_between_one_link_and_all(
-    busy: float, ranks: int, P: int, D: int, x: float, rho: float
-) -> None:
-    """INV-103: the read links the paper's scheduler keeps in use (``pool_in_use``) number at
-    least one and the links the read work needs (floor(rho (P + D)) + 1) and at most P + D;
-    with every read on the decode side they are the D decode nodes' (the participation ratio of
-    D even shares) or what the work needs; a load that spreads the turns over more prefill nodes
-    never leaves fewer in use."""
-    from dualpath_plan.outcomes.online import pool_in_use
-
-    def used(a: float, share: float) -> float:
-        return float(
-            pool_in_use(*(np.array([v], dtype=np.float64) for v in (a, ranks, P, D, share, rho)))[0]
-        )
-
-    got = used(busy, x)
-    assert max(1.0, min(P + D, math.floor(rho * (P + D)) + 1)) <= got <= P + D
-    assert used(busy, 1.0) == max(float(D), min(P + D, math.floor(rho * (P + D)) + 1))
-    assert used(busy * 2 + 1, x) >= got - 1  # rounding of the ratio may cost one
-
-
-def test_the_hunted_pool_is_the_simulations_links_in_use() -> None:
-    """INV-103: gpt-oss-120b on HGX B300 4P1D, dualpath at 22% load under the paper's
-    scheduler: the first prefill node takes nearly every turn, so the storage reads fall on it
-    and the decode node. The pool's size is the participation ratio of the simulated read
-    shares (1 / sum s^2, per node over the run), within one link, and the analytical p90 TTFT
-    is within 15% of the simulation's (16.5% low with the P + D nodes' pool)."""
-    spec = {"model": "gpt-oss-120b", "node": "hgx-b300", "prefill_nodes": 4, "decode_nodes": 1,
-            "workload": "paper-48k"}  # fmt: skip
-    q, t_max = _queue(spec)
-    lam = 0.22 * t_max
-    aps = lam / q.turns
-    runs = [dp.simulate(dp.spec(**spec), aps=aps, seed=s) for s in range(2)]
-    shares = sum(r.snic_bytes.sum(axis=0) for r in runs)
-    shares = shares / shares.sum()
-    simulated = 1.0 / float(np.sum(shares**2))
-    got = q.read_links(np.array([lam]))
-    assert got is not None
-    assert float(got[0]) == pytest.approx(simulated, abs=1.0)
-    assert float(got[0]) < 5.0
-    p90 = float(q.waits(np.array([aps])).ttft_quantile(0.9)[0])
-    assert p90 == pytest.approx(float(np.mean([r.ttft_s.p90 for r in runs])), rel=0.15)
 
 
 def test_overlapped_block_reads_are_narrow() -> None:

@@ -137,9 +137,6 @@ class OnlineQueue:
     # 1 where the scheduler also picks each turn's read path by the read queues (dualpath's
     # optimal split under queue_aware or ideal): the prefill and decode nodes' reads are one pool.
     reads_pooled: np.ndarray
-    # 1 where the scheduler hunts the prefill nodes in order (the paper's queue-aware one,
-    # ties to the lowest index: ``pool_in_use``); 0 elsewhere.
-    ordered_hunting: np.ndarray
     # Where round robin deals the turns and every read is on the prefill side (basic): the
     # ranks of one prefill node, which it deals one after another (its reads come in blocks
     # of that many, ``_block_read_wait``); 0 elsewhere.
@@ -216,42 +213,6 @@ class OnlineQueue:
             self.arrival_cv2, lam, self.cycle_s, self.cycle_cv2, self.io_nodes[:, 0]
         )
 
-    @functools.cached_property
-    def _hunting(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """What ``read_links`` reads that no rate changes, once per queue: the prefill and
-        decode sides' read rates, a rank's hold of a turn (its read and its pass of one) and
-        the ranks of a prefill node."""
-        pm = self.prefill
-        one = 1.0 / np.asarray(pm.request_gpus)
-        sides = self.t_io[:, :2]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            read_s = np.where(np.isfinite(sides), self.io_nodes[:, :2] / sides, 0.0).sum(axis=1)
-        hold = pm.read_latency_s + read_s + pm.t0_s + one * pm.u_s
-        return sides, hold, self.gpus / self.io_nodes[:, 0] * one
-
-    def read_links(self, lam: np.ndarray) -> np.ndarray | None:
-        """The read links the paper's scheduler keeps in use at ``lam`` turns/s per cluster
-        (``pool_in_use``; P + D where it does not hunt the prefill nodes in order), or None
-        where no cluster's does. A rank holds a turn through its read and its pass of one
-        (the mean read alone, P / t_pe + D / t_de: each side's share of the reads at its
-        nodes' rate)."""
-        if not self.ordered_hunting.any():
-            return None
-        sides, hold, ranks_per_node = self._hunting
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rho = np.maximum(lam / sides[:, 0], lam / sides[:, 1])
-        hunted = pool_in_use(
-            lam * hold,
-            ranks_per_node,
-            self.io_nodes[:, 0],
-            self.io_nodes[:, 1],
-            self.de_share,
-            rho,
-        )
-        return np.where(
-            self.ordered_hunting > 0.0, hunted, self.io_nodes[:, 0] + self.io_nodes[:, 1]
-        )
-
     def waits(self, aps: np.ndarray) -> PrefillWaits:
         """What a turn's TTFT is made of at an arrival rate of ``aps`` agents/s per cluster:
         the fixed part, the running pass's residual and the queues' waits (``PrefillWaits``)."""
@@ -301,12 +262,9 @@ class OnlineQueue:
             # The I/O queues a turn's read passes, one after another: on each side its
             # busiest link's Kingman G/D/1 wait (c^2 + 0) / 2 x rho / (1 - rho) / mu, the
             # M/D/1 wait for Poisson arrivals, summed (``_io_wait``).
-            # The paper's scheduler hunts the prefill nodes in order: the reads' pool is the
-            # links it leaves in use (``read_links``).
             wait_io, io_busy, wait_read, read_share, read_width = _io_wait(
-                lam, self.t_io, self.io_nodes, c2, self.reads_pooled, self.node_ranks,
-                self.read_links(lam),
-            )  # fmt: skip
+                lam, self.t_io, self.io_nodes, c2, self.reads_pooled, self.node_ranks
+            )
             # The running pass: at or above one request per pass (b >= 1, the GPU always busy)
             # a request waits out its residual, tau(b)/2, then its own pass. Below that a pass
             # holds one request and the GPU idles between passes; the scheduler deals the
@@ -693,7 +651,6 @@ def online_queue(
         imbalance=_column(imbalance, n),
         pooled=_column(float(policy != "round_robin"), n),
         reads_pooled=_column(float(policy != "round_robin" and asm.mode.split == "optimal"), n),
-        ordered_hunting=_column(float(policy == "queue_aware" and asm.mode.split == "optimal"), n),
         node_ranks=_column(
             float(sc.prefill_node.gpus_per_node / max(float(np.asarray(pm.request_gpus)), 1.0))
             if policy == "round_robin" and asm.mode.split == "pe_only"
@@ -996,96 +953,6 @@ def _poisson_block_wait(lam: np.ndarray, service: np.ndarray, k: np.ndarray) -> 
     return out / np.maximum(k, 1.0)
 
 
-# Servers up to which ``pool_in_use`` follows the ordered hunting exactly (Erlang's loss
-# recursion at each node's boundary); the turns left beyond are spread evenly over the rest.
-_HUNT_EXACT = 64
-
-
-# ``_hunt_plan``'s plans by the ranks per node and prefill nodes they are of (their values).
-_HUNT_PLANS: dict[bytes, tuple[int, list[tuple[int, np.ndarray]], np.ndarray]] = {}
-_HUNT_PLANS_MAX = 64
-
-
-def _hunt_plan(
-    k: np.ndarray, P: np.ndarray
-) -> tuple[int, list[tuple[int, np.ndarray]], np.ndarray]:
-    """Of ``pool_in_use``'s hunting, what the rate does not change: the servers its loss
-    recursion runs to, each node boundary n (a multiple of the ranks per node k, within the
-    P k ranks) with the clusters that have one there, and how many each has; the same at
-    every rate the APS search asks for, so made once per (k, P)."""
-    key = repr((k.shape, P.shape)).encode() + k.tobytes() + P.tobytes()
-    plan = _HUNT_PLANS.get(key)
-    if plan is None:
-        ranks = P * k
-        top = int(min(ranks.max(initial=1.0), _HUNT_EXACT))
-        boundaries = []
-        placed = np.zeros(np.broadcast_shapes(k.shape, P.shape))
-        for n in range(1, top + 1):
-            boundary = (n % k == 0) & (n <= ranks)
-            if boundary.any():
-                boundaries.append((n, boundary))
-                placed = placed + boundary
-        if len(_HUNT_PLANS) >= _HUNT_PLANS_MAX:
-            _HUNT_PLANS.clear()
-        plan = _HUNT_PLANS[key] = (top, boundaries, placed)
-    return plan
-
-
-def pool_in_use(
-    busy_ranks: np.ndarray,
-    ranks_per_node: np.ndarray,
-    prefill_nodes: np.ndarray,
-    decode_nodes: np.ndarray,
-    de_share: np.ndarray,
-    rho: np.ndarray,
-) -> np.ndarray:
-    """The read links the paper's scheduler keeps in use, as a pool's size (docs/model.md
-    section 6c, "Reads the paper's scheduler hunts"). It gives a turn the prefill node whose
-    least-loaded GPU has the fewest unfinished tokens, ties to the lowest index: below
-    saturation the first node takes every turn while one of its k ranks is free, the next
-    what overflows, Erlang's ordered hunting. With a = ``busy_ranks`` (the turn rate times a
-    rank's hold), node j takes B(j k, a) - B((j + 1) k, a) of the turns, B Erlang's loss
-    formula; what finds no rank free, B(P k, a), goes to the least-loaded GPU wherever it is,
-    spread evenly over the P nodes (and so what lies beyond ``_HUNT_EXACT`` ranks).
-    A turn reads on its node or its decode node (the shorter queue), the decode side's share
-    x even over the D nodes, so the read work's shares are s = (1 - x) times the nodes' turn
-    shares, and x / D each: the pool's effective size is their participation ratio
-    1 / sum s^2, at least the links the work needs (floor(rho (P + D)) + 1, rho the pooled
-    utilization) and at most P + D. Measured: gpt-oss-120b HGX B300 4P1D at 22% load, the
-    simulated read shares 0.61, 0.02, 0, 0 and 0.37 (2 links where P + D is 5)."""
-    P = np.asarray(prefill_nodes, dtype=np.float64)
-    D = np.asarray(decode_nodes, dtype=np.float64)
-    a = np.asarray(busy_ranks, dtype=np.float64)
-    k = np.maximum(np.floor(np.asarray(ranks_per_node, dtype=np.float64) + 1e-9), 1.0)
-    x = np.clip(np.asarray(de_share, dtype=np.float64), 0.0, 1.0)
-    # Node j's share by the hunting, for the nodes whose boundary is within _HUNT_EXACT
-    # ranks; what no node's free rank takes (every rank busy, or beyond those nodes) goes to
-    # the least-loaded GPU wherever it is: spread evenly over the P nodes.
-    top, boundaries, placed = _hunt_plan(k, P)
-    hunted = []  # per boundary: (which clusters have a node there, its share)
-    left = np.ones_like(a)  # B at the last boundary: the turns not yet placed
-    loss = np.ones_like(a)
-    at = iter(boundaries)
-    following = next(at, None)
-    for n in range(1, top + 1):
-        held = a * loss
-        loss = held / (n + held)  # B(n, a)
-        if following is not None and following[0] == n:
-            boundary = following[1]
-            hunted.append((boundary, left - loss))
-            left = np.where(boundary, loss, left)
-            following = next(at, None)
-    spread = left / P
-    squares = (P - placed) * ((1.0 - x) * spread) ** 2
-    for boundary, share in hunted:
-        squares = squares + np.where(boundary, ((1.0 - x) * (share + spread)) ** 2, 0.0)
-    squares = squares + np.where(D > 0.0, x**2 / np.maximum(D, 1.0), 0.0)
-    with np.errstate(divide="ignore"):
-        size = np.floor(1.0 / squares + 0.5)
-    need = np.floor(np.asarray(rho) * (P + D)) + 1.0
-    return np.clip(np.maximum(size, need), 1.0, P + D)
-
-
 def _io_wait(
     lam: np.ndarray,
     t_io: np.ndarray,
@@ -1093,7 +960,6 @@ def _io_wait(
     c2: Any,
     pooled: np.ndarray,
     node_ranks: np.ndarray | None = None,
-    links_in_use: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The mean wait of a turn's read in the I/O queues, at ``lam`` turns/s: per side (``t_io``,
     ``io_nodes``: clusters x sides), its busiest link's G/D/1 wait, summed over the sides a
@@ -1129,11 +995,6 @@ def _io_wait(
     if both.any():
         c = io_nodes[:, 0] + io_nodes[:, 1]
         rho = np.maximum(lam / t_io[:, 0], lam / t_io[:, 1])
-        if links_in_use is not None:
-            # The paper's scheduler leaves some of the P + D links idle (``pool_in_use``):
-            # the same read work on the c' links it uses.
-            rho = np.where(links_in_use < c, rho * c / links_in_use, rho)
-            c = links_in_use
         waiting = erlang_c(c, rho)
         with np.errstate(divide="ignore", invalid="ignore"):
             pool = np.where(rho < 1.0, 0.5 * c2 * waiting / (lam * (1.0 - rho)) * rho, math.inf)
@@ -1222,7 +1083,6 @@ def stack_queues(queues: Sequence[OnlineQueue]) -> OnlineQueue:
         imbalance=cat(lambda q: q.imbalance),
         pooled=cat(lambda q: q.pooled),
         reads_pooled=cat(lambda q: q.reads_pooled),
-        ordered_hunting=cat(lambda q: q.ordered_hunting),
         node_ranks=cat(lambda q: q.node_ranks),
         prefill=replace(queues[0].prefill, **prefill),
         batch_cap=cat(lambda q: q.batch_cap),
