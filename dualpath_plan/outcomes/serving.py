@@ -871,8 +871,6 @@ def closed_cycle(
     with np.errstate(divide="ignore", invalid="ignore"):
         nk = b * ck / decode if stepping else np.where(decode > 0, b * ck / decode, np.inf)
         nk = np.asarray(nk, dtype=np.float64)
-    if not ck.flags.writeable or ck.base is not None:
-        ck = ck.copy()
     ck[0] = cycle_one  # below one sequence: the light-load cycle (a batch of one's step)
     if not rising:
         nk = np.maximum.accumulate(nk, axis=0)

@@ -722,17 +722,18 @@ def _evaluate_chunk(
         "binding_mask": mask,
         "feasible": feasible,
     }
+    # The per-agent critical path at light load, per pair (serving.light_load, as size), and
+    # as it rises with the agents running (serving.closed_cycle, as size); the online queue's
+    # fixed part at no load is the same light load.
+    light = light_load(sc, sat)
     if aps:
-        on_aps, limit = _online(sc, cfg, sat)
+        on_aps, limit = _online(sc, cfg, sat, light)
         per_pair["aps"] = np.where(feasible, on_aps, np.nan)
         per_pair["aps_limit"] = np.where(feasible, limit, -1)
     if grid is not None:  # pairs in order, each over every agents value
         spread = grid[2].size > 1
     else:
         spread = pair.size != np.size(P) or not np.array_equal(pair, np.arange(pair.size))
-    # The per-agent critical path at light load, per pair (serving.light_load, as size), and
-    # as it rises with the agents running (serving.closed_cycle, as size).
-    light = light_load(sc, sat)
     cycle_min = light[1]
     at = closed_cycle(sc, sat, light)
     if grid is not None:
@@ -812,11 +813,14 @@ class _LazyColumn:
         return np.asarray(self._compute(), dtype=dtype)  # type: ignore[call-overload]
 
 
-def _online(sc: Scenario, cfg: ServingConfig, sat: Saturated) -> tuple[np.ndarray, np.ndarray]:
-    """The online APS and its limit code (``APS_LIMITS``) of every P/D pair of ``sat``."""
+def _online(
+    sc: Scenario, cfg: ServingConfig, sat: Saturated, light: tuple[np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The online APS and its limit code (``APS_LIMITS``) of every P/D pair of ``sat``;
+    ``light``: its light load (``serving.light_load``), which the queue's fixed part reads."""
     feasible = sat.feasible & np.isfinite(sat.solution.throughput_turns_per_s)
     feasible &= np.asarray(sat.solution.throughput_turns_per_s) > 0
-    on = online_aps(online_queue(sc, sat.assembly, sat.solution), cfg)
+    on = online_aps(online_queue(sc, sat.assembly, sat.solution, light=light), cfg)
     return np.where(feasible, on.aps, np.nan), np.where(feasible, on.limit, -1)
 
 
