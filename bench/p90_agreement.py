@@ -10,7 +10,7 @@ analytical model runs it (``outcomes.serving.runnable``) and the simulation's ru
 i is the same case in every run and in ``tests/test_tail_slos.py`` (``TAIL_SLO_RANDOM=N``
 runs the first N).
 The simulation runs a shorter span than ``simulate``'s default (four lifetimes of the longest
-agent): a warm-up of ``WARMUP_LIVES`` such lifetimes at the case's load (``_loaded_span``: its
+agent): a warm-up of ``WARMUP_LIVES`` such lifetimes at the case's load (``Span``: its
 turns at the analytical mean TTFT and TPOT there; the draw keeps its light-load lifetimes, so
 case i stays case i), then at least ``MEASURED_TURNS`` turns (at least ``MEASURED_LIVES``
 lifetimes). Prints one row per case and the share within 15%.
@@ -92,9 +92,27 @@ class Measured:
         return self.analytical_p90_s / self.simulated_p90_s - 1.0
 
 
-def _span(case: Case) -> tuple[float, float, float, float, float]:
-    """The case's arrival rate (agents/s), the analytical p90 and mean TTFT there, and the
-    simulation's (duration, warm-up); raises PlanInputError where the model does not run it."""
+@dataclass(frozen=True)
+class Span:
+    """A case's arrival rate (agents/s), the analytical p90 and mean TTFT there, and the
+    simulation's (duration, warm-up) in lifetimes of the longest agent at light load (what the
+    draw keeps a case by, so that case i stays case i) and at the case's load (what is
+    simulated: its turns at the analytical mean TTFT and TPOT there). The agents in the system
+    reach their steady number only after a lifetime at the load (a run warmed up for
+    light-load lifetimes measured a load still rising: DS 27B DGX A100 3P4D at 69%, whose turns
+    take 7.2 s alone and 9.5 s there, had seeds' p90 from 5.9 to 10.0 s, their mean 7.9 s; 9.5
+    s over four loaded lifetimes)."""
+
+    aps: float
+    p90_s: float
+    mean_s: float
+    light_duration_s: float
+    duration_s: float
+    warmup_s: float
+
+
+def _span(case: Case) -> Span:
+    """The case's ``Span``; raises PlanInputError where the model does not run it."""
     sc = dp.scenario(dp.spec(**case.spec))
     sat, t_max = runnable(sc, case.mode)  # type: ignore[arg-type]
     q = online_queue(sc, sat.assembly, sat.solution)
@@ -105,32 +123,19 @@ def _span(case: Case) -> tuple[float, float, float, float, float]:
     mean = float(w.mean_ttft_s[0])
     if not (math.isfinite(p90) and math.isfinite(mean)):
         raise PlanInputError("unstable at this load", field="load")
-    life = sc.turn_demand.trajectory_turns.longest * float(
-        np.asarray(light_load(sc, sat)[1]).reshape(-1)[0]
-    )
-    warmup = WARMUP_LIVES * life
-    measured = max(MEASURED_LIVES * life, MEASURED_TURNS / (case.load * t_max))
-    return aps, p90, mean, warmup + measured, warmup
-
-
-def _loaded_span(case: Case) -> tuple[float, float]:
-    """The simulation's (duration, warm-up) at the case's load: as ``_span``'s, in lifetimes
-    of the longest agent at that load (its turns at the analytical mean TTFT and TPOT there)
-    rather than at light load. The agents in the system reach their steady number only after
-    a lifetime at the load (a run warmed up for light-load lifetimes measured a load still
-    rising: DS 27B DGX A100 3P4D at 69%, whose turns take 7.2 s alone and 9.5 s there, had
-    seeds' p90 from 5.9 to 10.0 s, their mean 7.9 s; 9.5 s over four loaded lifetimes)."""
-    aps, _, _, _, _ = _span(case)
-    sc = dp.scenario(dp.spec(**case.spec))
-    sat, t_max = runnable(sc, case.mode)  # type: ignore[arg-type]
-    q = online_queue(sc, sat.assembly, sat.solution)
-    ttft, tpot = (float(v[0]) for v in q.at(np.array([aps])))
     d = sc.turn_demand
-    cycle = ttft + d.mean(d.generated_tokens) * tpot + sc.workload.tool_latency_s
-    life = d.trajectory_turns.longest * cycle
-    warmup = WARMUP_LIVES * life
-    measured = max(MEASURED_LIVES * life, MEASURED_TURNS / (case.load * t_max))
-    return warmup + measured, warmup
+    ttft, tpot = (float(v[0]) for v in q.at(np.array([aps])))
+    lives = (
+        float(np.asarray(light_load(sc, sat)[1]).reshape(-1)[0]),
+        ttft + d.mean(d.generated_tokens) * tpot + sc.workload.tool_latency_s,
+    )
+    spans = []
+    for cycle in lives:
+        life = d.trajectory_turns.longest * cycle
+        warmup = WARMUP_LIVES * life
+        spans.append((warmup + max(MEASURED_LIVES * life, MEASURED_TURNS / (case.load * t_max)),
+                      warmup))  # fmt: skip
+    return Span(aps, p90, mean, spans[0][0], *spans[1])
 
 
 def draw_cases(n: int, seed: int = 0) -> list[Case]:
@@ -149,11 +154,11 @@ def draw_cases(n: int, seed: int = 0) -> list[Case]:
         }
         case = Case(spec, str(rng.choice(MODES)), round(float(rng.uniform(*LOADS)), 3))
         try:
-            aps, _, _, duration, _ = _span(case)
+            span = _span(case)
         except (PlanInputError, ValueError):
             continue
         turns = dp.scenario(dp.spec(**spec)).turn_demand.trajectory_turns.mean
-        if aps * duration * turns > MAX_TURNS_PER_RUN:
+        if span.aps * span.light_duration_s * turns > MAX_TURNS_PER_RUN:
             continue
         out.append(case)
     return out
@@ -162,8 +167,7 @@ def draw_cases(n: int, seed: int = 0) -> list[Case]:
 def measure(case: Case, seeds: int = 5) -> Measured:
     """The analytical p90 and mean TTFT of ``case`` and the simulation's (the mean over
     ``seeds`` seeds, 0 to seeds - 1)."""
-    aps, p90, mean, _, _ = _span(case)
-    duration, warmup = _loaded_span(case)
+    span = _span(case)
     sc = dp.scenario(dp.spec(**case.spec))
     start = time.perf_counter()
     runs = [
@@ -172,19 +176,19 @@ def measure(case: Case, seeds: int = 5) -> Measured:
             SimConfig(
                 mode=case.mode,  # type: ignore[arg-type]
                 agents=None,
-                aps=aps,
+                aps=span.aps,
                 seed=s,
-                duration_s=duration,
-                warmup_s=warmup,
+                duration_s=span.duration_s,
+                warmup_s=span.warmup_s,
             ),
         )
         for s in range(seeds)
     ]
     return Measured(
         case=case,
-        analytical_p90_s=p90,
+        analytical_p90_s=span.p90_s,
         simulated_p90_s=float(np.mean([r.ttft_s.p90 for r in runs])),
-        analytical_mean_s=mean,
+        analytical_mean_s=span.mean_s,
         simulated_mean_s=float(np.mean([r.ttft_s.mean for r in runs])),
         seeds_p90_s=tuple(float(r.ttft_s.p90) for r in runs),
         wall_s=time.perf_counter() - start,
