@@ -496,7 +496,16 @@ def test_ramp_pieces_at_once_are_piece_by_piece(seed, spread) -> None:
     m = int(rng.integers(1, 30))
     nk = np.sort(10 ** rng.uniform(-1, 4, (CYCLE_POINTS, m)), axis=0)
     ck = np.sort(10 ** rng.uniform(0, 3, (CYCLE_POINTS, m)), axis=0)
-    table = ClosedCycle(nk, ck, 10 ** rng.uniform(-3, 0, m))
+    # Each cluster its own group, r = 0: n_k and c_k as drawn.
+    table = ClosedCycle(
+        nk.T.copy(),
+        np.zeros((m, CYCLE_POINTS)),
+        ck.T.copy(),
+        np.arange(m),
+        np.zeros(m),
+        ck[0],
+        10 ** rng.uniform(-3, 0, m),
+    )
     t = 10 ** rng.uniform(-1, 3, m)
     counts = TurnCounts.uniform(float(rng.uniform(2, 300)), spread)
     for agents in (16.0, 2048.0):
@@ -510,6 +519,44 @@ def test_ramp_pieces_at_once_are_piece_by_piece(seed, spread) -> None:
     many = _ramp_integral(n, r, c, tops)
     for j, top in enumerate(tops):
         assert np.array_equal(many[:, j], _ramp_integral(n, r[:, 0], c[:, 0], float(top)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), agents=st.integers(1, 600))
+def test_the_closed_cycle_is_its_interpolation_by_every_path(seed, agents) -> None:
+    # ClosedCycle reads c(n) from per-group tables (n_k = b_k + r q_k, c_k = r + g TPOT_k)
+    # by a binary search (one n for all clusters, or one per element) or, where every
+    # cluster asks the same many n values, by counting: each path is the table's linear
+    # interpolation (np.interp between n_0 and the last point; the light-load cycle below,
+    # n times the cycle per agent beyond), and the paths agree bit for bit.
+    from dualpath_plan.outcomes.serving import CYCLE_POINTS, ClosedCycle
+
+    rng = np.random.default_rng(seed)
+    groups, rows = int(rng.integers(1, 6)), int(rng.integers(2, 7))
+    b = np.sort(10 ** rng.uniform(0, 3, (groups, CYCLE_POINTS)), axis=1)
+    b[:, 0] = 1.0
+    decode = np.sort(10 ** rng.uniform(-1, 1, (groups, CYCLE_POINTS)), axis=1)
+    q = np.maximum.accumulate(b / decode, axis=1)
+    group = rng.integers(0, groups, (rows, 1))
+    rest = 10 ** rng.uniform(-1, 2, (rows, 1))
+    rest[0, 0] = 0.0  # no TTFT and no tool latency: n_k = b_k
+    one = rest + decode[group[:, 0], :1] * rng.uniform(0.5, 1.0, (rows, 1))
+    per_agent = 10 ** rng.uniform(-3, -1, (rows, 1))
+    table = ClosedCycle(b, q, decode, group, rest, one, per_agent)
+    n = np.concatenate([[0.0, 1.0, float(agents)], 10 ** rng.uniform(-1, 4, 29)])
+    counted = table(n[None, :])  # (rows, 32): 32 values asked of every cluster
+    searched = table(np.broadcast_to(n, (rows, n.size)).copy())  # one n per element
+    assert np.array_equal(counted, searched)
+    for j, v in enumerate(n):
+        assert np.array_equal(table(np.float64(v))[:, 0], counted[:, j])  # one n for all
+    for i in range(rows):
+        g, r = int(group[i, 0]), float(rest[i, 0])
+        nk, ck = b[g] + r * q[g], r + decode[g]
+        ck[0] = one[i, 0]
+        want = np.where(
+            n <= nk[0], one[i, 0], np.where(n > nk[-1], n * per_agent[i, 0], np.interp(n, nk, ck))
+        )
+        np.testing.assert_allclose(counted[i], want, rtol=1e-12)
 
 
 def test_flat_at_is_the_broadcast_take() -> None:

@@ -39,7 +39,7 @@ over arrays of clusters.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import field, fields
 from fractions import Fraction
 from itertools import pairwise
@@ -191,7 +191,7 @@ def offline_jct_s(
             pieces = list(pairwise(edges))
             if total.size * RAMP_PIECES <= _PIECES_AT_ONCE:
                 # Every piece at once, on a leading axis (each element as piece by piece).
-                axes = max(total.ndim, cycle_at.agents.ndim - 1)
+                axes = max(total.ndim, cycle_at.ndim)
                 lead = (RAMP_PIECES,) + (1,) * axes
                 sums = np.array([lo + hi for lo, hi in pieces]).reshape(lead)
                 cj = cycle_at(n * sums / 2)
@@ -774,67 +774,189 @@ class ClosedCycle:
     rest. Tabulated at decode batches b_k (``CYCLE_POINTS``) as the agents n_k = b_k c_k /
     (g TPOT(b_k)) that give them, so c(n) is an interpolation over n. Below one sequence the
     light-load cycle; beyond the HBM cap the batch is the cap, c = n g TPOT(B) / B (the decode
-    group's capacity, which the saturated throughput T already holds). Arrays over the
-    scenario's clusters, a leading axis the table's."""
+    group's capacity, which the saturated throughput T already holds).
 
-    agents: np.ndarray  # n_k, increasing along axis 0
-    cycle: np.ndarray  # c_k
-    per_agent_s: np.ndarray  # beyond the cap: g TPOT(B) / B, the cycle per running agent
+    The table is affine in a cluster's r: n_k = b_k + r q_k, q_k = b_k / (g TPOT(b_k)), and
+    c_k = r + g TPOT(b_k), so it is kept per decode group (``batches``, ``per_rest``,
+    ``decode``: a row per group, a column per point) and per cluster only r, c_0, the
+    cycle per agent beyond the cap and the cluster's group (``group``, any shape: the clusters'
+    axes). A sweep's chunk of 10^4 clusters and a hundred groups no longer lays out 64 points
+    per cluster (that and reading it were most of a profile grid's time). Where a group's n_k
+    does not rise with k for every r (a step's rounding), each cluster is its own group, its
+    n_k laid out with a running maximum and ``per_rest`` zero."""
+
+    batches: np.ndarray  # b_k per group, or n_k per cluster (see the class docstring)
+    per_rest: np.ndarray  # q_k per group
+    decode: np.ndarray  # g TPOT(b_k) per group
+    group: np.ndarray  # each cluster's group (a row of the tables)
+    rest: np.ndarray  # r per cluster
+    cycle_one: np.ndarray  # c_0 per cluster: the light-load cycle
+    per_agent_s: np.ndarray  # per cluster, beyond the cap: g TPOT(B) / B
+
+    @property
+    def ndim(self) -> int:
+        """The clusters' axes."""
+        return int(np.ndim(self.rest))
 
     def __call__(self, n: Num) -> np.ndarray:
         """c(n), broadcast over ``n`` and the clusters: between the table's points n_k < n <=
         n_(k+1) the linear interpolation, at or below n_0 the light-load cycle c_0, beyond
-        the last point n g TPOT(B) / B. The interval is found by counting the points below n
-        (one comparison of the table against n, then a gather): a loop over the 64 intervals
-        took a cold `size` from 0.36 to 0.65 s (the intervals call this thousands of times)."""
+        the last point n g TPOT(B) / B. The interval is found by a binary search over the
+        points (six halvings of 64, each reading a group's threshold or two group-table
+        entries per element), where counting the points below n compared all 64 per
+        element; where every cluster asks the same many n values, by ``_shared``."""
         n = np.asarray(n, dtype=np.float64)
-        nk, ck = self.agents, self.cycle
-        points = nk.shape[0]
-        shape = np.broadcast_shapes(nk.shape[1:], n.shape)
-        # The table's cluster axes right-aligned with n's, as each point's row broadcasts.
-        lead = (points,) + (1,) * (len(shape) - (nk.ndim - 1))
-        table_n = np.broadcast_to(nk.reshape(lead + nk.shape[1:]), (points, *shape))
-        table_c = np.broadcast_to(ck.reshape(lead + ck.shape[1:]), (points, *shape))
-        at = np.broadcast_to(n, shape)
-        below = np.sum(table_n < at, axis=0)  # k + 1 for n in (n_k, n_(k+1)]
-        upper = np.clip(below, 1, points - 1)[None]
-        lo = np.take_along_axis(table_n, upper - 1, axis=0)[0]
-        hi = np.take_along_axis(table_n, upper, axis=0)[0]
-        c_lo = np.take_along_axis(table_c, upper - 1, axis=0)[0]
-        c_hi = np.take_along_axis(table_c, upper, axis=0)[0]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            w = np.where(hi > lo, (at - lo) / (hi - lo), 1.0)
-        between = c_lo + (c_hi - c_lo) * w
-        out = np.where(
-            below == 0, table_c[0], np.where(below == points, at * self.per_agent_s, between)
-        )
-        return np.where(np.isnan(at), at * self.per_agent_s, out)
+        clusters = np.broadcast_shapes(*(np.shape(v) for v in self._per_cluster()))
+        shape = np.broadcast_shapes(clusters, n.shape)
+        if n.size >= _SHARED_QUERIES and n.size * math.prod(clusters) == math.prod(shape):
+            # Every cluster asks the same n values (an agents axis): by counting, below.
+            return self._shared(n, clusters, shape)
+        rest = np.broadcast_to(self.rest, shape).reshape(-1)
+        # Each element's group's first point: the tables are laid out group by group.
+        base = np.broadcast_to(self.group * CYCLE_POINTS, shape).reshape(-1)
+        b, q = self.batches.reshape(-1), self.per_rest.reshape(-1)
+        at: np.ndarray
+        if n.size == 1:
+            # One n for every cluster: n_k < n where r < (n - b_k) / q_k, a group's threshold
+            # (falling with k as n_k rises; +inf or -inf where q_k = 0), one read per step.
+            at = n.reshape(())
+            with np.errstate(divide="ignore", invalid="ignore"):
+                limit = ((at - b) / q).reshape(-1)
+
+            def under(k: np.ndarray) -> np.ndarray:
+                return rest < limit.take(k)
+        else:
+            at = np.broadcast_to(n, shape).reshape(-1)
+
+            def under(k: np.ndarray) -> np.ndarray:
+                return b.take(k) + rest * q.take(k) < at
+
+        # pos = base + count, the count of points known to lie below n (n_k rises with k).
+        pos = base.astype(np.intp, copy=True)
+        step = _SEARCH_FIRST
+        while step:
+            pos += under(pos + (step - 1)) * step
+            step >>= 1
+        pos += under(pos)
+        below = pos - base  # k + 1 for n in (n_k, n_(k+1)]
+        hi_at = np.minimum(np.maximum(pos, base + 1), base + (CYCLE_POINTS - 1))
+        lo_at = hi_at - 1
+        lo = b.take(lo_at) + rest * q.take(lo_at)
+        hi = b.take(hi_at) + rest * q.take(hi_at)
+        d = self.decode.reshape(-1)
+        one = np.broadcast_to(self.cycle_one, shape).reshape(-1)
+        c_lo = np.where(lo_at == base, one, rest + d.take(lo_at))  # c_0: the light-load cycle
+        c_hi = rest + d.take(hi_at)
+        beyond = at * np.broadcast_to(self.per_agent_s, shape).reshape(-1)
+        out = _interpolated(at, below, lo, hi, c_lo, c_hi, one, beyond)
+        return out.reshape(shape)
+
+    def _per_cluster(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self.group, self.rest, self.cycle_one, self.per_agent_s
+
+    def _shared(
+        self, n: np.ndarray, clusters: tuple[int, ...], shape: tuple[int, ...]
+    ) -> np.ndarray:
+        """c(n) where n varies only along axes the clusters do not (each of the m values of
+        ``n`` asked of every cluster): each cluster's points laid out (clusters x points,
+        the same n_k and c_k the search reads), each point's place among the sorted n values
+        found once (``searchsorted``), and the count of points below each n value a cumulative
+        histogram over those places, where the search reads every point of every element
+        (a P x D x agents sweep's 400 agents values per cluster). The same interpolation as
+        ``__call__``'s, bit for bit."""
+        size = math.prod(clusters)
+        g = np.broadcast_to(self.group, clusters).reshape(-1, 1)
+        rest = np.broadcast_to(self.rest, clusters).reshape(-1, 1)
+        table = g * CYCLE_POINTS + np.arange(CYCLE_POINTS)  # (clusters, points)
+        nk = self.batches.reshape(-1).take(table) + rest * self.per_rest.reshape(-1).take(table)
+        ck = rest + self.decode.reshape(-1).take(table)
+        ck[:, 0] = np.broadcast_to(self.cycle_one, clusters).reshape(-1)  # c_0
+        values = n.reshape(-1)
+        ordered = np.sort(values)
+        # n_k < v exactly where the n values at or below n_k (``place``) come before v's first
+        # place among the sorted values (NaN sorts last: a NaN n_k is below no value).
+        place = np.searchsorted(ordered, nk, side="right")
+        place += np.arange(size).reshape(-1, 1) * (values.size + 1)
+        counts = np.bincount(place.reshape(-1), minlength=size * (values.size + 1))
+        below_at = np.cumsum(counts.reshape(size, values.size + 1), axis=1)
+        first = np.searchsorted(ordered, values, side="left")
+        cluster = np.arange(size).reshape(clusters)
+        pad = (1,) * (len(shape) - n.ndim)
+        # On the elements' axes (n's and the clusters' broadcast), without laying them flat.
+        below = below_at[cluster, first.reshape(pad + n.shape)]
+        hi_at = cluster * CYCLE_POINTS + np.minimum(np.maximum(below, 1), CYCLE_POINTS - 1)
+        lo_at = hi_at - 1
+        lo, hi = nk.take(lo_at), nk.take(hi_at)
+        c_lo, c_hi = ck.take(lo_at), ck.take(hi_at)
+        beyond = n * self.per_agent_s
+        return _interpolated(n, below, lo, hi, c_lo, c_hi, self.cycle_one, beyond)
+
+    def _clusters(self, change: Callable[[np.ndarray], np.ndarray]) -> ClosedCycle:
+        """The table with ``change`` applied to each per-cluster field (laid out alike)."""
+        shape = np.broadcast_shapes(*(np.shape(v) for v in self._per_cluster()))
+        each = (change(np.broadcast_to(v, shape)) for v in self._per_cluster())
+        group, rest, one, per_agent = each
+        return ClosedCycle(self.batches, self.per_rest, self.decode, group, rest, one, per_agent)
 
     def expand(self, axes: int) -> ClosedCycle:
-        """The table with ``axes`` trailing axes of one (to broadcast against an agents axis)."""
-        shape = (*self.agents.shape, *([1] * axes))
-        # The per-agent cycle beyond the cap is the decode side's (one per D value of a grid),
-        # the table the clusters' (P by D): laid out as the table before the new axes.
-        per_agent = np.broadcast_to(self.per_agent_s, self.agents.shape[1:])
-        return ClosedCycle(
-            self.agents.reshape(shape),
-            self.cycle.reshape(shape),
-            per_agent.reshape(shape[1:]),
-        )
-
-    @staticmethod
-    def stack(tables: Sequence[ClosedCycle]) -> ClosedCycle:
-        """Single clusters' tables as one, a column each (the clusters' axis after the
-        table's), to evaluate them at once."""
-        return ClosedCycle(
-            np.stack([t.agents.reshape(CYCLE_POINTS) for t in tables], axis=1),
-            np.stack([t.cycle.reshape(CYCLE_POINTS) for t in tables], axis=1),
-            np.array([float(np.asarray(t.per_agent_s).reshape(())) for t in tables]),
-        )
+        """The table with ``axes`` trailing cluster axes of one (to broadcast against an
+        agents axis)."""
+        return self._clusters(lambda v: v.reshape(v.shape + (1,) * axes))
 
     def select(self, index: np.ndarray) -> ClosedCycle:
         """The clusters at ``index`` (along the clusters' axis)."""
-        return ClosedCycle(self.agents[:, index], self.cycle[:, index], self.per_agent_s[index])
+        return self._clusters(lambda v: v[index])
+
+    @staticmethod
+    def stack(tables: Sequence[ClosedCycle]) -> ClosedCycle:
+        """Single clusters' tables as one, a cluster each along one axis, to evaluate them at
+        once: their groups side by side."""
+        offsets = np.cumsum([0] + [t.batches.shape[0] for t in tables[:-1]])
+        return ClosedCycle(
+            np.concatenate([t.batches for t in tables]),
+            np.concatenate([t.per_rest for t in tables]),
+            np.concatenate([t.decode for t in tables]),
+            np.array(
+                [
+                    int(np.asarray(t.group).reshape(())) + o
+                    for t, o in zip(tables, offsets, strict=True)
+                ]
+            ),
+            np.array([float(np.asarray(t.rest).reshape(())) for t in tables]),
+            np.array([float(np.asarray(t.cycle_one).reshape(())) for t in tables]),
+            np.array([float(np.asarray(t.per_agent_s).reshape(())) for t in tables]),
+        )
+
+
+def _interpolated(
+    at: np.ndarray,
+    below: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    c_lo: np.ndarray,
+    c_hi: np.ndarray,
+    one: np.ndarray,
+    beyond: np.ndarray,
+) -> np.ndarray:
+    """``ClosedCycle``'s c(n) from n's interval (``below``: the points below n; ``lo``, ``hi``
+    and ``c_lo``, ``c_hi``: the interval's ends), the light-load cycle ``one`` and the cycle
+    beyond the cap ``beyond``, each element's (broadcast together)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = np.where(hi > lo, (at - lo) / (hi - lo), 1.0)
+    between = c_lo + (c_hi - c_lo) * w
+    out = np.where(below == 0, one, np.where(below == CYCLE_POINTS, beyond, between))
+    return np.where(np.isnan(at), beyond, out)
+
+
+# Values of n asked of every cluster from which ``ClosedCycle`` counts, rather than searches,
+# the points below each (a search reads about 60 values per element, the count about
+# 64 (log2 m + 4) per cluster and 20 per element: the count is cheaper from about 16).
+_SHARED_QUERIES = 16
+
+# The binary search's first step over the table's points (half of them): the steps halve to
+# one, so that with a last comparison the count of points below n (0 to CYCLE_POINTS) is found.
+_SEARCH_FIRST = CYCLE_POINTS // 2
+assert CYCLE_POINTS & (CYCLE_POINTS - 1) == 0, "the binary search halves a power of two"
 
 
 def closed_cycle(
@@ -849,35 +971,42 @@ def closed_cycle(
     assert group is not None
     ttft_min, cycle_one = light_load(sc, sat) if light is None else light
     gen = d.mean(d.generated_tokens)
-    rest = ttft_min + sc.workload.tool_latency_s
+    rest = np.asarray(ttft_min + sc.workload.tool_latency_s, dtype=np.float64)
     steps = _group_steps(group)
     top, b, step = steps.top, steps.batches, steps.steps
-    decode = gen * step  # g TPOT(b_k), per group (each cluster's taken after, as ``take`` does)
-    # n_k = b_k (r + g TPOT_k) / (g TPOT_k) increases with k for every r >= 0 where b_k and
-    # b_k / (g TPOT_k) do (a step grows less than its batch): checked once on the groups'
-    # table, and only where it fails the clusters' table takes a running maximum (a floor's
-    # rounding), which on a sweep's chunk of 10^4 clusters x 64 points cost a sixth of it.
+    # Tables (groups, points), a group's points side by side; each cluster's group, as
+    # ``take`` reads it.
+    b = np.ascontiguousarray(b.reshape(CYCLE_POINTS, -1).T)
+    decode = np.ascontiguousarray(
+        np.asarray(gen * step, dtype=np.float64).reshape(CYCLE_POINTS, -1).T
+    )
+    index = asm.de.index if top.ndim and asm.de.index is not None else None
+    own = np.zeros(np.shape(rest), dtype=np.intp) if index is None else np.asarray(index)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rising = bool(
-            np.all(np.diff(b, axis=0) >= 0.0)
-            and np.all(np.diff(np.where(decode > 0, b / decode, np.inf), axis=0) >= 0.0)
-        )
-    stepping = bool(np.all(decode > 0))  # every step takes time: no point at infinity
-    if top.ndim and asm.de.index is not None:
-        # Each cluster's group on the axis after the table's (``take`` on that axis): laid
-        # out point by point, as the arithmetic below reads it.
-        b, decode = b[:, asm.de.index], decode[:, asm.de.index]
-    ck = np.asarray(rest + decode, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        nk = b * ck / decode if stepping else np.where(decode > 0, b * ck / decode, np.inf)
-        nk = np.asarray(nk, dtype=np.float64)
-    ck[0] = cycle_one  # below one sequence: the light-load cycle (a batch of one's step)
-    if not rising:
-        nk = np.maximum.accumulate(nk, axis=0)
-    top_c = asm.de.take(top)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_agent = gen * asm.de.take(steps.at_top) / top_c
-    return ClosedCycle(nk, ck, per_agent)
+        per_rest = b / decode
+        per_agent = gen * asm.de.take(steps.at_top) / asm.de.take(top)
+    # n_k = b_k + r q_k rises with k for every r >= 0 where b_k and q_k do (a step grows less
+    # than its batch) and every step takes time: checked once on the groups' table.
+    rising = bool(
+        np.all(decode > 0)
+        and np.all(np.diff(b, axis=1) >= 0.0)
+        and np.all(np.diff(per_rest, axis=1) >= 0.0)
+    )
+    one = np.asarray(cycle_one, dtype=np.float64)
+    if rising:
+        return ClosedCycle(b, per_rest, decode, own, rest, one, np.asarray(per_agent))
+    # Else each cluster its own group: its n_k with a running maximum (a floor's rounding; a
+    # step of no time is a point at infinity), laid out per cluster.
+    shape = np.broadcast_shapes(np.shape(rest), np.shape(own))
+    flat = np.broadcast_to(own, shape).reshape(-1)
+    r = np.broadcast_to(rest, shape).reshape(-1, 1)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        nk = np.where(decode[flat] > 0, b[flat] + r * per_rest[flat], np.inf)
+    nk = np.maximum.accumulate(nk, axis=1)
+    clusters = np.arange(flat.size).reshape(shape)
+    return ClosedCycle(
+        nk, np.zeros_like(nk), decode[flat], clusters, rest, one, np.asarray(per_agent)
+    )
 
 
 class GroupSteps(NamedTuple):

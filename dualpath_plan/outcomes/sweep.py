@@ -32,7 +32,6 @@ from dualpath_plan.outcomes.objectives import (
 )
 from dualpath_plan.outcomes.online import APS_LIMITS, online_aps, online_queue
 from dualpath_plan.outcomes.serving import (
-    ClosedCycle,
     OutcomeMode,
     Saturated,
     ServingConfig,
@@ -750,12 +749,7 @@ def _evaluate_chunk(
         t_pt = t[pair] if spread else t
         cycle_pt = np.broadcast_to(cycle_min, np.shape(t))[pair] if spread else cycle_min
         if spread:
-            shape = np.shape(t)
-            at = ClosedCycle(
-                np.broadcast_to(at.agents, (at.agents.shape[0], *shape))[:, pair],
-                np.broadcast_to(at.cycle, (at.cycle.shape[0], *shape))[:, pair],
-                np.broadcast_to(at.per_agent_s, shape)[pair],
-            )
+            at = at.select(pair)
         agents_pt = agents
         ok = feasible[pair] if spread else feasible
         gpus_pt = gpus[pair] if spread else gpus
