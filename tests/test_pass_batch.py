@@ -61,9 +61,12 @@ def test_the_pass_batch_is_the_least_of_its_limits(t0, u, cap, g, quota, admissi
         assert pm.admitted_batch == float("inf")
         assert b == pytest.approx(min(cap, q), rel=1e-12)
     else:
-        # beta: the requests prefilled in S seconds at the largest batch b*.
+        # beta: the requests prefilled in S seconds at the largest batch b*, at least one
+        # request of its replica (a GPU under beta takes the next turn whole, however long).
         largest = max(min(cap, q), 1.0 / g)
-        assert pm.admitted_batch == pytest.approx(admission * largest / (t0 + largest * u))
+        admitted = max(admission * largest / (t0 + largest * u), 1.0 / g)
+        assert pm.admitted_batch == pytest.approx(admitted)
+        assert pm.pass_batch >= min(cap, 1.0 / g) * (1 - 1e-12)
     # The rate at the pass batch never exceeds the rate at the HBM cap (the batch grows the
     # rate: b / (t0 + b u) rises with b).
     at_cap = dataclasses.replace(pm, pass_quota_s=float("inf"), admission_s=0.0)
