@@ -295,3 +295,9 @@ def test_calibrate_allow_partial_without_out_is_refused(cli) -> None:
     # Accepted, and nothing was written: the flag said nothing.
     result = cli("calibrate", str(PAPER_POINTS), "--fit", "snic_efficiency", "--allow-partial")
     one_line_error(result, "--allow-partial", "--out")
+
+
+def test_an_unknown_class_workload_is_named_by_class(cli) -> None:
+    # It was reported as field '--workload', an option not given (--class replaces it).
+    result = cli("paths", "--class", "nope:1")
+    one_line_error(result, "field '--class'", "unknown workload profile 'nope'")
