@@ -301,3 +301,9 @@ def test_an_unknown_class_workload_is_named_by_class(cli) -> None:
     # It was reported as field '--workload', an option not given (--class replaces it).
     result = cli("paths", "--class", "nope:1")
     one_line_error(result, "field '--class'", "unknown workload profile 'nope'")
+
+
+def test_ratio_without_model_or_workload_says_either_will_do(cli) -> None:
+    # It said "give --model", where --workload alone runs too (as --help says).
+    one_line_error(cli("ratio"), "give --model, --workload or both")
+    assert cli("ratio", "--workload", "paper-64k").code == 0
