@@ -422,10 +422,17 @@ class SloPercentiles:
 
     @classmethod
     def parse(cls, text: str | None) -> SloPercentiles:
-        """``--slo-percentile``'s text: None or '' (the means), 'P' (both SLOs) or 'P,Q'
-        (TTFT, TPOT), each a number or 'mean'."""
-        if text is None or not text.strip():
+        """``--slo-percentile``'s text: None (the means), 'P' (both SLOs) or 'P,Q' (TTFT,
+        TPOT), each a number or 'mean'."""
+        if text is None:
             return cls()
+        if not text.strip():
+            # '' planned to the means without a word, as a flag not given (found in a trial;
+            # 'mean' says that).
+            raise PlanInputError(
+                "expected P or P_TTFT,P_TPOT (each a percentile or 'mean'), got an empty value",
+                field="--slo-percentile",
+            )
         parts = [p.strip() for p in text.split(",")]
         if len(parts) > 2:
             raise PlanInputError(
