@@ -330,3 +330,9 @@ def test_an_option_taken_as_a_value_is_refused(
     assert list(tmp_path.iterdir()) == []
     # The value spelled as asked runs (a negative number is a value, not an option).
     assert cli("size", "--agents", "-5").err.count("greater than or equal to 1") == 1
+
+
+@pytest.mark.parametrize("args", [("recommend", "--budget-nodes", "8", "--markdown"), ("--set",)])
+def test_an_option_without_its_value_at_the_end_names_it(cli, args) -> None:
+    # The parser's own message sent the reader to 'dualpath-plan --help', not the command's.
+    one_line_error(cli(*args), f"field '{args[-1]}'", "expected a value, got none")

@@ -352,7 +352,13 @@ def refuse_misread_options(command: Any, args: list[str]) -> None:
                 continue  # unknown: the parser says so
             if param.is_flag or param.count:
                 continue
-            if not eq and k < len(args):
+            if not eq and k == len(args):
+                # (the parser said so too, but sent the reader to the program's help, not to
+                # the command's)
+                raise PlanInputError(
+                    "expected a value, got none: the command line ends", field=flag
+                )
+            if not eq:
                 value = args[k]
                 k += 1
                 if value in options or value == "--help":
