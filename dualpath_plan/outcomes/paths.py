@@ -148,6 +148,7 @@ def explain_mixed(
     }
     if extra:
         sc = replace(sc, engines=sc.engines + tuple(extra.items()))
+
     def workload(wid: str) -> WorkloadProfile:
         try:
             return registry.workload(wid)
