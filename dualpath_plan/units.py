@@ -40,6 +40,9 @@ BYTE_UNITS = {
     "TIB": 2.0**40,
     "PIB": 2.0**50,
 }
+# The least size a capacity flag takes (--storage-capacity, --tiers): a byte (less is a slip, and
+# was planned as an empty store).
+MIN_BYTES = 1.0
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]+)\s*")
 
 

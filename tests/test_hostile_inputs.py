@@ -295,3 +295,44 @@ def test_calibrate_allow_partial_without_out_is_refused(cli) -> None:
     # Accepted, and nothing was written: the flag said nothing.
     result = cli("calibrate", str(PAPER_POINTS), "--fit", "snic_efficiency", "--allow-partial")
     one_line_error(result, "--allow-partial", "--out")
+
+
+def test_an_unknown_class_workload_is_named_by_class(cli) -> None:
+    # It was reported as field '--workload', an option not given (--class replaces it).
+    result = cli("paths", "--class", "nope:1")
+    one_line_error(result, "field '--class'", "unknown workload profile 'nope'")
+
+
+def test_ratio_without_model_or_workload_says_either_will_do(cli) -> None:
+    # It said "give --model", where --workload alone runs too (as --help says).
+    one_line_error(cli("ratio"), "give --model, --workload or both")
+    assert cli("ratio", "--workload", "paper-64k").code == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "flag", "value", "long"),
+    [
+        (("recommend", "--budget-nodes", "8", "--markdown", "--json"), "--markdown", "--json", ""),
+        (("size", "--out", "--json"), "--out", "--json", ""),
+        (("size", "-P", "-D", "4"), "-P", "-D", "--prefill-nodes"),
+        (("--set", "--help", "size"), "--set", "--help", ""),
+    ],
+)
+def test_an_option_taken_as_a_value_is_refused(
+    cli, tmp_path, monkeypatch, args, flag, value, long
+) -> None:
+    # recommend --markdown --json wrote its report to a file named '--json' and printed no
+    # JSON: the parser takes the next token as the value, whatever it is.
+    monkeypatch.chdir(tmp_path)
+    result = cli(*args)
+    one_line_error(result, f"field '{flag}'", f"got the option '{value}'")
+    assert f"{long or flag}={value}" in result.err
+    assert list(tmp_path.iterdir()) == []
+    # The value spelled as asked runs (a negative number is a value, not an option).
+    assert cli("size", "--agents", "-5").err.count("greater than or equal to 1") == 1
+
+
+@pytest.mark.parametrize("args", [("recommend", "--budget-nodes", "8", "--markdown"), ("--set",)])
+def test_an_option_without_its_value_at_the_end_names_it(cli, args) -> None:
+    # The parser's own message sent the reader to 'dualpath-plan --help', not the command's.
+    one_line_error(cli(*args), f"field '{args[-1]}'", "expected a value, got none")

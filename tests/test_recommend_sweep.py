@@ -153,6 +153,8 @@ def test_bad_grid_specs(spec, expect) -> None:
         (("--grid", "P=1:2", "--mode", "fast"), "--mode"),
         (("--grid", "P=1:2", "--out", "x.txt"), ".csv or .jsonl"),
         (("--grid", "P=1:2", "--solver", "milp"), "--solver"),
+        # cost is recommend's objective; a sweep prices no point (was an internal KeyError).
+        (("--grid", "P=1:2", "--objective", "cost"), "--objective"),
         (("--grid", "node.snic_gbit_s=-5"), "-5 is outside the field's range"),
         # An axis and its option both given (the option was ignored; --grid and --set on one
         # field already were an error).

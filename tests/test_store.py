@@ -203,6 +203,9 @@ def test_storage_nodes_scale_capacity_and_bandwidth() -> None:
         (("--storage-capacity", "500"), "--storage-capacity"),
         (("--storage-capacity", "-5TB"), "--storage-capacity"),
         (("--storage-capacity", "5XB"), "--storage-capacity"),
+        # A fraction of a byte planned an empty store, and 1e308TB an infinite one.
+        (("--storage-capacity", "1e-30TB"), "a finite size of at least 1 B"),
+        (("--storage-capacity", "1e308TB"), "a finite size of at least 1 B"),
         (("--storage-capacity", "5TB", "--storage-nodes", "3"), "--storage-nodes"),
         (("--storage-nodes", "0"), "--storage-nodes"),
         (("--storage", "none", "--storage-capacity", "5TB"), "--storage-capacity"),

@@ -176,6 +176,9 @@ def test_percentile_slos_in_every_planning_command(cli) -> None:
         ("nan", "below 100"),
         ("90,99,50", "P or P_TTFT,P_TPOT"),
         ("p90", "'p90'"),
+        # '' planned to the means silently, as no flag.
+        ("", "got an empty value"),
+        (" ", "got an empty value"),
     ],
 )
 def test_bad_percentiles_are_one_line(cli, text: str, why: str) -> None:

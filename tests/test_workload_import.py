@@ -550,3 +550,13 @@ def test_a_session_field_named_must_be_in_the_trace(cli, tmp_path: Path) -> None
         "workload", "import", str(burst), "--format", "burstgpt", "--session-field", "nosuch"
     )
     assert other.code == 2 and "nosuch" in other.err
+
+
+@pytest.mark.parametrize("command", ["import", "hitcurve"])
+def test_an_empty_session_field_is_refused_by_its_option(cli, command) -> None:
+    # '' was read as the format's default field and the error named 'session_id', not given.
+    result = cli("workload", command, str(MOONCAKE), "--format", "mooncake", "--session-field", "")
+    assert result.code == 2, result.err
+    assert result.err.strip() == (
+        "error: field '--session-field': expected a field name, got an empty one"
+    )

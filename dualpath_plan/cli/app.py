@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         with deferred_commits() as commit_outputs:
             command = typer.main.get_command(app)  # (what app() builds: built once here)
             tidy_help(command)
-            refuse_repeated_options(command, args)
+            refuse_misread_options(command, args)
             # Not standalone: a usage error (a bad type, an unknown option, a missing argument)
             # comes back here and is printed as one line like every other bad input.
             code = command(args=args, prog_name="dualpath-plan", standalone_mode=False)
@@ -311,10 +311,16 @@ for _kind in (typer.core.TyperCommand, typer.core.TyperGroup):
     _kind.format_help = _routed_help(_kind.format_help)  # type: ignore[method-assign]
 
 
-def refuse_repeated_options(command: Any, args: list[str]) -> None:
-    """An option that takes one value given twice is an error: the parser kept the last and
-    dropped the others silently (``sweep --mode basic --mode oracle`` ran oracle alone: found
-    in a trial). Repeatable options (--set, --grid, --phase, ...) and flags are not counted.
+def refuse_misread_options(command: Any, args: list[str]) -> None:
+    """Two ways the parser misreads options without a word, each an error here:
+
+    - an option that takes one value given twice: the parser kept the last and dropped the
+      others (``sweep --mode basic --mode oracle`` ran oracle alone: found in a trial);
+      repeatable options (--set, --grid, --phase, ...) and flags are not counted;
+    - an option whose value is missing before another of the command's options: the parser
+      took that option as the value (``recommend --markdown --json`` wrote a report to a file
+      named '--json' and printed no JSON: found in a trial).
+
     ``command``: the program's click command; the arguments are walked through its groups to
     the invoked command."""
     k = 0
@@ -346,9 +352,22 @@ def refuse_repeated_options(command: Any, args: list[str]) -> None:
                 continue  # unknown: the parser says so
             if param.is_flag or param.count:
                 continue
-            if not eq and k < len(args):
+            if not eq and k == len(args):
+                # (the parser said so too, but sent the reader to the program's help, not to
+                # the command's)
+                raise PlanInputError(
+                    "expected a value, got none: the command line ends", field=flag
+                )
+            if not eq:
                 value = args[k]
                 k += 1
+                if value in options or value == "--help":
+                    long = next((o for o in param.opts if o.startswith("--")), flag)
+                    raise PlanInputError(
+                        f"expected a value, got the option {value!r} (a value that is an option's "
+                        f"name goes as {long}={value})",
+                        field=flag,
+                    )
             if not param.multiple:
                 seen.setdefault(param.name, []).append(f"{flag} {value}")
         for given in seen.values():

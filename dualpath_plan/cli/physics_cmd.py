@@ -70,7 +70,11 @@ def ratio(
     FLOPs of prefilling its appended tokens (GB = 1e9 B, PFLOP = 1e15 FLOP)."""
     registry = load_registry(profiles, set_)
     if model is None and workload is None:
-        raise PlanInputError("give --model (and optionally --workload)", field="--model")
+        # (--workload alone runs, on the default model: the message said --model was needed)
+        raise PlanInputError(
+            f"give --model, --workload or both (--workload alone: on {DEFAULT_SPEC.model})",
+            field="--model",
+        )
     m = registry.model(model or DEFAULT_SPEC.model)
     rows = []
     if workload is not None and (append is not None or context is not None):

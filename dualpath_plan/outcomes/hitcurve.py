@@ -4,7 +4,6 @@ list of cache tiers."""
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,7 +13,7 @@ from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.workload_import import trace_files
 from dualpath_plan.physics.hitcurve import BlockCollector, HitCurve, hit_curve
 from dualpath_plan.physics.traces import ImportOptions, read_trace
-from dualpath_plan.units import BYTE_UNITS
+from dualpath_plan.units import BYTE_UNITS, MIN_BYTES
 
 # Block size in tokens for the formats without hashes (csv, burstgpt): vLLM's default KV block
 # (docs.vllm.ai, CacheConfig.block_size = 16), as the Bailian default here.
@@ -84,7 +83,7 @@ def parse_tiers(text: str | None) -> tuple[Tier, ...]:
         value = float(match.group(1))
         if unit:
             size_bytes = value * BYTE_UNITS[unit]
-            if not (math.isfinite(size_bytes) and 0 < size_bytes <= 1e21):
+            if not MIN_BYTES <= size_bytes <= 1e21:
                 raise PlanInputError(
                     f"expected a size from 1 B to 1 ZB, got {size!r}", field="--tiers"
                 )

@@ -18,6 +18,7 @@ from dualpath_plan.physics.engines import check_weights_fit
 from dualpath_plan.physics.modes import MODE_TABLE, ModeName
 from dualpath_plan.physics.workload import workload_demand
 from dualpath_plan.profiles.registry import Registry
+from dualpath_plan.profiles.schemas import WorkloadProfile
 from dualpath_plan.scenario.assemble import Assembly, assemble
 from dualpath_plan.scenario.bundle import Scenario
 from dualpath_plan.scenario.groups import GroupAssembly, NodeGroup, WorkClass, assemble_groups
@@ -147,6 +148,14 @@ def explain_mixed(
     }
     if extra:
         sc = replace(sc, engines=sc.engines + tuple(extra.items()))
+
+    def workload(wid: str) -> WorkloadProfile:
+        try:
+            return registry.workload(wid)
+        except PlanInputError as exc:
+            # A class's workload is named by --class, not --workload (which it replaces).
+            raise PlanInputError(exc.detail, field="--class") from None
+
     work = [
         WorkClass(
             wid,
@@ -154,7 +163,7 @@ def explain_mixed(
             workload_demand(sc.model, w, registry.origins.get(("workload", w.id))),
         )
         for wid, weight in (classes or [(sc.workload.id, 1.0)])
-        for w in [registry.workload(wid)]
+        for w in [workload(wid)]
     ]
     ga = assemble_groups(sc, mode, pre, dec, work)
     for c, row in enumerate(ga.pe + ga.de):

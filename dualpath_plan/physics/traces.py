@@ -721,6 +721,9 @@ def read_trace(paths: Sequence[Path], options: ImportOptions) -> TraceRead:
             f"expected a block size from 1 to {1 << 20:,} tokens, got {options.block_size}",
             field="--block-size",
         )
+    if options.session_field is not None and not options.session_field.strip():
+        # '' read as the format's default field, and the error then named a field not given.
+        raise PlanInputError("expected a field name, got an empty one", field="--session-field")
     return _READERS[options.format](paths, options)
 
 

@@ -29,7 +29,7 @@ from dualpath_plan.formatting import plain
 from dualpath_plan.frozen import record
 from dualpath_plan.physics.engines import Scheduling
 from dualpath_plan.physics.links import PathOptions
-from dualpath_plan.units import parse_bytes
+from dualpath_plan.units import MIN_BYTES, parse_bytes
 
 # Nodes on one side of a cluster, at most: far beyond any deployment (the paper's largest is
 # 144 nodes), and it keeps every product of node counts and rates finite.
@@ -229,10 +229,10 @@ class ScenarioSpec(BaseModel):
         if info.data.get("storage") == "none":
             raise ValueError("a capacity of no store: give --storage with it, not 'none'")
         size = parse_bytes(v)
-        if size is None or not (math.isfinite(size) and size > 0):
+        if size is None or not (math.isfinite(size) and size >= MIN_BYTES):
             raise ValueError(
-                f"expected a size > 0 with its unit (B, KB, MB, GB, TB, PB; KiB to PiB: 500TB), "
-                f"got {v!r}"
+                "expected a finite size of at least 1 B with its unit (B, KB, MB, GB, TB, PB; "
+                f"KiB to PiB: 500TB), got {v!r}"
             )
         return v
 
@@ -422,10 +422,17 @@ class SloPercentiles:
 
     @classmethod
     def parse(cls, text: str | None) -> SloPercentiles:
-        """``--slo-percentile``'s text: None or '' (the means), 'P' (both SLOs) or 'P,Q'
-        (TTFT, TPOT), each a number or 'mean'."""
-        if text is None or not text.strip():
+        """``--slo-percentile``'s text: None (the means), 'P' (both SLOs) or 'P,Q' (TTFT,
+        TPOT), each a number or 'mean'."""
+        if text is None:
             return cls()
+        if not text.strip():
+            # '' planned to the means without a word, as a flag not given (found in a trial;
+            # 'mean' says that).
+            raise PlanInputError(
+                "expected P or P_TTFT,P_TPOT (each a percentile or 'mean'), got an empty value",
+                field="--slo-percentile",
+            )
         parts = [p.strip() for p in text.split(",")]
         if len(parts) > 2:
             raise PlanInputError(
