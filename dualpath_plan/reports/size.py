@@ -289,7 +289,12 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
     for m, why in r.infeasible.items():
         console.print(escape(f"{m}: cannot run this cluster: {why}"), highlight=False)
     aps = f"{r.speedup_aps:.2f}x" if math.isfinite(r.speedup_aps) else "n/a (basic serves none)"
-    faster = f"{r.speedup_jct:.2f}x faster" if math.isfinite(r.speedup_jct) else "n/a"
+    if not (math.isfinite(r.speedup_jct) and r.speedup_jct > 0):
+        faster = "n/a"
+    elif r.speedup_jct >= 1.0:
+        faster = f"{r.speedup_jct:.2f}x faster"
+    else:  # basic's JCT below dualpath's: "0.49x faster" read as faster
+        faster = f"{1.0 / r.speedup_jct:.2f}x slower"
     console.print(
         f"dualpath vs basic: JCT {faster}, APS {aps}; KV working set by Little's law (paper 2.5)"
     )
