@@ -238,6 +238,11 @@ class Engine:
         self.next_seq = count(1).__next__  # ties in time go in the order events were posted
         self.now = 0.0
         self.events = 0
+        # Superseded server completions (``reschedule``): how many and the last one's time, up
+        # to the end of the arrivals online (the whole run offline) and after it.
+        self.arrivals_end = self.tally.duration  # (online; offline inf)
+        self.superseded = self.superseded_late = 0
+        self.superseded_last = self.superseded_last_late = 0.0
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -278,24 +283,26 @@ class Engine:
         next_report = wallclock.perf_counter() + 0.25
         servers = self.servers
         while heap:
-            now, _, what, a, b = heappop(heap)
+            now, seq, what, a, b = heappop(heap)
             if now > horizon:
                 # Online, the arrivals are over: a queue that kept up drains (every measured
                 # agent finishes), one that did not stops here.
                 horizon = math.inf
                 if not self._kept_up():
-                    self.now = duration
-                    self.events = events
-                    return False, last_event
-            events += 1
-            # Server events first: most are completions a later change of the server's job
-            # count superseded (more than half of the default's events), dropped here.
+                    return self._stop(events, last_event)
             if what == SERVER:
-                last_event = now
-                if b != servers[a].version:
+                s = servers[a]
+                if seq != s.anchor:
+                    continue  # an anchor a sooner completion replaced: not an event
+                s.anchor = 0
+                if seq != s.due_seq:
+                    self._repost(s)  # an anchor ahead of its server's completion
                     continue
+                s.due_seq = 0  # the completion is this event
+                last_event = now
             elif what != WINDOW:
                 last_event = now
+            events += 1
             self.now = now
             handlers[what](a, b)
             if self.beta_freed:
@@ -305,9 +312,28 @@ class Engine:
                 if self.waiting:
                     self.retry_waiting()
             if events & 4095 == 0:
-                next_report = self._checkpoint(events, next_report)
-        self.events = events
-        return True, last_event
+                next_report = self._checkpoint(events + self.superseded, next_report)
+        if horizon < math.inf and self.superseded_late and not self._kept_up():
+            # The arrivals' end passed among superseded completions only: the loop's check at
+            # the first event after it, made at the last.
+            return self._stop(events, last_event)
+        self.events = events + self.superseded + self.superseded_late
+        return True, max(last_event, self.superseded_last, self.superseded_last_late)
+
+    def _stop(self, events: int, last_event: float) -> tuple[bool, float]:
+        """The online run stops at the end of its arrivals (the queue did not keep up): the
+        events up to then, superseded completions with them, and the last one's time."""
+        self.now = self.tally.duration
+        self.events = events + self.superseded
+        return False, max(last_event, self.superseded_last)
+
+    def _repost(self, s: Server) -> None:
+        """Server ``s``'s anchor came out of the heap before its completion, which a change
+        of its job count put later: the completion takes the anchor's place, at its own time
+        and sequence (none: the server has no job left)."""
+        if s.due_seq:
+            s.anchor, s.anchor_t = s.due_seq, s.due
+            heappush(self.heap, (s.due, s.due_seq, SERVER, s.index, 0))
 
     def _kept_up(self) -> bool:
         """Online, at the end of the arrivals: whether the turns started in the measured span
@@ -381,7 +407,7 @@ class Engine:
         """The tool call after an agent's turn is over: its next turn starts."""
         self.start_turn(a)
 
-    def on_server(self, index: int, version: int) -> None:
+    def on_server(self, index: int, _: int) -> None:
         """A server's next job completion (the loop drops one a change of its job count
         superseded)."""
         s = self.servers[index]
@@ -457,39 +483,55 @@ class Engine:
     # --- links -------------------------------------------------------------------------------
 
     def reschedule(self, s: Server) -> None:
-        """Server ``s``'s job count changed: its next completion supersedes the one posted."""
-        version = s.version + 1
-        s.version = version
+        """Server ``s``'s job count changed: its next completion supersedes the one posted.
+
+        A superseded completion is still an event (the count of events and the last event's
+        time are as if it were popped and dropped), but it is not left on the heap: there,
+        each server has one entry, its anchor, no later than its completion (time, then
+        sequence), and an anchor that comes out before its completion posts the completion
+        (``_repost``). Most changes put the completion later (one job more slows every
+        job of a processor-sharing server) and push nothing: pushing each change's completion
+        left more than half of the default's events on the heap only to be popped and dropped.
+        """
+        if s.due_seq:
+            t = s.due
+            if t <= self.arrivals_end:
+                self.superseded += 1
+                if t > self.superseded_last:
+                    self.superseded_last = t
+            else:  # online, after the arrivals: counted only if the run goes on (``_loop``)
+                self.superseded_late += 1
+                if t > self.superseded_last_late:
+                    self.superseded_last_late = t
         n = s.n
         if n:
             r = s.rates  # s.rate(), inline (the hot path)
             dt = (s.jobs[0][0] - s.v) / (s.cap / n if r is None else r[n] if n < len(r) else r[-1])
-            heappush(
-                self.heap,
-                (self.now + (dt if dt > 0 else 0.0), self.next_seq(), SERVER, s.index, version),
-            )
+            t = self.now + (dt if dt > 0 else 0.0)
+            seq = self.next_seq()
+            s.due, s.due_seq = t, seq
+            # (t, seq) before the anchor's: seq is the later, so t before anchor_t.
+            if not s.anchor or t < s.anchor_t:
+                s.anchor, s.anchor_t = seq, t
+                heappush(self.heap, (t, seq, SERVER, s.index, 0))
+        else:
+            s.due_seq = 0
 
     def add_job(self, index: int, size: float, owner: int) -> None:
-        """A job of ``size`` joins server ``index`` and its next completion is posted.
-        ``Server.advance`` and ``reschedule`` inline, with the rate at n jobs and at n + 1
-        computed as they compute it: this runs for every job (three per turn by default)."""
+        """A job of ``size`` joins server ``index`` (``Server.advance`` inline: this runs for
+        every job, three per turn by default)."""
         s = self.servers[index]
-        now, next_seq = self.now, self.next_seq
-        n, r, cap = s.n, s.rates, s.cap
+        now = self.now
+        n, r = s.n, s.rates
         dt = now - s.t
         if n and dt > 0:
-            s.v += dt * (cap / n if r is None else r[n] if n < len(r) else r[-1])
+            s.v += dt * (s.cap / n if r is None else r[n] if n < len(r) else r[-1])
             s.busy += dt
             s.area += dt * n
         s.t = now
-        v, jobs = s.v, s.jobs
-        heappush(jobs, (v + size, next_seq(), owner))
-        n += 1
-        s.n = n
-        version = s.version + 1
-        s.version = version
-        dt = (jobs[0][0] - v) / (cap / n if r is None else r[n] if n < len(r) else r[-1])
-        heappush(self.heap, (now + (dt if dt > 0 else 0.0), next_seq(), SERVER, index, version))
+        heappush(s.jobs, (s.v + size, self.next_seq(), owner))
+        s.n = n + 1
+        self.reschedule(s)
 
     def start_phase(self, a: int, phase: int) -> int:
         """Start the jobs of one phase of agent a's turn; how many it waits for."""
@@ -559,7 +601,12 @@ class Engine:
             tally.measured_starts += 1
         tally.in_flight += 1
         self.working.hold(now, a, kinds.kv_prompt[i])
-        if self.assign(a):
+        if self.waiting:
+            # The global FIFO: behind the turns already in it. (They wait because every PE is
+            # over beta, and whatever lowers a PE's load retries them first: the scheduler
+            # would refuse this turn too. Asking it cost a fifth of the default's turns' time.)
+            self.waiting.append(a)
+        elif self.assign(a):
             self.begin_read(a)
         else:
             self.waiting.append(a)

@@ -22,6 +22,8 @@ SimScheduler = Literal["queue_aware", "round_robin", "least_loaded"]
 # the DE high-token margin 1.05.
 HIGH_TOKEN_MARGIN = 1.05
 
+_INF = math.inf
+
 
 class Scheduler(Protocol):
     """Places one turn. ``engines``: its prefill GPU and decode node for ``tok`` prompt
@@ -41,20 +43,35 @@ class QueueAware:
     with room, not high-token, fewest sequences; else the high-token one with the fewest
     tokens. Read path: the side whose node has the shorter read queue in seconds of reads."""
 
-    __slots__ = ("c",)
+    __slots__ = (
+        "D",
+        "P",
+        "alpha",
+        "c",
+        "de_seq",
+        "de_tokens",
+        "node_min_gpu",
+        "node_min_tok",
+        "read_queue",
+    )
 
     def __init__(self, cluster: Cluster) -> None:
         self.c = cluster
+        # The state's lists, bound once (each is updated in place, never replaced): the
+        # scheduler is asked on every turn's start.
+        self.P, self.D = cluster.P, cluster.D
+        self.node_min_tok, self.node_min_gpu = cluster.gpus.node_min_tok, cluster.gpus.node_min_gpu
+        self.read_queue, self.alpha = cluster.reads.queue, cluster.reads.alpha
+        self.de_seq, self.de_tokens = cluster.decode.seq, cluster.decode.tokens
 
     def engines(self, tok: float) -> tuple[int, int] | None:
-        c = self.c
         # PE: the least-loaded low-read node's best GPU, else the high-read one's.
-        node_min_tok, read_queue, alpha = c.gpus.node_min_tok, c.reads.queue, c.reads.alpha
+        node_min_tok, read_queue, alpha = self.node_min_tok, self.read_queue, self.alpha
         best_low = best_high = -1
-        low_tok = high_tok = math.inf
-        for node in range(c.P):
+        low_tok = high_tok = _INF
+        for node in range(self.P):
             gt = node_min_tok[node]
-            if gt == math.inf:
+            if gt == _INF:
                 continue
             if read_queue[node] <= alpha[node]:
                 if gt < low_tok:
@@ -66,24 +83,27 @@ class QueueAware:
             return None
         # DE (section 6, phase 2, on one group): the nodes with room, not high-token, fewest
         # sequences; else the high-token one with the fewest tokens.
-        d = c.decode
-        D, slots, de_seq, de_tokens = c.D, d.slots, d.seq, d.tokens
+        d = self.c.decode
+        D, slots, de_seq, de_tokens = self.D, d.slots, self.de_seq, self.de_tokens
         z = HIGH_TOKEN_MARGIN * (tok + d.token_sum) / D
         pick, pick_seq = -1, 1 << 60
-        alt, alt_tok = -1, math.inf
+        alt, alt_tok = -1, _INF
         for e in range(D):
-            if de_seq[e] >= slots:
+            seq = de_seq[e]
+            if seq >= slots:
                 continue
             te = de_tokens[e]
             if te + tok <= z:
-                if de_seq[e] < pick_seq:
-                    pick, pick_seq = e, de_seq[e]
+                if seq < pick_seq:
+                    pick, pick_seq = e, seq
             elif te < alt_tok:
                 alt, alt_tok = e, te
         e = pick if pick >= 0 else alt
         if e < 0:
-            e = min(range(D), key=de_tokens.__getitem__)
-        return c.gpus.node_min_gpu[node], e
+            # Every node full: the fewest tokens, the first such node (min's and index's
+            # order; often, so both in C).
+            e = de_tokens.index(min(de_tokens))
+        return self.node_min_gpu[node], e
 
     def read_on_decode(self, g: int, e: int) -> bool:
         """The side whose node has the shorter read queue, in seconds of reads."""
