@@ -72,6 +72,72 @@ class Engine:
     is kept per agent (``Agents``): memory grows with the agents and the kinds of turns, not
     with the turns simulated."""
 
+    # Slots: the handlers read the engine's attributes tens of times a turn, and an instance
+    # with this many in a dict reads each about half again as slowly.
+    __slots__ = (
+        "D",
+        "G",
+        "P",
+        "agents",
+        "alpha",
+        "arrivals",
+        "arrivals_end",
+        "beta",
+        "beta_freed",
+        "cfg",
+        "cluster",
+        "counts",
+        "decode",
+        "decode_batch_max",
+        "decode_server",
+        "decode_slots",
+        "draws",
+        "dual",
+        "engines",
+        "even",
+        "events",
+        "gpus",
+        "gpus_per_node",
+        "group_servers",
+        "groups",
+        "growth",
+        "hbm_free",
+        "heap",
+        "io_free",
+        "kinds",
+        "lifetime_s",
+        "log",
+        "mode",
+        "next_seq",
+        "now",
+        "offered",
+        "plans",
+        "progress",
+        "quota",
+        "rank_gpus",
+        "read_rate",
+        "read_server",
+        "reads",
+        "routes",
+        "sc",
+        "scheduler",
+        "scheduler_name",
+        "servers",
+        "split",
+        "superseded",
+        "superseded_last",
+        "superseded_last_late",
+        "superseded_late",
+        "t0",
+        "tally",
+        "tool_s",
+        "turn_sink",
+        "turns_squared_mean",
+        "waiting",
+        "working",
+        "writes_back",
+    )
+
     def __init__(
         self,
         sc: Scenario,
@@ -208,6 +274,7 @@ class Engine:
         )
         self.cluster = Cluster(P, D, self.G, self.gpus, self.decode, self.reads)
         self.scheduler = SCHEDULERS[self.scheduler_name](self.cluster)
+        self.engines = self.scheduler.engines  # bound once: asked on every turn's start
         total_turns = int(counts.sum())
         tenth, half = saturated_span_turns(total_turns)
         self.tally = Tally(
@@ -228,12 +295,20 @@ class Engine:
         self.dual = self.mode.split != "pe_only" and not self.mode.io_free
         self.even = self.mode.split == "even"
         self.io_free = self.mode.io_free
+        # Whether a write-back puts jobs on any server (only queued routes do: nothing waits
+        # on its crossing of the others), so that a turn without one skips the phase.
+        self.writes_back = not self.io_free and bool(self.routes.queued[WRITE])
         self.heap: list[tuple[float, int, int, int, int]] = []
         # Each phase's plan per kind of turn and read side, made when first needed.
         self.plans: dict[int, _Plan] = {}
         self.next_seq = count(1).__next__  # ties in time go in the order events were posted
         self.now = 0.0
         self.events = 0
+        # Superseded server completions (``reschedule``): how many and the last one's time, up
+        # to the end of the arrivals online (the whole run offline) and after it.
+        self.arrivals_end = self.tally.duration  # (online; offline inf)
+        self.superseded = self.superseded_late = 0
+        self.superseded_last = self.superseded_last_late = 0.0
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -274,20 +349,26 @@ class Engine:
         next_report = wallclock.perf_counter() + 0.25
         servers = self.servers
         while heap:
-            now, _, what, a, b = heappop(heap)
+            now, seq, what, a, b = heappop(heap)
             if now > horizon:
                 # Online, the arrivals are over: a queue that kept up drains (every measured
                 # agent finishes), one that did not stops here.
                 horizon = math.inf
                 if not self._kept_up():
-                    self.now = duration
-                    self.events = events
-                    return False, last_event
-            events += 1
-            if what != WINDOW:
+                    return self._stop(events, last_event)
+            if what == SERVER:
+                s = servers[a]
+                if seq != s.anchor:
+                    continue  # an anchor a sooner completion replaced: not an event
+                s.anchor = 0
+                if seq != s.due_seq:
+                    self._repost(s)  # an anchor ahead of its server's completion
+                    continue
+                s.due_seq = 0  # the completion is this event
                 last_event = now
-                if what == SERVER and b != servers[a].version:
-                    continue  # superseded by a later change of the server's job count
+            elif what != WINDOW:
+                last_event = now
+            events += 1
             self.now = now
             handlers[what](a, b)
             if self.beta_freed:
@@ -297,9 +378,28 @@ class Engine:
                 if self.waiting:
                     self.retry_waiting()
             if events & 4095 == 0:
-                next_report = self._checkpoint(events, next_report)
-        self.events = events
-        return True, last_event
+                next_report = self._checkpoint(events + self.superseded, next_report)
+        if horizon < math.inf and self.superseded_late and not self._kept_up():
+            # The arrivals' end passed among superseded completions only: the loop's check at
+            # the first event after it, made at the last.
+            return self._stop(events, last_event)
+        self.events = events + self.superseded + self.superseded_late
+        return True, max(last_event, self.superseded_last, self.superseded_last_late)
+
+    def _stop(self, events: int, last_event: float) -> tuple[bool, float]:
+        """The online run stops at the end of its arrivals (the queue did not keep up): the
+        events up to then, superseded completions with them, and the last one's time."""
+        self.now = self.tally.duration
+        self.events = events + self.superseded
+        return False, max(last_event, self.superseded_last)
+
+    def _repost(self, s: Server) -> None:
+        """Server ``s``'s anchor came out of the heap before its completion, which a change
+        of its job count put later: the completion takes the anchor's place, at its own time
+        and sequence (none: the server has no job left)."""
+        if s.due_seq:
+            s.anchor, s.anchor_t = s.due_seq, s.due
+            heappush(self.heap, (s.due, s.due_seq, SERVER, s.index, 0))
 
     def _kept_up(self) -> bool:
         """Online, at the end of the arrivals: whether the turns started in the measured span
@@ -373,7 +473,7 @@ class Engine:
         """The tool call after an agent's turn is over: its next turn starts."""
         self.start_turn(a)
 
-    def on_server(self, index: int, version: int) -> None:
+    def on_server(self, index: int, _: int) -> None:
         """A server's next job completion (the loop drops one a change of its job count
         superseded)."""
         s = self.servers[index]
@@ -385,23 +485,25 @@ class Engine:
         # otherwise fire again at the same instant, for ever).
         n, r = s.n, s.rates  # s.rate(), inline (the hot path)
         rate = s.cap / n if r is None else r[n] if n < len(r) else r[-1]
-        limit = s.v + max(1e-9 * (abs(s.v) + 1.0), 4.0 * math.ulp(now) * rate)
+        v = s.v
+        limit = v + max(1e-9 * (abs(v) + 1.0), 4.0 * math.ulp(now) * rate)
         finished = []
         while jobs and jobs[0][0] <= limit:
             finished.append(heappop(jobs)[2])
-            s.n -= 1
+        s.n = n - len(finished)
         self.reschedule(s)
         pending = self.agents.pending
         for owner in finished:
-            agent, phase = owner >> 2, owner & 3  # owner = agent x 4 + phase
+            phase = owner & 3  # owner = agent x 4 + phase
             if phase == DECODE:
-                self.decoded(agent)
+                self.decoded(owner >> 2)
             elif phase == READ:
+                agent = owner >> 2
                 pending[agent] -= 1
                 if pending[agent] == 0:
                     self.read_done(agent)
             elif phase == MOVE:
-                self.move_part_done(agent)
+                self.move_part_done(owner >> 2)
             # WRITE: nothing waits on the write-back
 
     def on_forward(self, g: int, _: int) -> None:
@@ -447,41 +549,76 @@ class Engine:
     # --- links -------------------------------------------------------------------------------
 
     def reschedule(self, s: Server) -> None:
-        """Server ``s``'s job count changed: its next completion supersedes the one posted."""
-        s.version += 1
+        """Server ``s``'s job count changed: its next completion supersedes the one posted.
+
+        A superseded completion is still an event (the count of events and the last event's
+        time are as if it were popped and dropped), but it is not left on the heap: there,
+        each server has one entry, its anchor, no later than its completion (time, then
+        sequence), and an anchor that comes out before its completion posts the completion
+        (``_repost``). Most changes put the completion later (one job more slows every
+        job of a processor-sharing server) and push nothing: pushing each change's completion
+        left more than half of the default's events on the heap only to be popped and dropped.
+        """
+        if s.due_seq:
+            t = s.due
+            if t <= self.arrivals_end:
+                self.superseded += 1
+                if t > self.superseded_last:
+                    self.superseded_last = t
+            else:  # online, after the arrivals: counted only if the run goes on (``_loop``)
+                self.superseded_late += 1
+                if t > self.superseded_last_late:
+                    self.superseded_last_late = t
         n = s.n
         if n:
             r = s.rates  # s.rate(), inline (the hot path)
             dt = (s.jobs[0][0] - s.v) / (s.cap / n if r is None else r[n] if n < len(r) else r[-1])
-            heappush(
-                self.heap,
-                (self.now + (dt if dt > 0 else 0.0), self.next_seq(), SERVER, s.index, s.version),
-            )
+            t = self.now + (dt if dt > 0 else 0.0)
+            seq = self.next_seq()
+            s.due, s.due_seq = t, seq
+            # (t, seq) before the anchor's: seq is the later, so t before anchor_t.
+            if not s.anchor or t < s.anchor_t:
+                s.anchor, s.anchor_t = seq, t
+                heappush(self.heap, (t, seq, SERVER, s.index, 0))
+        else:
+            s.due_seq = 0
 
     def add_job(self, index: int, size: float, owner: int) -> None:
+        """A job of ``size`` joins server ``index`` (``Server.advance`` inline: this runs for
+        every job, three per turn by default)."""
         s = self.servers[index]
-        s.advance(self.now)
+        now = self.now
+        n, r = s.n, s.rates
+        dt = now - s.t
+        if n and dt > 0:
+            s.v += dt * (s.cap / n if r is None else r[n] if n < len(r) else r[-1])
+            s.busy += dt
+            s.area += dt * n
+        s.t = now
         heappush(s.jobs, (s.v + size, self.next_seq(), owner))
-        s.n += 1
+        s.n = n + 1
         self.reschedule(s)
 
     def start_phase(self, a: int, phase: int) -> int:
         """Start the jobs of one phase of agent a's turn; how many it waits for."""
         ag = self.agents
-        key = ag.kind[a] * 6 + (3 if ag.on_de[a] else 0) + phase
+        i, de = ag.kind[a], ag.on_de[a]
+        key = i * 6 + (3 if de else 0) + phase
         plan = self.plans.get(key)
         if plan is None:
-            plan = self.plans[key] = self._plan(ag.kind[a], ag.on_de[a], phase)
+            plan = self.plans[key] = self._plan(i, de, phase)
         jobs, delay = plan
-        owner = a * 4 + phase
-        for side, ids, load in jobs:
-            if side == _PE:
-                idx = ids[self.gpus.node[ag.pe_gpu[a]]]
-            elif side == _DE:
-                idx = ids[ag.de_node[a]]
-            else:
-                idx = ids[0]
-            self.add_job(idx, load, owner)
+        if jobs:
+            owner = a * 4 + phase
+            add_job = self.add_job
+            for side, ids, load in jobs:
+                if side == _PE:
+                    idx = ids[self.gpus.node[ag.pe_gpu[a]]]
+                elif side == _DE:
+                    idx = ids[ag.de_node[a]]
+                else:
+                    idx = ids[0]
+                add_job(idx, load, owner)
         if delay > 0:
             heappush(self.heap, (self.now + delay, self.next_seq(), DELAY, a, phase))
             return len(jobs) + 1
@@ -515,14 +652,14 @@ class Engine:
         ag, kinds, tally, now = self.agents, self.kinds, self.tally, self.now
         k = ag.turn_k[a]
         if kinds.offset is not None:
-            ag.kind[a] = kinds.offset[ag.n_turns[a]] + (k if self.growth else 0)
+            i = kinds.offset[ag.n_turns[a]] + (k if self.growth else 0)
         elif kinds.replay is not None:
-            ag.kind[a] = kinds.replay[ag.trajectory[a]][k]
+            i = kinds.replay[ag.trajectory[a]][k]
         else:
             cumulative = kinds.cumulative
             assert cumulative is not None
-            ag.kind[a] = min(bisect_right(cumulative, self.draws.random()), len(cumulative) - 1)
-        i = ag.kind[a]
+            i = min(bisect_right(cumulative, self.draws.random()), len(cumulative) - 1)
+        ag.kind[a] = i
         ag.t_start[a] = now
         ag.moving[a] = False
         ag.remaining_u[a] = kinds.u[i]
@@ -530,34 +667,39 @@ class Engine:
             tally.measured_starts += 1
         tally.in_flight += 1
         self.working.hold(now, a, kinds.kv_prompt[i])
-        if self.assign(a):
+        if self.waiting:
+            # The global FIFO: behind the turns already in it. (They wait because every PE is
+            # over beta, and whatever lowers a PE's load retries them first: the scheduler
+            # would refuse this turn too. Asking it cost a fifth of the default's turns' time.)
+            self.waiting.append(a)
+        elif self.assign(a):
             self.begin_read(a)
         else:
             self.waiting.append(a)
 
     def retry_waiting(self) -> None:
-        waiting = self.waiting
+        waiting, assign, begin_read = self.waiting, self.assign, self.begin_read
         while waiting:
             a = waiting[0]
-            if not self.assign(a):
+            if not assign(a):
                 return
             waiting.popleft()
-            self.begin_read(a)
+            begin_read(a)
 
     def assign(self, a: int) -> bool:
         """Agent a's turn gets its prefill GPU, decode node and read path from the scheduler;
         False: every PE is overloaded (the turn waits in the global queue)."""
-        ag, tally = self.agents, self.tally
+        ag, kinds = self.agents, self.kinds
         i = ag.kind[a]
-        tok = self.kinds.prompt[i]
-        h = self.kinds.hit[i]
-        picked = self.scheduler.engines(tok)
+        tok = kinds.prompt[i]
+        picked = self.engines(tok)
         if picked is None:
             return False
         g, e = picked
         ag.pe_gpu[a], ag.de_node[a] = g, e
         self.gpus.book(g, tok)
         self.decode.book(e, tok)
+        h = kinds.hit[i]
         side_de = False
         if self.dual and h > 0:
             if self.even:
@@ -565,6 +707,7 @@ class Engine:
             else:
                 side_de = self.scheduler.read_on_decode(g, e)
         ag.on_de[a] = side_de
+        tally = self.tally
         tally.all_read += h
         if side_de:
             tally.de_read += h
@@ -588,22 +731,24 @@ class Engine:
     def read_done(self, a: int) -> None:
         """Read: the turn leaves its node's read queue and joins its GPU's ready queue."""
         ag, gp = self.agents, self.gpus
+        g = ag.pe_gpu[a]
         if not self.io_free:
             reads = self.reads
-            node = (self.P + ag.de_node[a]) if ag.on_de[a] else gp.node[ag.pe_gpu[a]]
+            node = (self.P + ag.de_node[a]) if ag.on_de[a] else gp.node[g]
+            count = reads.count
             reads.queue[node] -= self.kinds.hit[ag.kind[a]]
-            reads.count[node] -= 1
-            if reads.count[node] == 0:
+            count[node] -= 1
+            if count[node] == 0:
                 reads.queue[node] = 0.0  # no rounding residue to break the next tie
-        g = ag.pe_gpu[a]
         gp.ready[g].append(a)
         if not gp.busy[g]:
             self.start_pass(g)
 
     def begin_move(self, a: int) -> None:
         """Phase B starts with the turn's first pass; the pass itself is one more wait."""
-        self.agents.moving[a] = True
-        self.agents.pending[a] = (0 if self.io_free else self.start_phase(a, MOVE)) + 1
+        ag = self.agents
+        ag.moving[a] = True
+        ag.pending[a] = (0 if self.io_free else self.start_phase(a, MOVE)) + 1
 
     def start_pass(self, g: int) -> None:
         """GPU g's next forward pass: FIFO turns up to the HBM free for their KV and the
@@ -656,9 +801,11 @@ class Engine:
     def move_part_done(self, a: int) -> None:
         """One of phase B's waits (a link or the pass) is over; after the last, the turn is
         prefilled and decodes, or waits for a slot on its decode node."""
-        ag = self.agents
-        ag.pending[a] -= 1
-        if ag.pending[a] == 0:
+        pending = self.agents.pending
+        left = pending[a] - 1
+        pending[a] = left
+        if left == 0:
+            ag = self.agents
             ag.t_prefilled[a] = self.now
             e = ag.de_node[a]
             decode = self.decode
@@ -688,30 +835,33 @@ class Engine:
         if queue:
             self.start_decode(queue.popleft())
         gen = k.generated[i]
-        ttft = ag.t_prefilled[a] - ag.t_start[a]
-        tpot = (now - ag.t_prefilled[a]) / gen if gen > 0 else 0.0
-        if t.warmup <= ag.t_start[a] <= t.duration:
+        t_start, t_prefilled = ag.t_start[a], ag.t_prefilled[a]
+        ttft = t_prefilled - t_start
+        tpot = (now - t_prefilled) / gen if gen > 0 else 0.0
+        if t.warmup <= t_start <= t.duration:
             t.ttft.add(ttft)
             t.tpot.add(tpot)
             t.measured_done += 1
-        t.done += 1
-        if t.tenth < t.done <= t.half:
+        done = t.done + 1
+        t.done = done
+        if t.tenth < done <= t.half:
             t.ttft_span.add(ttft)  # offline, a turn of the saturated span (online unused)
-        if t.done == t.tenth:
+        if done == t.tenth:
             t.span_lo = now
-        if t.done == t.half:
+        if done == t.half:
             t.span_hi = now
         t.window_turns += 1
         t.in_flight -= 1
+        turn_k = ag.turn_k[a]
         if self.turn_sink is not None:
             self.turn_sink(
-                (a, ag.turn_k[a], ag.t_start[a], ttft, tpot, now, ag.pe_gpu[a], e, ag.on_de[a],
-                 k.hit[i], k.prompt[i])
+                (a, turn_k, t_start, ttft, tpot, now, ag.pe_gpu[a], e, ag.on_de[a], k.hit[i],
+                 k.prompt[i])
             )  # fmt: skip
-        if not self.io_free:
+        if self.writes_back:
             self.start_phase(a, WRITE)
-        if ag.turn_k[a] + 1 < ag.n_turns[a]:
-            ag.turn_k[a] += 1
+        if turn_k + 1 < ag.n_turns[a]:
+            ag.turn_k[a] = turn_k + 1
             heappush(self.heap, (now + self.tool_s, self.next_seq(), TURN, a, 0))
         else:
             ag.end[a] = now

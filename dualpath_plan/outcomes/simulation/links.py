@@ -26,19 +26,25 @@ FIELDS = ("hit_bytes", "miss_bytes", "generated_kv_bytes", "append_writeback_byt
 
 class Server:
     """Processor sharing on virtual time: ``v`` advances at rate(n) while n jobs run; a job of
-    size s that starts at v0 finishes when v reaches v0 + s."""
+    size s that starts at v0 finishes when v reaches v0 + s. Its next completion is an event
+    (``due``, ``due_seq``: its time and sequence); the event heap holds an anchor for it
+    (``anchor``, ``anchor_t``: the sequence and time of an entry no later than it), which
+    ``Engine.reschedule`` explains."""
 
     __slots__ = (
+        "anchor",
+        "anchor_t",
         "area",
         "busy",
         "cap",
+        "due",
+        "due_seq",
         "index",
         "jobs",
         "n",
         "rates",
         "t",
         "v",
-        "version",
     )
 
     def __init__(self, index: int, cap: float, rates: list[float] | None = None) -> None:
@@ -49,7 +55,10 @@ class Server:
         self.t = 0.0
         self.n = 0
         self.jobs: list[tuple[float, int, int]] = []  # (finish v, sequence, owner)
-        self.version = 0
+        self.due = 0.0
+        self.due_seq = 0  # 0: no completion posted (no job)
+        self.anchor = 0  # the sequence of its entry in the event heap (0: none)
+        self.anchor_t = 0.0
         self.busy = 0.0  # time with at least one job
         self.area = 0.0  # jobs x time (the time-averaged job count over a span: area / span)
 

@@ -22,6 +22,8 @@ SimScheduler = Literal["queue_aware", "round_robin", "least_loaded"]
 # the DE high-token margin 1.05.
 HIGH_TOKEN_MARGIN = 1.05
 
+_INF = math.inf
+
 
 class Scheduler(Protocol):
     """Places one turn. ``engines``: its prefill GPU and decode node for ``tok`` prompt
@@ -41,49 +43,87 @@ class QueueAware:
     with room, not high-token, fewest sequences; else the high-token one with the fewest
     tokens. Read path: the side whose node has the shorter read queue in seconds of reads."""
 
-    __slots__ = ("c",)
+    __slots__ = (
+        "D",
+        "P",
+        "alpha",
+        "c",
+        "de_seq",
+        "de_tokens",
+        "node_min_gpu",
+        "node_min_tok",
+        "read_queue",
+    )
 
     def __init__(self, cluster: Cluster) -> None:
         self.c = cluster
+        # The state's lists, bound once (each is updated in place, never replaced): the
+        # scheduler is asked on every turn's start.
+        self.P, self.D = cluster.P, cluster.D
+        self.node_min_tok, self.node_min_gpu = cluster.gpus.node_min_tok, cluster.gpus.node_min_gpu
+        self.read_queue, self.alpha = cluster.reads.queue, cluster.reads.alpha
+        self.de_seq, self.de_tokens = cluster.decode.seq, cluster.decode.tokens
 
     def engines(self, tok: float) -> tuple[int, int] | None:
-        c = self.c
-        # PE: the least-loaded low-read node's best GPU, else the high-read one's.
-        node_min_tok, read_queue, alpha = c.gpus.node_min_tok, c.reads.queue, c.reads.alpha
+        node = self._prefill_node()
+        if node < 0:
+            return None
+        # DE (section 6, phase 2, on one group): the nodes with room, not high-token, fewest
+        # sequences; else the high-token one with the fewest tokens.
+        d = self.c.decode
+        e = -1
+        # Where every node is full (most turns of a saturated run), no loop over the nodes:
+        # the fewest tokens, the first such node (min's and index's order), both in C.
+        if min(self.de_seq) < d.slots:
+            e = self._decode_with_room(tok, d.token_sum, d.slots)
+        if e < 0:
+            de_tokens = self.de_tokens
+            e = de_tokens.index(min(de_tokens))
+        return self.node_min_gpu[node], e
+
+    def _prefill_node(self) -> int:
+        """The least-loaded low-read node, else the least-loaded high-read one (its best GPU's
+        unfinished tokens; -1: every GPU is over beta)."""
+        node_min_tok, read_queue, alpha = self.node_min_tok, self.read_queue, self.alpha
+        # The least-loaded node of all, the first such (in C): where it is low-read, no other
+        # low-read node is less loaded, nor one as loaded before it (most turns).
+        least = min(node_min_tok, default=_INF)
+        if least == _INF:
+            return -1
+        node = node_min_tok.index(least)
+        if read_queue[node] <= alpha[node]:
+            return node
         best_low = best_high = -1
-        low_tok = high_tok = math.inf
-        for node in range(c.P):
+        low_tok = high_tok = _INF
+        for node in range(self.P):
             gt = node_min_tok[node]
-            if gt == math.inf:
+            if gt == _INF:
                 continue
             if read_queue[node] <= alpha[node]:
                 if gt < low_tok:
                     best_low, low_tok = node, gt
             elif gt < high_tok:
                 best_high, high_tok = node, gt
-        node = best_low if best_low >= 0 else best_high
-        if node < 0:
-            return None
-        # DE (section 6, phase 2, on one group): the nodes with room, not high-token, fewest
-        # sequences; else the high-token one with the fewest tokens.
-        d = c.decode
-        D, slots, de_seq, de_tokens = c.D, d.slots, d.seq, d.tokens
-        z = HIGH_TOKEN_MARGIN * (tok + d.token_sum) / D
+        return best_low if best_low >= 0 else best_high
+
+    def _decode_with_room(self, tok: float, token_sum: float, slots: int) -> int:
+        """Among the decode nodes with room: the one not high-token with the fewest sequences,
+        else the high-token one with the fewest tokens (-1: none has room)."""
+        D, de_seq, de_tokens = self.D, self.de_seq, self.de_tokens
+        z = HIGH_TOKEN_MARGIN * (tok + token_sum) / D
         pick, pick_seq = -1, 1 << 60
-        alt, alt_tok = -1, math.inf
+        alt, alt_tok = -1, _INF
         for e in range(D):
-            if de_seq[e] >= slots:
+            seq = de_seq[e]
+            if seq >= slots:
                 continue
             te = de_tokens[e]
             if te + tok <= z:
-                if de_seq[e] < pick_seq:
-                    pick, pick_seq = e, de_seq[e]
+                if seq < pick_seq:
+                    pick, pick_seq = e, seq
             elif te < alt_tok:
                 alt, alt_tok = e, te
-        e = pick if pick >= 0 else alt
-        if e < 0:
-            e = min(range(D), key=de_tokens.__getitem__)
-        return c.gpus.node_min_gpu[node], e
+        return pick if pick >= 0 else alt
 
     def read_on_decode(self, g: int, e: int) -> bool:
         """The side whose node has the shorter read queue, in seconds of reads."""

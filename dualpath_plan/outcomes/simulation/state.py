@@ -205,9 +205,11 @@ class WorkingSet:
         """Agent ``a`` now holds ``kv`` bytes of context (its turn's prompt; 0 when done)."""
         self.area += self.live * (now - self.since)
         self.since = now
-        self.live += kv - self.held[a]
+        live = self.live + (kv - self.held[a])
+        self.live = live
         self.held[a] = kv
-        self.peak = max(self.peak, self.live)
+        if live > self.peak:  # max(peak, live), without the call: every turn's start
+            self.peak = live
 
 
 @dataclass(slots=True)
