@@ -9,7 +9,9 @@ the move to a package (commit 38f9aaa), on a trace whose rows are a fixed pseudo
 bytes. A change of the simulation's results is a new golden, recorded on purpose: on
 2026-12-06 for the recalibrated dualpath-hopper profile (the pass batch in the analytical
 model; the simulator's code unchanged, its earlier code giving the new bytes on the new profile)
-and the saturated span's TTFT (a new field)."""
+and the saturated span's TTFT (a new field); on 2026-12-07 for the paper scheduler's ties
+between equally loaded nodes, broken at random from the seed instead of to the lowest index
+(``trace``, ``oracle`` and ``compare_aps``: the three cases that run it)."""
 
 from __future__ import annotations
 

@@ -134,8 +134,10 @@ class OnlineQueue:
     # 1 where the scheduler sends a turn to the least-loaded GPU (queue_aware, ideal): the GPUs
     # are one pool; 0 where it deals turns in turn (round_robin).
     pooled: np.ndarray
-    # 1 where the scheduler also picks each turn's read path by the read queues (dualpath's
-    # optimal split under queue_aware or ideal): the prefill and decode nodes' reads are one pool.
+    # Where the scheduler also picks each turn's read path by the read queues (dualpath's
+    # optimal split): 1 under ideal, the prefill and decode nodes' reads one pool;
+    # TWO_CHOICE_READS under queue_aware, the shorter of the two nodes it placed the turn on
+    # (``two_choice_wait``); 0 elsewhere.
     reads_pooled: np.ndarray
     # Where round robin deals the turns and every read is on the prefill side (basic): the
     # ranks of one prefill node, which it deals one after another (its reads come in blocks
@@ -343,6 +345,34 @@ class OnlineQueue:
             shared_share=read_share,
             shared_width_s=read_width,
         )
+
+
+# ``OnlineQueue.reads_pooled`` where the paper scheduler picks a read's node out of two.
+TWO_CHOICE_READS = 2.0
+
+
+def two_choice_wait(rho: np.ndarray, service_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An arrival that joins the less loaded (in seconds of work) of two queues drawn at
+    random, each busy with probability ``rho``, served in ``service_s`` on average: the chance
+    it waits and its mean wait, in the many-server mean field (Poisson arrivals, exponential
+    work; the least-loaded-of-d model of Hellemans and Van Houdt, 2018). A queue's work W has
+    P(W > w) = F(w), F(0) = rho; work drains at rate 1 and rises by a job's X where the lesser
+    of two works u is below w, so F' = rho F^2 - F (level crossing, in service times), whence
+    F(w) = rho / (rho^2 + (1 - rho^2) e^w). The arrival waits the lesser of two works: with
+    probability F(0)^2 = rho^2, and for the integral of F^2, -ln(1 - rho^2) / rho^2 - 1
+    (rho^2 / 2 + rho^4 / 3 + ...; ~0.24 at rho 0.6, where one M/M/1 queue waits 1.5 and the
+    join-the-shorter count of jobs 0.41). The caller keeps it for deterministic reads, whose
+    links are processor-shared (an M/G/1-PS queue's mean delay is the M/M/1 one whatever the
+    sizes), scaled by the arrivals' variation as Kingman's (c_a^2 + 1) / 2; infinite at
+    rho >= 1. A 400-queue simulation of the rule is within 2% at rho 0.3 to 0.85
+    (``tests/test_tail_slos.py::test_two_choice_wait_is_the_least_loaded_of_two``)."""
+    r = np.clip(np.asarray(rho, dtype=np.float64), 0.0, 1.0)
+    x = r * r
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exact = -np.log1p(-x) / x - 1.0
+        units = np.where(x < 1e-4, x / 2.0 + x * x / 3.0 + x**3 / 4.0, exact)
+        wait_s = np.where(r < 1.0, units * service_s, math.inf)
+    return x, wait_s
 
 
 # Servers up to which Erlang C is computed exactly (the Erlang B recursion), beyond which by
@@ -650,7 +680,11 @@ def online_queue(
         gpus=gpus,
         imbalance=_column(imbalance, n),
         pooled=_column(float(policy != "round_robin"), n),
-        reads_pooled=_column(float(policy != "round_robin" and asm.mode.split == "optimal"), n),
+        reads_pooled=_column(
+            float(policy != "round_robin" and asm.mode.split == "optimal")
+            * (TWO_CHOICE_READS if policy == "queue_aware" else 1.0),
+            n,
+        ),
         node_ranks=_column(
             float(sc.prefill_node.gpus_per_node / max(float(np.asarray(pm.request_gpus)), 1.0))
             if policy == "round_robin" and asm.mode.split == "pe_only"
@@ -985,12 +1019,17 @@ def _io_wait(
         busy.append(np.clip(np.where(np.isfinite(t_s), rho, 0.0), 0.0, 1.0))
         total = total + waits[-1]
         free = free * (1.0 - busy[-1])
-    # Reads whose path the scheduler picks by the read queues (the shortest of the prefill
-    # and decode nodes'): the P + D nodes are one pool of c servers, a turn waits only when
-    # every one is busy, the M/D/c wait (half M/M/c's, Erlang C). rho: the busier side's
-    # utilization (the split balances them); a read's mean time at its node S = c rho / lam
-    # (Little). The per-node M/D/1 sum put Llama-3.1-70B's TTFT on DGX H100 2P2D at 60% load
-    # 63% above the simulation's. Storage (the third side) stays a queue of its own.
+    # Reads whose path the scheduler picks by the read queues. Ideal: the P + D nodes are one
+    # pool of c servers, a turn waits only when every one is busy, the M/D/c wait (half
+    # M/M/c's, Erlang C). Queue-aware (the paper's): the turn's read goes to the shorter read
+    # queue, in seconds, of the two nodes its PE and DE choice placed it on, choices made by
+    # the GPUs' tokens and the decode nodes' sequences, not by the reads (alpha lets any node
+    # with under 3 s of reads take one), so it waits when both are busy (``two_choice_wait``;
+    # the pool put the p90 TTFT of Llama-3.1-70B DGX H100 3P4D at 47% load 32% under the
+    # simulation's). rho: the busier side's utilization (the split balances them); a read's
+    # mean time at its node S = c rho / lam (Little). The per-node M/D/1 sum put
+    # Llama-3.1-70B's TTFT on DGX H100 2P2D at 60% load 63% above the simulation's. Storage
+    # (the third side) stays a queue of its own.
     both = np.isfinite(t_io[:, 0]) & np.isfinite(t_io[:, 1]) & (pooled > 0.0)
     if both.any():
         c = io_nodes[:, 0] + io_nodes[:, 1]
@@ -998,6 +1037,13 @@ def _io_wait(
         waiting = erlang_c(c, rho)
         with np.errstate(divide="ignore", invalid="ignore"):
             pool = np.where(rho < 1.0, 0.5 * c2 * waiting / (lam * (1.0 - rho)) * rho, math.inf)
+            two = pooled == TWO_CHOICE_READS
+            if two.any():
+                # Processor-shared links: the exponential work's delay, not halved for
+                # deterministic reads (two_choice_wait).
+                chance, wait_s = two_choice_wait(rho, c * rho / lam)
+                waiting = np.where(two, chance, waiting)
+                pool = np.where(two, 0.5 * (1.0 + c2) * wait_s, pool)
             pool = np.where(lam > 0.0, pool, 0.0)
         total = np.where(both, pool + waits[2], total)
         free = np.where(both, (1.0 - waiting) * (1.0 - busy[2]), free)

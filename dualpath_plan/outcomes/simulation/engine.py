@@ -272,7 +272,9 @@ class Engine:
         self.reads = Reads(
             [0.0] * (P + D), [0] * (P + D), self.read_rate, self.alpha, self.read_server
         )
-        self.cluster = Cluster(P, D, self.G, self.gpus, self.decode, self.reads)
+        self.cluster = Cluster(
+            P, D, self.G, self.gpus, self.decode, self.reads, random.Random(cfg.seed + 2)
+        )
         self.scheduler = SCHEDULERS[self.scheduler_name](self.cluster)
         self.engines = self.scheduler.engines  # bound once: asked on every turn's start
         total_turns = int(counts.sum())

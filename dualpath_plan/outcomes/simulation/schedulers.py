@@ -41,7 +41,12 @@ class QueueAware:
     fewest unfinished tokens among those not over beta; the node's read queue puts it in the
     low- or high-read category (alpha), the least-loaded low-read node first. DE: the nodes
     with room, not high-token, fewest sequences; else the high-token one with the fewest
-    tokens. Read path: the side whose node has the shorter read queue in seconds of reads."""
+    tokens. Read path: the side whose node has the shorter read queue in seconds of reads.
+    Ties between equally loaded nodes (on either side) are broken at random from the run's
+    seed (``Cluster.ties``): section 6 does not order them, and in the real system the group
+    that fetches first takes the work; taking the lowest index instead sent a lightly loaded
+    cluster's turns to prefill node 0 while it had an idle GPU, and every read to its SNIC
+    (docs/model.md section 10)."""
 
     __slots__ = (
         "D",
@@ -53,6 +58,7 @@ class QueueAware:
         "node_min_gpu",
         "node_min_tok",
         "read_queue",
+        "ties",
     )
 
     def __init__(self, cluster: Cluster) -> None:
@@ -63,6 +69,7 @@ class QueueAware:
         self.node_min_tok, self.node_min_gpu = cluster.gpus.node_min_tok, cluster.gpus.node_min_gpu
         self.read_queue, self.alpha = cluster.reads.queue, cluster.reads.alpha
         self.de_seq, self.de_tokens = cluster.decode.seq, cluster.decode.tokens
+        self.ties = cluster.ties
 
     def engines(self, tok: float) -> tuple[int, int] | None:
         node = self._prefill_node()
@@ -78,8 +85,15 @@ class QueueAware:
             e = self._decode_with_room(tok, d.token_sum, d.slots)
         if e < 0:
             de_tokens = self.de_tokens
-            e = de_tokens.index(min(de_tokens))
+            fewest = min(de_tokens)
+            e = de_tokens.index(fewest)
+            if de_tokens.count(fewest) > 1:
+                e = self._one_of([i for i in range(e, self.D) if de_tokens[i] == fewest])
         return self.node_min_gpu[node], e
+
+    def _one_of(self, tied: list[int]) -> int:
+        """One of equally loaded nodes, at random (the class docstring)."""
+        return tied[0] if len(tied) == 1 else tied[self.ties.randrange(len(tied))]
 
     def _prefill_node(self) -> int:
         """The least-loaded low-read node, else the least-loaded high-read one (its best GPU's
@@ -92,8 +106,14 @@ class QueueAware:
             return -1
         node = node_min_tok.index(least)
         if read_queue[node] <= alpha[node]:
-            return node
-        best_low = best_high = -1
+            if node_min_tok.count(least) == 1:
+                return node
+            return self._one_of(
+                [n for n in range(node, self.P) if node_min_tok[n] == least
+                 and read_queue[n] <= alpha[n]]
+            )  # fmt: skip
+        low: list[int] = []
+        high: list[int] = []
         low_tok = high_tok = _INF
         for node in range(self.P):
             gt = node_min_tok[node]
@@ -101,18 +121,23 @@ class QueueAware:
                 continue
             if read_queue[node] <= alpha[node]:
                 if gt < low_tok:
-                    best_low, low_tok = node, gt
+                    low, low_tok = [node], gt
+                elif gt == low_tok:
+                    low.append(node)
             elif gt < high_tok:
-                best_high, high_tok = node, gt
-        return best_low if best_low >= 0 else best_high
+                high, high_tok = [node], gt
+            elif gt == high_tok:
+                high.append(node)
+        return self._one_of(low or high)
 
     def _decode_with_room(self, tok: float, token_sum: float, slots: int) -> int:
         """Among the decode nodes with room: the one not high-token with the fewest sequences,
         else the high-token one with the fewest tokens (-1: none has room)."""
         D, de_seq, de_tokens = self.D, self.de_seq, self.de_tokens
         z = HIGH_TOKEN_MARGIN * (tok + token_sum) / D
-        pick, pick_seq = -1, 1 << 60
-        alt, alt_tok = -1, _INF
+        pick: list[int] = []
+        alt: list[int] = []
+        pick_seq, alt_tok = 1 << 60, _INF
         for e in range(D):
             seq = de_seq[e]
             if seq >= slots:
@@ -120,10 +145,15 @@ class QueueAware:
             te = de_tokens[e]
             if te + tok <= z:
                 if seq < pick_seq:
-                    pick, pick_seq = e, seq
+                    pick, pick_seq = [e], seq
+                elif seq == pick_seq:
+                    pick.append(e)
             elif te < alt_tok:
-                alt, alt_tok = e, te
-        return pick if pick >= 0 else alt
+                alt, alt_tok = [e], te
+            elif te == alt_tok:
+                alt.append(e)
+        chosen = pick or alt
+        return self._one_of(chosen) if chosen else -1
 
     def read_on_decode(self, g: int, e: int) -> bool:
         """The side whose node has the shorter read queue, in seconds of reads."""

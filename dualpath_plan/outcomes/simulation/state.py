@@ -6,6 +6,7 @@ at a time, where a list is several times faster than a NumPy array."""
 from __future__ import annotations
 
 import math
+import random
 from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -187,6 +188,9 @@ class Cluster:
     gpus: PrefillGpus
     decode: DecodeNodes
     reads: Reads
+    # Ties between equally loaded engines, broken at random from the run's seed (the paper
+    # scheduler: which group fetches first decides them in the real system, not an index).
+    ties: random.Random
 
 
 @dataclass(slots=True)
