@@ -376,7 +376,8 @@ def test_p90_ttft_on_random_scenarios(case: int) -> None:
     the analytical p90 TTFT within 15% of the simulation's, the mean of five seeds' p90.
     Measured on 50 (TAIL_SLO_RANDOM=50): 49 hold (47 before the paper scheduler's reads were
     the least loaded of two nodes and the simulation's ties random, 43 before the turns of few
-    agents, the narrow overlapped reads and the varying batches); 42 of a second draw's 50;
+    agents, the narrow overlapped reads and the varying batches); 42 and 48 of two other
+    draws' 50;
     the misses are named in docs/model.md section 6c."""
     bench = load_bench("p90_agreement")
     m = bench.measure(bench.draw_cases(case + 1)[case], seeds=5)

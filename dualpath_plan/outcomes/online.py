@@ -361,10 +361,13 @@ def two_choice_wait(rho: np.ndarray, service_s: np.ndarray) -> tuple[np.ndarray,
     F(w) = rho / (rho^2 + (1 - rho^2) e^w). The arrival waits the lesser of two works: with
     probability F(0)^2 = rho^2, and for the integral of F^2, -ln(1 - rho^2) / rho^2 - 1
     (rho^2 / 2 + rho^4 / 3 + ...; ~0.24 at rho 0.6, where one M/M/1 queue waits 1.5 and the
-    join-the-shorter count of jobs 0.41). The caller keeps it for deterministic reads, whose
-    links are processor-shared (an M/G/1-PS queue's mean delay is the M/M/1 one whatever the
-    sizes), scaled by the arrivals' variation as Kingman's (c_a^2 + 1) / 2; infinite at
-    rho >= 1. A 400-queue simulation of the rule is within 2% at rho 0.3 to 0.85
+    join-the-shorter count of jobs 0.41). The caller keeps it for deterministic reads on
+    processor-shared links, an approximation: an M/G/1-PS queue's mean delay is the M/M/1 one
+    whatever the sizes, but under Poisson arrivals that do not depend on the queue, which
+    least-work routing breaks; scaled by the arrivals' variation as Kingman's (c_a^2 + 1) / 2,
+    also an approximation (halving it for deterministic reads held 48 of the 50 random
+    scenarios of docs/model.md section 6c, this 49); infinite at rho >= 1. A 400-queue
+    simulation of the rule is within 2% at rho 0.3 to 0.85
     (``tests/test_tail_slos.py::test_two_choice_wait_is_the_least_loaded_of_two``)."""
     r = np.clip(np.asarray(rho, dtype=np.float64), 0.0, 1.0)
     x = r * r
@@ -1028,7 +1031,7 @@ def _io_wait(
     # the pool put the p90 TTFT of Llama-3.1-70B DGX H100 3P4D at 47% load 32% under the
     # simulation's). rho: the busier side's utilization (the split balances them); a read's
     # mean time at its node S = c rho / lam (Little). The per-node M/D/1 sum put
-    # Llama-3.1-70B's TTFT on DGX H100 2P2D at 60% load 63% above the simulation's. Storage
+    # Llama-3.1-70B's TTFT on DGX H100 2P4D at 60% load 63% above the simulation's. Storage
     # (the third side) stays a queue of its own.
     both = np.isfinite(t_io[:, 0]) & np.isfinite(t_io[:, 1]) & (pooled > 0.0)
     if both.any():
@@ -1040,8 +1043,9 @@ def _io_wait(
             two = pooled == TWO_CHOICE_READS
             if two.any():
                 # Processor-shared links: the exponential work's delay, not halved for
-                # deterministic reads (two_choice_wait).
-                chance, wait_s = two_choice_wait(rho, c * rho / lam)
+                # deterministic reads (an approximation: two_choice_wait).
+                # S = c rho / lam = c / (the busier side's rate): no 0 / 0 at no load.
+                chance, wait_s = two_choice_wait(rho, c / np.minimum(t_io[:, 0], t_io[:, 1]))
                 waiting = np.where(two, chance, waiting)
                 pool = np.where(two, 0.5 * (1.0 + c2) * wait_s, pool)
             pool = np.where(lam > 0.0, pool, 0.0)

@@ -273,7 +273,14 @@ class Engine:
             [0.0] * (P + D), [0] * (P + D), self.read_rate, self.alpha, self.read_server
         )
         self.cluster = Cluster(
-            P, D, self.G, self.gpus, self.decode, self.reads, random.Random(cfg.seed + 2)
+            # A stream of its own (a string seed), not another seed's turn draws (seed + 1).
+            P,
+            D,
+            self.G,
+            self.gpus,
+            self.decode,
+            self.reads,
+            random.Random(f"ties:{cfg.seed}"),
         )
         self.scheduler = SCHEDULERS[self.scheduler_name](self.cluster)
         self.engines = self.scheduler.engines  # bound once: asked on every turn's start

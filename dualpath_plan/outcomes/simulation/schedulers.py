@@ -192,7 +192,9 @@ class LeastLoaded:
     prefill GPU with the fewest unfinished tokens (of all GPUs; a turn never waits in the
     global FIFO), the decode node with the fewest tokens among those with a free decode slot
     (of all nodes when none has one), the read on the side whose node has the shorter read
-    queue in seconds of reads. Ties go to the lowest index."""
+    queue in seconds of reads. Ties go to the lowest index, so at light load it hunts the
+    first GPU's node; the analytical model `--compare` runs for it (queue_aware's) takes the
+    reads as placed blind and at random (docs/model.md section 6), which this one's are not."""
 
     __slots__ = ("c",)
 
