@@ -1037,17 +1037,21 @@ def _io_wait(
     if both.any():
         c = io_nodes[:, 0] + io_nodes[:, 1]
         rho = np.maximum(lam / t_io[:, 0], lam / t_io[:, 1])
-        waiting = erlang_c(c, rho)
+        two = pooled == TWO_CHOICE_READS
         with np.errstate(divide="ignore", invalid="ignore"):
-            pool = np.where(rho < 1.0, 0.5 * c2 * waiting / (lam * (1.0 - rho)) * rho, math.inf)
-            two = pooled == TWO_CHOICE_READS
             if two.any():
                 # Processor-shared links: the exponential work's delay, not halved for
                 # deterministic reads (an approximation: two_choice_wait).
                 # S = c rho / lam = c / (the busier side's rate): no 0 / 0 at no load.
                 chance, wait_s = two_choice_wait(rho, c / np.minimum(t_io[:, 0], t_io[:, 1]))
-                waiting = np.where(two, chance, waiting)
-                pool = np.where(two, 0.5 * (1.0 + c2) * wait_s, pool)
+                waiting, pool = chance, 0.5 * (1.0 + c2) * wait_s
+            if not two.all():  # the pool's Erlang C only where a cluster reads pooled
+                erlang = erlang_c(c, rho)
+                pooled_wait = np.where(
+                    rho < 1.0, 0.5 * c2 * erlang / (lam * (1.0 - rho)) * rho, math.inf
+                )
+                waiting = np.where(two, waiting, erlang) if two.any() else erlang
+                pool = np.where(two, pool, pooled_wait) if two.any() else pooled_wait
             pool = np.where(lam > 0.0, pool, 0.0)
         total = np.where(both, pool + waits[2], total)
         free = np.where(both, (1.0 - waiting) * (1.0 - busy[2]), free)

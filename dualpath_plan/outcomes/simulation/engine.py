@@ -272,16 +272,9 @@ class Engine:
         self.reads = Reads(
             [0.0] * (P + D), [0] * (P + D), self.read_rate, self.alpha, self.read_server
         )
-        self.cluster = Cluster(
-            # A stream of its own (a string seed), not another seed's turn draws (seed + 1).
-            P,
-            D,
-            self.G,
-            self.gpus,
-            self.decode,
-            self.reads,
-            random.Random(f"ties:{cfg.seed}"),
-        )
+        # The ties' stream is its own (a string seed), not another seed's turn draws (seed + 1).
+        ties = random.Random(f"ties:{cfg.seed}")
+        self.cluster = Cluster(P, D, self.G, self.gpus, self.decode, self.reads, ties)
         self.scheduler = SCHEDULERS[self.scheduler_name](self.cluster)
         self.engines = self.scheduler.engines  # bound once: asked on every turn's start
         total_turns = int(counts.sum())

@@ -105,13 +105,10 @@ class QueueAware:
         if least == _INF:
             return -1
         node = node_min_tok.index(least)
-        if read_queue[node] <= alpha[node]:
-            if node_min_tok.count(least) == 1:
-                return node
-            return self._one_of(
-                [n for n in range(node, self.P) if node_min_tok[n] == least
-                 and read_queue[n] <= alpha[n]]
-            )  # fmt: skip
+        if read_queue[node] <= alpha[node] and node_min_tok.count(least) == 1:
+            return node
+        # Otherwise the categories' least loaded nodes, ties kept for _one_of (where the
+        # first least-loaded node is low-read, the low category's are the nodes at `least`).
         low: list[int] = []
         high: list[int] = []
         low_tok = high_tok = _INF
