@@ -614,6 +614,47 @@ def test_the_closed_cycle_is_its_interpolation_by_every_path(seed, agents) -> No
         np.testing.assert_allclose(counted[i], want, rtol=1e-12)
 
 
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), rests=st.integers(1, 6), wide=st.booleans())
+def test_distinct_clusters_give_each_cluster_its_own_value(seed, rests, wide) -> None:
+    # A sweep's chunk of P x D clusters holds few distinct ones (a decode group per D value,
+    # a few light-load TTFTs): ClosedCycle reads c(n) for each distinct cluster once and
+    # spreads it, from the second n asked (each() asks several at once). Bit for bit each
+    # cluster's value by the search over every cluster (a new table's first call), whether
+    # the fields are laid out over the grid or broadcast from one axis, and where too many
+    # clusters differ (``wide``: every rest its own) the search itself.
+    from dualpath_plan.outcomes.serving import CYCLE_POINTS, ClosedCycle
+
+    rng = np.random.default_rng(seed)
+    groups, p_values, d_values = int(rng.integers(1, 8)), 24, 20
+    b = np.sort(10 ** rng.uniform(0, 3, (groups, CYCLE_POINTS)), axis=1)
+    b[:, 0] = 1.0
+    decode = np.sort(10 ** rng.uniform(-1, 1, (groups, CYCLE_POINTS)), axis=1)
+    q = np.maximum.accumulate(b / decode, axis=1)
+    group = rng.integers(0, groups, (1, d_values))  # per D value
+    choices = 10 ** rng.uniform(-1, 2, rests)
+    rest = rng.choice(choices, (p_values, d_values))
+    if wide:
+        rest = 10 ** rng.uniform(-1, 2, (p_values, d_values))
+    one = rest + decode[group, 0] * 0.75
+    per_agent = np.broadcast_to(10 ** rng.uniform(-3, -1, (1, d_values)), rest.shape)
+    if rng.integers(2):
+        group = np.broadcast_to(group, rest.shape).copy()  # laid out over the grid
+    fields = (b, q, decode, group, rest, one, per_agent.copy())
+    n = [np.float64(v) for v in (0.0, 1.0, *(10 ** rng.uniform(-1, 4, 10)))]
+    want = [ClosedCycle(*fields)(v) for v in n]  # each table's first call: the search
+    table = ClosedCycle(*fields)
+    got = table.each(n)
+    again = [table(v) for v in n]
+    for w, g, a in zip(want, got, again, strict=True):
+        assert g.shape == w.shape == a.shape
+        assert np.array_equal(g, w, equal_nan=True)
+        assert np.array_equal(a, w, equal_nan=True)
+    assert ("_distinct_table" in table.__dict__) and (
+        (table.__dict__["_distinct_table"] is None) == wide
+    )
+
+
 def test_flat_at_is_the_broadcast_take() -> None:
     # The crossing's terms are taken by flat index from arrays over some axes of the shape
     # (agents, D values): each element as laying the array out over the shape would give.

@@ -173,23 +173,33 @@ def offline_jct_s(
     c = np.asarray(cycle_min, dtype=np.float64)
     r = n / t  # seconds per turn while all N run
     total = np.zeros(np.broadcast(n, t, c).shape)
-    for length, share in zip(counts.length, counts.surviving, strict=True):
-        if length == 0:
-            continue
+    steps = [
+        (length, share)
+        for length, share in zip(counts.length, counts.surviving, strict=True)
+        if length != 0
+    ]
+    top = float(counts.surviving[-1]) if counts.surviving.size else 1.0
+    edges = [top * j / RAMP_PIECES for j in range(RAMP_PIECES + 1)]
+    pieces = list(pairwise(edges))
+    at_once = total.size * RAMP_PIECES <= _PIECES_AT_ONCE
+    # The cycle at each step's and (piece by piece) each ramp piece's running agents, asked
+    # at once (ClosedCycle.each: the same values as one by one).
+    asked = [n * share for _, share in steps]
+    if counts.ramp_turns > 0 and not at_once:
+        asked += [n * (lo + hi) / 2 for lo, hi in pieces]
+    cycles = iter(cycle_at.each(asked)) if cycle_at is not None else None
+    for length, share in steps:
         # (x 1.0 is x to the bit: skipped for the first step, where every agent is left)
         any_left = -np.expm1(n * np.log1p(-share)) if share < 1.0 else None
-        cs = c if cycle_at is None else cycle_at(n * share)
+        cs = c if cycles is None else next(cycles)
         bound = cs if any_left is None else cs * any_left
         total += length * np.maximum(bound, r if share == 1.0 else r * share)
     if counts.ramp_turns > 0:
-        top = float(counts.surviving[-1]) if counts.surviving.size else 1.0
-        if cycle_at is None:
+        if cycle_at is None or cycles is None:
             ramp = _ramp_integral(n, r, c, top)  # a new array of the full shape: scaled in place
         else:
             ramp = np.zeros(total.shape)
-            edges = [top * j / RAMP_PIECES for j in range(RAMP_PIECES + 1)]
-            pieces = list(pairwise(edges))
-            if total.size * RAMP_PIECES <= _PIECES_AT_ONCE:
+            if at_once:
                 # Every piece at once, on a leading axis (each element as piece by piece).
                 axes = max(total.ndim, cycle_at.ndim)
                 lead = (RAMP_PIECES,) + (1,) * axes
@@ -205,7 +215,7 @@ def offline_jct_s(
                         ramp -= below[inner.index(j)]
             else:
                 for lo, hi in pieces:
-                    cj = cycle_at(n * (lo + hi) / 2)
+                    cj = next(cycles)
                     ramp += _ramp_integral(n, r, cj, hi)
                     if lo > 0:
                         ramp -= _ramp_integral(n, r, cj, lo)
@@ -811,6 +821,10 @@ class ClosedCycle:
         if n.size >= _SHARED_QUERIES and n.size * math.prod(clusters) == math.prod(shape):
             # Every cluster asks the same n values (an agents axis): by counting, below.
             return self._shared(n, clusters, shape)
+        if n.size == 1:
+            spread = self._each_distinct([n], clusters)
+            if spread is not None:
+                return spread[0]
         rest = np.broadcast_to(self.rest, shape).reshape(-1)
         # Each element's group's first point: the tables are laid out group by group.
         base = np.broadcast_to(self.group * CYCLE_POINTS, shape).reshape(-1)
@@ -838,6 +852,20 @@ class ClosedCycle:
             pos += under(pos + (step - 1)) * step
             step >>= 1
         pos += under(pos)
+        return self._at_points(pos, base, rest, np.broadcast_to(at, rest.shape), shape)
+
+    def _at_points(
+        self,
+        pos: np.ndarray,
+        base: np.ndarray,
+        rest: np.ndarray,
+        at: np.ndarray,
+        shape: tuple[int, ...],
+    ) -> np.ndarray:
+        """c(n) from the search's result: ``pos`` each element's count of points below its n
+        (from its group's first, ``base``), ``rest`` its r, ``at`` its n (flat, laid out as
+        ``shape``)."""
+        b, q = self.batches.reshape(-1), self.per_rest.reshape(-1)
         below = pos - base  # k + 1 for n in (n_k, n_(k+1)]
         hi_at = np.minimum(np.maximum(pos, base + 1), base + (CYCLE_POINTS - 1))
         lo_at = hi_at - 1
@@ -848,11 +876,81 @@ class ClosedCycle:
         c_lo = np.where(lo_at == base, one, rest + d.take(lo_at))  # c_0: the light-load cycle
         c_hi = rest + d.take(hi_at)
         beyond = at * np.broadcast_to(self.per_agent_s, shape).reshape(-1)
-        out = _interpolated(at, below, lo, hi, c_lo, c_hi, one, beyond)
-        return out.reshape(shape)
+        return _interpolated(at, below, lo, hi, c_lo, c_hi, one, beyond).reshape(shape)
 
     def _per_cluster(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return self.group, self.rest, self.cycle_one, self.per_agent_s
+
+    def each(self, ns: Sequence[Num]) -> list[np.ndarray]:
+        """c(n) for each of ``ns``, as one call each gives it, bit for bit: where each is one
+        n for every cluster (the offline JCT's steps and ramp pieces), at once."""
+        values = [np.asarray(n, dtype=np.float64) for n in ns]
+        if len(values) > 1 and all(v.size == 1 for v in values):
+            clusters = np.broadcast_shapes(*(np.shape(v) for v in self._per_cluster()))
+            spread = self._each_distinct(values, clusters)
+            if spread is not None:
+                return spread
+        return [self(v) for v in values]
+
+    def _each_distinct(
+        self, ns: list[np.ndarray], clusters: tuple[int, ...]
+    ) -> list[np.ndarray] | None:
+        """c(n) for each of ``ns`` (one n for every cluster each) from the distinct clusters'
+        table, spread over the clusters; None where there is no table (``_distinct``)."""
+        if math.prod(clusters) < _DISTINCT_FROM:
+            return None
+        distinct = self._distinct(clusters, len(ns))
+        if distinct is None:
+            return None
+        table, key = distinct
+        found = table._each_n(np.array([float(n.reshape(())) for n in ns])).take(key, axis=1)
+        return [
+            row.reshape(np.broadcast_shapes(clusters, n.shape))
+            for row, n in zip(found, ns, strict=True)
+        ]
+
+    def _each_n(self, values: np.ndarray) -> np.ndarray:
+        """c(n) for each of the m ``values`` and each cluster of a table whose clusters lie on
+        one axis (u of them): (m, u). The search and interpolation of ``__call__`` with one n
+        (a threshold per table entry), value by value, the same operations on the same
+        numbers."""
+        m, u = values.size, int(np.size(self.rest))
+        shape = (m, u)
+        rest = np.broadcast_to(self.rest, shape).reshape(-1)
+        base = np.broadcast_to(self.group * CYCLE_POINTS, shape).reshape(-1)
+        b, q = self.batches.reshape(-1), self.per_rest.reshape(-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            limit = ((values.reshape(-1, 1) - b) / q).reshape(-1)
+        # Each element's value's row of thresholds.
+        row = np.broadcast_to((np.arange(m) * b.size).reshape(-1, 1), shape).reshape(-1)
+        pos = base.astype(np.intp, copy=True)
+        step = _SEARCH_FIRST
+        while step:
+            pos += (rest < limit.take(row + (pos + (step - 1)))) * step
+            step >>= 1
+        pos += rest < limit.take(row + pos)
+        at = np.broadcast_to(values.reshape(-1, 1), shape).reshape(-1)
+        return self._at_points(pos, base, rest, at, shape)
+
+    def _distinct(
+        self, clusters: tuple[int, ...], calls: int = 1
+    ) -> tuple[ClosedCycle, np.ndarray] | None:
+        """The clusters that differ, as a table of their own, and each cluster's place in it;
+        None where most differ. c(n) reads nothing of a cluster but its four fields, so a
+        distinct cluster's value is every one of its copies', bit for bit. A sweep's chunk of
+        10^4 clusters (P x D) holds a few hundred: a decode group per D value and two or three
+        light-load TTFTs, asked about a dozen times (the offline JCT's steps and ramp pieces),
+        so the table is found from the second n asked (``_calls``), not for a chunk's only
+        one."""
+        memo = self.__dict__
+        calls += memo.get("_calls", 0)
+        memo["_calls"] = calls
+        if calls < 2:
+            return None
+        if "_distinct_table" not in memo:
+            memo["_distinct_table"] = _distinct_clusters(self, clusters)
+        found: tuple[ClosedCycle, np.ndarray] | None = memo["_distinct_table"]
+        return found
 
     def _shared(
         self, n: np.ndarray, clusters: tuple[int, ...], shape: tuple[int, ...]
@@ -926,6 +1024,116 @@ class ClosedCycle:
             np.array([float(np.asarray(t.cycle_one).reshape(())) for t in tables]),
             np.array([float(np.asarray(t.per_agent_s).reshape(())) for t in tables]),
         )
+
+
+def _distinct_clusters(
+    cycle: ClosedCycle, clusters: tuple[int, ...]
+) -> tuple[ClosedCycle, np.ndarray] | None:
+    """``ClosedCycle._distinct``: the distinct clusters' table and each cluster's place in it
+    (None where more than ``_DISTINCT_SHARE`` of them differ). Values are compared by their
+    bits. Field by field: a field that is a function of the fields before it (the decode
+    group's cycle beyond the cap, of the group) adds nothing; another is coded on its own
+    values (on the axes along which it changes: the decode group per D value on those) and
+    its codes combined with the key so far, renumbered: by a table over every pair of codes
+    where that is small, else by sorting."""
+    size = math.prod(clusters)
+    limit = size * _DISTINCT_SHARE
+    key: np.ndarray | None = None
+    count = 1
+    first = np.zeros(1, dtype=np.intp)  # a place of each distinct cluster so far
+    for value in cycle._per_cluster():
+        bits = _bits(value)
+        if bits.size == 1:
+            continue
+        bits = _constant_axes_dropped(bits)
+        if key is not None:
+            spread_bits = np.broadcast_to(bits, clusters).reshape(-1)
+            if np.array_equal(spread_bits.take(first).take(key), spread_bits):
+                continue
+        coded = _codes(bits.reshape(-1))
+        if coded is None or coded[1] > limit:
+            return None
+        codes, n = coded
+        spread = np.broadcast_to(codes.reshape(bits.shape), clusters).reshape(-1)
+        if key is None:
+            key, count = spread, n
+        else:
+            pairs = key * n + spread
+            if count * n <= 4 * size:
+                seen = np.zeros(count * n, dtype=np.intp)
+                seen[pairs] = 1
+                number = np.cumsum(seen) - 1
+                key, count = number.take(pairs), int(number[-1]) + 1
+            else:
+                found, key = np.unique(pairs, return_inverse=True)
+                count = found.size
+            if count > limit:
+                return None
+        first = np.zeros(count, dtype=np.intp)
+        first[key] = np.arange(size)  # any copy's place: their fields are the same
+    if key is None:  # every field one value: one cluster
+        key = np.zeros(size, dtype=np.intp)
+
+    def at(value: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(value, clusters).reshape(-1).take(first)
+
+    table = ClosedCycle(
+        cycle.batches,
+        cycle.per_rest,
+        cycle.decode,
+        *(at(np.asarray(v)) for v in cycle._per_cluster()),
+    )
+    return table, key
+
+
+def _bits(value: np.ndarray) -> np.ndarray:
+    """A field's values as 64-bit integers, bit for bit (NaNs of the same bits equal)."""
+    v = np.ascontiguousarray(value)
+    if v.dtype.kind == "f":
+        return v.astype(np.float64, copy=False).view(np.int64)
+    return v.astype(np.int64, copy=False)
+
+
+def _constant_axes_dropped(bits: np.ndarray) -> np.ndarray:
+    """``bits`` with each axis along which it does not change cut to one (a field laid out
+    over P x D that varies with D alone: its D values)."""
+    for axis, size in enumerate(bits.shape):
+        if size > 1:
+            head = bits[(slice(None),) * axis + (slice(0, 1),)]
+            if np.array_equal(bits, np.broadcast_to(head, bits.shape)):
+                bits = head
+    return bits
+
+
+def _codes(flat: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """Each value's code (0 to n - 1) and the count n of values: a few values peeled off one
+    by one (a pass or two each), more by sorting; None where that finds too many."""
+    if flat.size > _PEEL_FROM:
+        codes = np.zeros(flat.size, dtype=np.intp)
+        pending = np.ones(flat.size, dtype=bool)
+        for n in range(_PEEL_VALUES):
+            at = int(pending.argmax())
+            if not pending[at]:
+                return codes, n
+            hit = flat == flat[at]
+            codes[hit] = n
+            pending[hit] = False
+        if not pending.any():
+            return codes, _PEEL_VALUES
+    values, codes = np.unique(flat, return_inverse=True)
+    return codes.reshape(-1), int(values.size)
+
+
+# Values of a field that ``_codes`` peels off one by one before it sorts, and the values from
+# which it tries (a sort of a few hundred is as quick).
+_PEEL_VALUES = 4
+_PEEL_FROM = 512
+
+
+# Clusters from which ``ClosedCycle`` looks for distinct ones (below, the search is as cheap),
+# and the share of them that may differ for the distinct table to pay.
+_DISTINCT_FROM = 256
+_DISTINCT_SHARE = 0.25
 
 
 def _interpolated(
