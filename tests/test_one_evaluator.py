@@ -74,9 +74,10 @@ def cases(draw):
     name = draw(st.sampled_from(sorted(FIELDS)))
     lo, hi = FIELDS[name]
     values = sorted({round(draw(st.floats(lo, hi)), 4) for _ in range(2)})
+    workload = draw(st.sampled_from(["paper-64k", "paper-32k", "agentic-22gb-pflop"]))
     spec = {
         "model": draw(st.sampled_from(["deepseek-v3.2", "ds-27b", "qwen2.5-32b"])),
-        "workload": draw(st.sampled_from(["paper-64k", "paper-32k", "agentic-22gb-pflop"])),
+        "workload": workload,
         "prefill_node": prefill,
         "decode_node": decode,
         "ttft_slo_s": draw(st.sampled_from([0.5, 2.0, 4.0, 20.0])),
@@ -84,12 +85,20 @@ def cases(draw):
         "max_utilization": draw(st.sampled_from([0.5, 0.8, 1.0])),
         "scheduler": draw(st.sampled_from(["ideal", "round_robin", "queue_aware"])),
     }
+    # A store of finite size (a workload of tokens: an abstract one has no prefix to hold),
+    # each mode reading the share of it that it chooses per cluster (read_choice).
+    if workload != "agentic-22gb-pflop":
+        capacity = draw(st.sampled_from([None, None, "300GB", "3TB", "1PB"]))
+        if capacity is not None:
+            spec["storage_capacity"] = capacity
     grid = {
         "P": sorted({draw(st.integers(1, 5)) for _ in range(2)}),
         "D": sorted({draw(st.integers(1, 5)) for _ in range(2)}),
         "agents": sorted({draw(st.integers(1, 3000)) for _ in range(2)}),
         name: values,
     }
+    if "storage_capacity" in spec:  # a profile's working set is its live agents': one value
+        grid["agents"] = grid["agents"][:1]
     return spec, grid, draw(st.sampled_from(REPORT_MODES))
 
 
@@ -141,6 +150,8 @@ def test_sweep_size_recommend_and_paths_agree_field_by_field(registry, case) -> 
                 "decode_path_fraction": size.decode_path_fraction,
                 "aps": size.aps,
             }
+            if size.read_share is not None:
+                point["read_share"] = size.read_share
             for name, expected in point.items():
                 close(float(rows[name][k]), expected, f"sweep {where}: {name}")
             assert mask_names(int(rows["binding_mask"][k])) == list(size.binding), where

@@ -136,8 +136,11 @@ def sweep(
     total = check_grid(axes, len(modes), max_points, solver)
     # The scenario without the grid first: an error of --set or the profiles is theirs, not
     # that of the first grid value it would surface at.
-    efficiencies = Scenario.from_spec(registry, spec).efficiencies
+    base = Scenario.from_spec(registry, spec)
+    efficiencies = base.efficiencies
     extra = [a.name for a in axes if not a.is_vector]
+    if base.store is not None:  # each point's share of the cache read (read_choice)
+        extra.append("read_share")
     refuse_overwrites({"--out": out}, registry, workloads=[registry.workload(spec.workload)])
     err = Console(stderr=True)
     # Just before the try whose finally closes it: the writer's temporary file exists now.

@@ -399,7 +399,7 @@ def _scenario(base: Scenario, row: AicRow, source: str) -> Scenario:
         demand = workload_demand(row.model, workload)
     except PlanInputError as exc:
         raise PlanInputError(exc.detail, source=source, line=row.line, field="isl") from None
-    return replace(base, model=row.model, workload=workload, turn_demand=demand)
+    return base.with_turns(demand, model=row.model, workload=workload)
 
 
 def _io_bound(

@@ -24,6 +24,7 @@ import numpy as np
 from dualpath_plan.errors import InfeasibleError
 from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.online import online_queue
+from dualpath_plan.outcomes.read_choice import read_scenario
 from dualpath_plan.outcomes.serving import agent_time_s, kv_working_set_gbyte, runnable
 from dualpath_plan.physics.modes import REPORT_MODES, ModeName
 from dualpath_plan.scenario.bundle import Scenario
@@ -83,6 +84,7 @@ def rate_points(
     rates = np.atleast_1d(np.asarray(aps, dtype=np.float64)).ravel()
     if not (np.isfinite(rates).all() and (rates >= 0).all()):
         raise ValueError("arrival rates must be finite and >= 0")
+    sc = read_scenario(sc, mode)  # with a store of finite size, what the mode reads of it
     sat, t_max = runnable(sc, mode)
     # The queue of one cluster; ``at`` broadcasts its one-entry arrays over the rates.
     q = online_queue(sc, sat.assembly, sat.solution)

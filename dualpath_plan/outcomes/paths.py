@@ -13,6 +13,7 @@ import numpy as np
 from dualpath_plan.errors import InfeasibleError, PlanInputError
 from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.limits import LinkLimit, link_limits
+from dualpath_plan.outcomes.read_choice import read_scenario
 from dualpath_plan.outcomes.serving import runnable
 from dualpath_plan.physics.engines import check_weights_fit
 from dualpath_plan.physics.modes import MODE_TABLE, ModeName
@@ -62,6 +63,7 @@ def explain_paths(sc: Scenario, mode: ModeName) -> PathsResult:
 
     # The checks and the solve of every outcome of one cluster: refused for size's reason
     # (paths said only "the cluster sustains no turns" where a prefill GPU held no request).
+    sc = read_scenario(sc, mode)  # with a store of finite size, what the mode reads of it
     sat, t = runnable(sc, mode)  # type: ignore[arg-type]
     asm, sol = sat.assembly, sat.solution
     return PathsResult(

@@ -61,6 +61,7 @@ from dualpath_plan.outcomes.online import (
     online_aps_each,
     online_queue,
 )
+from dualpath_plan.outcomes.read_choice import read_scenario
 from dualpath_plan.physics import model as phys
 from dualpath_plan.physics.engines import DecodeGroup, PrefillEngine
 from dualpath_plan.physics.links import LINK_INDEX, LINK_TABLE, LINKS, Num
@@ -106,6 +107,9 @@ class ModeOutcome:
     aps_limit: str  # what stops a higher APS: ttft, tpot, throughput, utilization, unreachable
     slo_aps: float  # agents/s under both SLOs alone, without the utilization cap
     binding_utilization: float  # the busiest link's utilization at the APS: turns/s over T
+    # With a store of finite size: the share of the turns' cached context this mode reads, the
+    # rest recomputed where that is faster (outcomes/read_choice.py); None without a store.
+    read_share: float | None = None
 
     @property
     def bottleneck(self) -> str:
@@ -580,7 +584,10 @@ def mode_core(
     sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, memo: ClusterMemo | None = None
 ) -> ModeCore:
     """The saturated optimum, offline JCT and online APS of one cluster in a mode; raises
-    InfeasibleError where the cluster does not run in it. ``memo``: ``runnable``'s."""
+    InfeasibleError where the cluster does not run in it. ``memo``: ``runnable``'s. With a
+    store of finite size, on the scenario that reads what the mode chooses (read_choice)."""
+    chosen = read_scenario(sc, mode)
+    memo, sc = (memo if chosen is sc else None), chosen
     sat, t_max, jct, cycle_min, ttft_min = mode_offline(sc, mode, cfg, memo)
     # Online: the one queueing model (outcomes/online.py), on this one cluster.
     on = online_aps(online_queue(sc, sat.assembly, sat.solution), cfg)
@@ -592,9 +599,10 @@ def mode_offline(
 ) -> Offline:
     """``mode_core`` without the online APS: the saturated optimum, its throughput, the
     offline JCT and the per-agent cycle (intervals search the APS of many clusters at once);
-    ``memo``: ``runnable``'s."""
-    sat, t_max = runnable(sc, mode, memo)
-    return _offline(sc, cfg, sat, t_max)
+    ``memo``: ``runnable``'s (not shared with a scenario that reads another share)."""
+    chosen = read_scenario(sc, mode)
+    sat, t_max = runnable(chosen, mode, memo if chosen is sc else None)
+    return _offline(chosen, cfg, sat, t_max)
 
 
 def _offline(sc: Scenario, cfg: ServingConfig, sat: Saturated, t_max: float) -> Offline:
@@ -702,7 +710,15 @@ def cores_each(
 ) -> list[dict[OutcomeMode, ModeCore | PlanInputError]]:
     """Per scenario (each its own cluster), per mode: ``mode_core``'s, or the PlanInputError
     it raises; the optima of a mode's clusters in one solve (``offline_each``) and every APS
-    in one search (``online_aps_each``), each as the cluster alone gives it."""
+    in one search (``online_aps_each``), each as the cluster alone gives it. With a store of
+    finite size, each mode on the scenario that reads what it chooses (read_choice)."""
+    if any(sc.store is not None and sc.read_share is None for sc in scenarios):
+        rows: list[dict[OutcomeMode, ModeCore | PlanInputError]] = [{} for _ in scenarios]
+        for m in modes:
+            chosen = [read_scenario(sc, m) for sc in scenarios]
+            for row, got in zip(rows, cores_each(chosen, (m,), cfg), strict=True):
+                row.update(got)
+        return rows
     offline, moved = _offline_each(scenarios, modes, cfg)
     runs = [
         (i, m, got)
@@ -737,7 +753,7 @@ def outcomes_of(
             out[m] = got
     for m, got in cores.items():
         if not isinstance(got, PlanInputError):
-            out[m] = mode_outcome(sc, m, cfg, got)
+            out[m] = mode_outcome(read_scenario(sc, m), m, cfg, got)
     return {m: out[m] for m in cores}
 
 
@@ -1263,7 +1279,9 @@ def operating_rate(agents: Num, saturated: Num, cycle_min: Num) -> Num:
 def evaluate_mode(
     sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, memo: ClusterMemo | None = None
 ) -> ModeOutcome:
-    return mode_outcome(sc, mode, cfg, mode_core(sc, mode, cfg, memo))
+    chosen = read_scenario(sc, mode)
+    core = mode_core(chosen, mode, cfg, memo if chosen is sc else None)
+    return mode_outcome(chosen, mode, cfg, core)
 
 
 def mode_outcome(
@@ -1343,6 +1361,7 @@ def mode_outcome(
         aps_limit=limit,
         slo_aps=slo_aps,
         binding_utilization=aps * turns / t_max,
+        read_share=sc.read_share,
     )
 
 

@@ -31,6 +31,7 @@ from dualpath_plan.outcomes.objectives import (
     objective_of,
 )
 from dualpath_plan.outcomes.online import APS_LIMITS, online_aps, online_queue
+from dualpath_plan.outcomes.read_choice import choose_reads, read_table
 from dualpath_plan.outcomes.serving import (
     OutcomeMode,
     Saturated,
@@ -519,6 +520,8 @@ def run_sweep(
     p_vals = vector.get("P", np.asarray([float(spec.prefill_nodes)]))
     d_vals = vector.get("D", np.asarray([float(spec.decode_nodes)]))
     a_vals = vector.get("agents", np.asarray([float(cfg.agents)]))
+    if spec.storage_capacity is not None or spec.storage_nodes is not None:
+        spec = _store_agents(registry, spec, a_vals)
     shape = (len(p_vals), len(d_vals), len(a_vals))
     block = math.prod(shape)
     summary = SweepSummary(objective=objective, top=top)
@@ -567,6 +570,20 @@ def run_sweep(
             if progress is not None:
                 progress(idx.size)
     return summary
+
+
+def _store_agents(registry: Registry, spec: ScenarioSpec, agents: np.ndarray) -> ScenarioSpec:
+    """The spec a sweep with a store of finite size builds its scenarios from: a workload
+    profile's resident share rests on the live agents (physics/store.py: the working set is
+    theirs), so its agents axis takes one value, the scenarios' own; a trace's hit curve does
+    not depend on them."""
+    if agents.size > 1 and not registry.workload(spec.workload).trace_file:
+        raise PlanInputError(
+            "with a store's capacity, a workload profile's KV working set is that of its live "
+            "agents, so the agents axis takes one value here (a sweep per agents value)",
+            field="--grid agents",
+        )
+    return spec.with_(agents=int(agents[0])) if agents.size == 1 else spec
 
 
 # A chunk's layout: its point numbers within the block, its P/D pairs (P, D), each point's
@@ -653,6 +670,43 @@ def evaluate_clusters(
     return _evaluate_chunk(sc, mode, cfg, P, D, np.full(P.size, float(cfg.agents)), aps=aps)
 
 
+def _by_reads(
+    evaluate_at: Callable[[float], dict[str, np.ndarray]],
+    sc: Scenario,
+    mode: OutcomeMode,
+    P: np.ndarray,
+    D: np.ndarray,
+    pair: np.ndarray,
+    grid: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+) -> dict[str, np.ndarray]:
+    """A chunk where the store is of finite size, each P/D pair reading what the mode
+    chooses on it (outcomes/read_choice.py, as ``size`` chooses for the cluster alone): the
+    pairs' table of throughputs at the read points in one closed-form solve per point, then
+    the chunk at each share some pair reads (``evaluate_at``), each point's columns from its
+    pair's, and the share each point reads (``read_share``)."""
+    assert sc.store is not None
+    if grid is not None:  # the pairs of whole P rows: every D value of each P value
+        table = read_table(sc, mode, grid[0][:, None], grid[1][None, :])
+        table = table.reshape(table.shape[0], -1)
+    else:
+        table = read_table(sc, mode, P, D)
+    shares = choose_reads(table, sc.store.resident).share
+    found = {share: evaluate_at(share) for share in np.unique(shares).tolist()}
+    rows = dict(next(iter(found.values())))
+    by_point = shares[pair]
+    for share, got in found.items():
+        for name, values in got.items():
+            # The chunk's own (its mode, its layout) are every share's.
+            if name in ("_pair", "_by_pair") or np.ndim(values) == 0:
+                continue
+            at = shares == share if name == "_assembled" else by_point == share
+            if rows[name] is values:
+                rows[name] = np.array(values)  # its own, not the first share's
+            rows[name][at] = values[at]
+    rows["read_share"] = by_point
+    return rows
+
+
 def _evaluate_chunk(
     sc: Scenario,
     mode: OutcomeMode,
@@ -690,6 +744,13 @@ def _evaluate_chunk(
         pair = np.arange(np.size(P))
     if grid is not None and (solver != "closed" or aps):
         grid = None  # the LP and the online model take one pair per element
+    if sc.store is not None and sc.read_share is None:
+        return _by_reads(
+            lambda share: _evaluate_chunk(
+                sc.reading(share), mode, cfg, P, D, agents, solver, pair, aps, grid
+            ),
+            sc, mode, P, D, pair, grid,
+        )  # fmt: skip
     if grid is None:
         sat = saturated(sc, mode, P, D)
     else:

@@ -109,9 +109,7 @@ def perturbations(sc: Scenario) -> list[Perturbation]:
             for v in (lo, hi):
                 moved = _moved(w, field, v)
                 assert isinstance(moved, type(w))
-                scenarios.append(
-                    replace(sc, workload=moved, turn_demand=workload_demand(sc.model, moved))
-                )
+                scenarios.append(sc.with_turns(workload_demand(sc.model, moved), workload=moved))
             out.append(
                 Perturbation(
                     "workload", field, value, err, scenarios[0], scenarios[1], (hi - lo) / (2 * err)

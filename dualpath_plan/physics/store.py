@@ -153,19 +153,28 @@ def fit_store(
 
 
 def demand_at_capacity(model: ModelProfile, d: TurnDemand, resident: float) -> TurnDemand:
-    """The turns' demand with a share ``resident`` of their cached KV in the store and the
-    rest recomputed (module docstring); ``resident`` >= 1: ``d`` itself."""
-    if resident >= 1.0:
+    """The turns' demand with a share ``resident`` of their cached KV in the store, all of it
+    read, and the rest recomputed (module docstring); ``resident`` >= 1: ``d`` itself."""
+    return demand_reading(model, d, resident, resident)
+
+
+def demand_reading(model: ModelProfile, d: TurnDemand, resident: float, read: float) -> TurnDemand:
+    """The turns' demand with a share ``resident`` of their cached KV in the store of which
+    they read a share ``read`` (at most ``resident``) and recompute the rest (module
+    docstring): the recomputed KV is moved P -> D and prefilled as a miss's, but written back
+    only where it was not resident (a block the store holds is not written again).
+    ``resident`` and ``read`` >= 1: ``d`` itself."""
+    if resident >= 1.0 and read >= 1.0:
         return d
-    r = float(resident)
-    miss = 1.0 - r
+    r, s = float(resident), float(min(read, resident))
+    unread, written = 1.0 - s, 1.0 - r
     cached_tokens = d.context_tokens - d.append_tokens
     full = phys.prefill_flops(model, np.zeros_like(cached_tokens), d.context_tokens)
     return replace(
         d,
-        hit_bytes=r * d.hit_bytes,
-        miss_bytes=d.miss_bytes + miss * d.hit_bytes,
-        append_writeback_bytes=d.append_writeback_bytes + miss * d.hit_bytes,
-        prefill_flops=r * d.prefill_flops + miss * full,
-        append_tokens=d.append_tokens + miss * cached_tokens,
+        hit_bytes=s * d.hit_bytes,
+        miss_bytes=d.miss_bytes + unread * d.hit_bytes,
+        append_writeback_bytes=d.append_writeback_bytes + written * d.hit_bytes,
+        prefill_flops=s * d.prefill_flops + unread * full,
+        append_tokens=d.append_tokens + unread * cached_tokens,
     )

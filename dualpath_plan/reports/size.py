@@ -42,7 +42,7 @@ from dualpath_plan.reports.provenance import (
     intervals_line,
     intervals_payload,
 )
-from dualpath_plan.reports.store import store_lines, store_payload
+from dualpath_plan.reports.store import read_lines, store_lines, store_payload
 from dualpath_plan.scenario import Scenario
 from dualpath_plan.scenario.spec import ServingConfig
 
@@ -129,7 +129,11 @@ def size_payload(r: SizeReport, intervals: OutcomeIntervals | None = None) -> di
         modes[m].update(interval_fields(intervals, m))
     return {
         "inputs": inputs_payload(sc, cfg),
-        **({"store": store_payload(sc)} if sc.store is not None else {}),
+        **(
+            {"store": store_payload(sc, {m: o.read_share for m, o in r.modes.items()})}
+            if sc.store is not None
+            else {}
+        ),
         "efficiencies": efficiency_payload(sc),
         "intervals": intervals_payload(intervals) if intervals is not None else None,
         "gb_per_pflop": r.gb_per_pflop,
@@ -191,6 +195,8 @@ def render_size(r: SizeReport, console: Console, intervals: OutcomeIntervals | N
 
     render_header(sc, console)
     modes = r.modes
+    for line in read_lines(sc, {m: o.read_share for m, o in modes.items()}):
+        console.print(escape(line))
     # Each column formatted as one: one unit and one precision (dualpath_plan/formatting.py).
     os_ = list(modes.values())
     max_tps = column([o.saturated_turns_per_s for o in os_])

@@ -4,17 +4,21 @@ Nothing is printed or written without a capacity (``Scenario.store`` None)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from dualpath_plan.formatting import gbyte, percent, plain
 from dualpath_plan.scenario import Scenario
 
 
-def store_payload(sc: Scenario) -> dict[str, Any]:
-    """The ``store`` object of a JSON report (only with a capacity given)."""
+def store_payload(sc: Scenario, reads: Mapping[str, float | None] | None = None) -> dict[str, Any]:
+    """The ``store`` object of a JSON report (only with a capacity given); ``reads``: each
+    mode's read share of the cached context (outcomes/read_choice.py), where the report has
+    them."""
     s = sc.store
     assert s is not None
     return {
+        **({"read_share": dict(reads)} if reads else {}),
         "capacity_bytes": s.capacity_bytes,
         "storage_nodes": sc.storage.storage_nodes if sc.storage else None,
         "working_set_bytes": s.working_set_bytes,
@@ -43,4 +47,22 @@ def store_lines(sc: Scenario) -> list[str]:
         head,
         f"the KV working set is beyond the store's capacity: {percent(1 - s.resident, 1)} of "
         "the cached context is recomputed by prefill (and written back), not read",
+    ]
+
+
+def read_lines(sc: Scenario, reads: Mapping[str, float | None]) -> list[str]:
+    """Which modes read less of the cached context than the store holds, and how much: the
+    rest is recomputed, faster than reading it where a read link binds with prefill compute
+    to spare (outcomes/read_choice.py). Nothing where every mode reads all it holds."""
+    s = sc.store
+    if s is None:
+        return []
+    less = {m: v for m, v in reads.items() if v is not None and v < s.resident}
+    if not less:
+        return []
+    each = ", ".join(f"{m} {percent(v, 1)}" for m, v in less.items())
+    return [
+        f"read of the cached context (the store holds {percent(s.resident, 1)}): {each}; the "
+        "rest is recomputed, faster than reading it where a read link binds with compute to "
+        "spare (chosen on a grid of 1/32)"
     ]

@@ -7,7 +7,7 @@ sc = Scenario.from_ids(Registry.load(), model="deepseek-v3.2", prefill_nodes=2, 
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any
 
 from dualpath_plan.errors import PlanInputError
@@ -83,10 +83,44 @@ class Scenario:
     # (physics/operators.py). A node without one runs its own one-MFU calibration.
     engines: tuple[tuple[str, EngineProfile], ...] = ()
     # A store of finite size (--storage-capacity or --storage-nodes): its capacity against the
-    # workload's KV working set; turn_demand is then the demand at that capacity, applied here
-    # once (physics/store.py). None: no capacity given, or one holding the working set (every
-    # number as without a store size).
+    # workload's KV working set; turn_demand is then the demand at that capacity, every
+    # resident block read, applied here once (physics/store.py). None: no capacity given
+    # (every number as without a store size).
     store: StoreFit | None = None
+    # With a store: the turns' demand with every cached block in it, from which a mode's
+    # choice to read less than is resident and recompute the rest is derived (``reading``,
+    # outcomes/read_choice.py), and the share of the cached context this scenario reads
+    # (None: every resident block, before a mode's choice).
+    infinite_store_demand: TurnDemand | None = None
+    read_share: float | None = None
+
+    def reading(self, share: float, resident: float | None = None) -> Scenario:
+        """This scenario reading a share ``share`` of its turns' cached context from the store
+        (at most what is resident) and recomputing the rest (physics/store.py
+        ``demand_reading``); itself without a store. ``resident``: as if the store held that
+        share (the read choice's table: a store that holds everything, 1)."""
+        if self.store is None or self.infinite_store_demand is None:
+            return self
+        from dualpath_plan.physics.store import demand_reading
+
+        held = self.store.resident if resident is None else float(resident)
+        share = min(float(share), held)
+        turns = demand_reading(self.model, self.infinite_store_demand, held, share)
+        return replace(self, turn_demand=turns, read_share=share)
+
+    def with_turns(self, turns: TurnDemand, **changes: Any) -> Scenario:
+        """This scenario with the turns' demand ``turns`` (every cached block in the store, as
+        ``workload_demand`` gives it) and other fields ``changes`` (a workload, a model): with
+        a store of finite size, its resident share applied as ``from_ids`` applies it."""
+        if self.store is None:
+            return replace(self, turn_demand=turns, **changes)
+        from dualpath_plan.physics.store import demand_at_capacity
+
+        model = changes.get("model", self.model)
+        at = demand_at_capacity(model, turns, self.store.resident)
+        return replace(
+            self, turn_demand=at, infinite_store_demand=turns, read_share=None, **changes
+        )
 
     def engine_for(self, node: NodeProfile) -> EngineProfile | None:
         """The engine profile of ``node`` in this scenario, or None."""
@@ -135,14 +169,13 @@ class Scenario:
         demand = cache.demand(registry, m, w)
         st, capacity = sized_store(st, storage_capacity_bytes, storage_nodes)
         store = None
+        infinite_store_demand = None
         if capacity is not None:
             from dualpath_plan.physics.store import demand_at_capacity, fit_store
 
-            fit = fit_store(m, w, demand, capacity, agents)
-            demand = demand_at_capacity(m, demand, fit.resident)
-            # A capacity that holds the working set changes no number and is not reported
-            # (the outputs stay byte for byte those without it); nodes change the bandwidth.
-            store = fit if fit.beyond or storage_nodes is not None else None
+            store = fit_store(m, w, demand, capacity, agents)
+            infinite_store_demand = demand
+            demand = demand_at_capacity(m, demand, store.resident)
         return cls(
             overridden=tuple(f for f in NodeProfile.CALIBRATION_FIELDS if f in node_sets),
             engines=engines,
@@ -155,6 +188,7 @@ class Scenario:
             decode_gpu=cache.get(registry, "gpu", gpu or dn.gpu),
             storage=st,
             store=store,
+            infinite_store_demand=infinite_store_demand,
             prefill_nodes=prefill_nodes,
             decode_nodes=decode_nodes,
             options=options,

@@ -311,7 +311,7 @@ def _trial(sc: Scenario, values: dict[str, float]) -> Scenario:
     trial = replace(sc, prefill_node=node, decode_node=node)
     if by_kind["workload"]:
         workload = _with(sc.workload, by_kind["workload"])
-        trial = replace(trial, workload=workload, turn_demand=workload_demand(sc.model, workload))
+        trial = trial.with_turns(workload_demand(sc.model, workload), workload=workload)
     return trial
 
 

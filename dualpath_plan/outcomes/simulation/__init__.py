@@ -61,6 +61,7 @@ import numpy as np
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.frozen import record
+from dualpath_plan.outcomes.read_choice import read_scenario
 from dualpath_plan.outcomes.serving import Saturated, light_load, offline_jct_s, runnable
 from dualpath_plan.outcomes.simulation.config import (
     MAX_SERIES_CELLS,
@@ -138,6 +139,9 @@ def simulate(
     """Simulate ``sc`` in ``cfg.mode``; ``progress(done, total)`` is called now and then, and
     ``turn_sink`` with every turn as it completes (``--trace-out``)."""
     mode = MODE_TABLE[cfg.mode]
+    # With a store of finite size, the share of the cache the analytical plan reads in this
+    # mode (outcomes/read_choice.py): the simulated turns read and recompute as it does.
+    sc = read_scenario(sc, cfg.mode)
     scheduler: SimScheduler = cfg.scheduler or (
         "queue_aware" if mode.scheduler == "queue_aware" else "round_robin"
     )
