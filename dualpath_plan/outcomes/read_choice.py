@@ -39,7 +39,7 @@ from dualpath_plan.memo import KeyedMemo
 from dualpath_plan.physics.links import Num
 from dualpath_plan.physics.modes import ModeName
 from dualpath_plan.scenario import Scenario
-from dualpath_plan.scenario.assemble import assemble
+from dualpath_plan.scenario.assemble import SideMemo, assemble
 from dualpath_plan.solvers.closed_form import solve
 
 # The table's steps in s, and how far below each step its twin lies: the twin certifies that
@@ -71,8 +71,14 @@ def read_table(sc: Scenario, mode: ModeName, prefill_nodes: Num, decode_nodes: N
     table is the same at every capacity, so the choices of two capacities are made on one
     table): the closed form's saturated throughput, NaN where the cluster does not run."""
     rows = []
+    # The decode side reads of the turns their context and output alone, which no share
+    # changes: built once, for every point.
+    decode: SideMemo = {}
     for share in READ_POINTS:
-        asm = assemble(sc.reading(float(share), resident=1.0), mode, prefill_nodes, decode_nodes)
+        sides = dict(decode)
+        reading = sc.reading(float(share), resident=1.0)
+        asm = assemble(reading, mode, prefill_nodes, decode_nodes, sides)
+        decode = {k: v for k, v in sides.items() if k[0] == "de"}
         t = np.asarray(solve(asm.links).throughput_turns_per_s, dtype=np.float64)
         rows.append(np.where(asm.feasible, t, np.nan))
     return np.stack(np.broadcast_arrays(*rows))

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from dualpath_plan.errors import PlanInputError
 from dualpath_plan.frozen import record
+from dualpath_plan.outcomes.read_choice import read_scenario
 from dualpath_plan.outcomes.serving import (
     ModeCore,
     ModeOutcome,
@@ -245,7 +246,7 @@ def mode_intervals(
     # cluster's APS is what it is alone); the centre with them where it is not known and
     # there is an interval to give.
     found = [sc, *shifted] if centre is None and moves else shifted
-    table = {id(s): v for s, v in zip(found, _mode_outcomes(found, modes, cfg), strict=True)}
+    table = {id(s): v for s, v in zip(found, _mode_outcomes(sc, found, modes, cfg), strict=True)}
     return _intervals(sc, modes, moves, centre, table)
 
 
@@ -291,11 +292,30 @@ def _unmoved(sc: Scenario, p: Perturbation, s: Scenario) -> bool:
 
 
 def _mode_outcomes(
-    scenarios: list[Scenario], modes: tuple[ModeName, ...], cfg: ServingConfig
+    sc: Scenario, scenarios: list[Scenario], modes: tuple[ModeName, ...], cfg: ServingConfig
 ) -> list[dict[str, float]]:
-    """Per scenario, each mode's throughput, JCT and APS (``mode_core``'s), NaN for a mode
-    the scenario cannot run; the APS of every scenario and mode in one search."""
-    return [_metrics(row, modes) for row in cores_each(scenarios, modes, cfg)]
+    """Per scenario (``sc``'s perturbed twins, or ``sc`` itself), each mode's throughput,
+    JCT and APS (``mode_core``'s), NaN for a mode the scenario cannot run; the APS of every
+    scenario and mode in one search."""
+    return [_metrics(row, modes) for row in _held_reads(sc, scenarios, modes, cfg)]
+
+
+def _held_reads(
+    sc: Scenario, scenarios: list[Scenario], modes: tuple[ModeName, ...], cfg: ServingConfig
+) -> list[dict[ModeName, ModeCore | PlanInputError]]:
+    """``cores_each`` of ``scenarios`` (``sc`` and its perturbed twins), each reading, with a
+    store of finite size, the share of the cache ``sc``'s plan reads in each mode
+    (read_choice): the intervals are those of this plan, its reads held as the calibration
+    moves (and one table per mode, not one per twin)."""
+    if sc.store is None:
+        return cores_each(scenarios, modes, cfg)
+    rows: list[dict[ModeName, ModeCore | PlanInputError]] = [{} for _ in scenarios]
+    for m in modes:
+        plan = read_scenario(sc, m)
+        held = [plan if s is sc else s.reading(plan.read_share or 1.0) for s in scenarios]
+        for row, got in zip(rows, cores_each(held, (m,), cfg), strict=True):
+            row.update(got)
+    return rows
 
 
 def _metrics(
@@ -327,7 +347,7 @@ def evaluate_with_intervals(
     as it gives alone). A plain `size` (two searches took a fifth of its cold start)."""
     moves = perturbations(sc)
     shifted = [s for p in moves for s in (p.below, p.above) if not _unmoved(sc, p, s)]
-    rows = cores_each([sc, *shifted], modes, cfg)
+    rows = _held_reads(sc, [sc, *shifted], modes, cfg)
     report = size_report(sc, cfg, outcomes_of(sc, cfg, rows[0]), strict=False)
     shown = tuple(report.modes)
     table = {id(s): _metrics(row, shown) for s, row in zip(shifted, rows[1:], strict=True)}

@@ -575,7 +575,8 @@ class PrefillEngine:
         """Requests/s of one GPU at its pass batch (0 where not one request fits its HBM)."""
         cap = np.asarray(self.batch_cap)
         b = np.asarray(self.pass_batch)
-        rate = np.where(cap >= 1, b / (self.t0_s + b * self.u_s), 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):  # 0 / 0 where none fits: 0 below
+            rate = np.where(cap >= 1, b / (self.t0_s + b * self.u_s), 0.0)
         return float(rate) if rate.ndim == 0 else rate
 
 
