@@ -356,3 +356,24 @@ def test_a_sweep_with_a_store_takes_one_agents_value(cli: Callable[..., CliResul
     mode = json.loads(size.out)["modes"]["dualpath"]
     assert best["P"] == 2
     assert best["saturated_turns_per_s"] == pytest.approx(mode["saturated_turns_per_s"], rel=1e-9)
+
+
+def test_intervals_and_the_sized_store_follow_the_read_choice(
+    cli: Callable[..., CliResult],
+) -> None:
+    # The intervals hold each mode's chosen share, 0 included (a store read at 0.01 GB/s a
+    # client: every cached block recomputed), and do not collapse; size --target-aps sizes
+    # each mode's store for what it reads at its cluster (basic reads less than the oracle).
+    slow = cli("--set", "storage.max_client_read_gbyte_s=0.01", "size", "--model", "qwen3-32b",
+               "--workload", "paper-32k", "-P", "1", "-D", "1", "--storage-capacity", "1PB",
+               "--json")  # fmt: skip
+    assert slow.code == 0, slow.err
+    report = json.loads(slow.out)
+    assert report["store"]["read_share"]["basic"] == 0.0
+    low, high = report["modes"]["basic"]["saturated_turns_per_s_interval"]
+    assert high > low * 1.01
+    sized = cli("size", "--model", "qwen3-32b", "--workload", "paper-32k", "--node", "dgx-b200",
+                "--storage-capacity", "1PB", "--target-aps", "0.3", "--json")  # fmt: skip
+    assert sized.code == 0, sized.err
+    modes = json.loads(sized.out)["modes"]
+    assert modes["basic"]["store"]["read_gbyte_s"] < 0.9 * modes["oracle"]["store"]["read_gbyte_s"]

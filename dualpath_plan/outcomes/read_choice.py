@@ -21,7 +21,8 @@ capacity falls:
           table on random scenarios), its peak lies at or beyond p_(k-1), so T does not fall
           on [0, p_(k-1)]: s_c = p_(k-1) (0 where k = 0);
     s     r where r <= s_c (T(r) is the best of [0, r]), else the table's best point at or
-          below r (the largest share on a tie).
+          below r (the largest share on a tie; throughputs within 1e-12 of each other tie,
+          as a flat stretch where decode binds rounds).
 
 T_plan(r) is T(r) on [0, s_c] and a running maximum of fixed points beyond it: it never
 rises as r (the capacity) falls, and it is at least T at every table point the store
@@ -89,17 +90,25 @@ def choose_reads(table: np.ndarray, resident: float) -> ReadChoice:
     t = np.where(np.isfinite(table), table, -np.inf)
     count = t.shape[0]
     points = READ_POINTS.reshape((count,) + (1,) * (t.ndim - 1))
-    falls = t[1:] < t[:-1]
+    # Within ``_TIE`` of each other two points tie: a flat stretch (decode binds) rounds to
+    # neither a fall nor a rise, and a tie goes to the larger share.
+    falls = t[1:] < t[:-1] * (1.0 - _TIE)
     last = np.where(falls.any(axis=0), falls.argmax(axis=0), count - 1)
     certified = READ_POINTS[np.maximum(last - 1, 0)]
     held = np.where(points <= resident, t, -np.inf)
-    best = count - 1 - np.argmax(held[::-1], axis=0)  # the largest share on a tie
-    found = np.take_along_axis(held, best[None], axis=0)[0] > -np.inf
+    top = np.max(held, axis=0)
+    near = held >= top * (1.0 - _TIE)
+    best = count - 1 - np.argmax(near[::-1], axis=0)  # the largest share of the best
+    found = top > -np.inf
     resident_itself = (resident <= certified) | ~found
     return ReadChoice(
         share=np.where(resident_itself, resident, READ_POINTS[best]),
         point=np.where(resident_itself, -1, best),
     )
+
+
+# Throughputs this close (relative) are one: rounding, not a rise or a fall.
+_TIE = 1e-12
 
 
 # A scenario's choice per mode, by the scenario's identity: every outcome of one cluster

@@ -21,6 +21,7 @@ from dualpath_plan.formatting import plain
 from dualpath_plan.frozen import record
 from dualpath_plan.outcomes.cost import PlanCost, plan_cost, priced
 from dualpath_plan.outcomes.online import APS_LIMITS
+from dualpath_plan.outcomes.read_choice import read_scenario
 from dualpath_plan.outcomes.serving import (
     ModeOutcome,
     OutcomeMode,
@@ -257,9 +258,18 @@ def sizing_report(
         )
         for m in modes
     }
+    # The store each mode's smallest cluster reads: with a capacity, what the mode chooses to
+    # read of it there (read_choice), as the outcome rests on.
     stores = (
         {
-            m: store_size(sc, s.outcome, target_aps, cfg.max_utilization)
+            m: store_size(
+                read_scenario(
+                    replace(sc, prefill_nodes=s.prefill_nodes, decode_nodes=s.decode_nodes), m
+                ),
+                s.outcome,
+                target_aps,
+                cfg.max_utilization,
+            )
             for m, s in results.items()
             if s.outcome is not None
         }

@@ -312,7 +312,8 @@ def _held_reads(
     rows: list[dict[ModeName, ModeCore | PlanInputError]] = [{} for _ in scenarios]
     for m in modes:
         plan = read_scenario(sc, m)
-        held = [plan if s is sc else s.reading(plan.read_share or 1.0) for s in scenarios]
+        share = 1.0 if plan.read_share is None else plan.read_share
+        held = [plan if s is sc else s.reading(share) for s in scenarios]
         for row, got in zip(rows, cores_each(held, (m,), cfg), strict=True):
             row.update(got)
     return rows

@@ -60,9 +60,18 @@ def read_lines(sc: Scenario, reads: Mapping[str, float | None]) -> list[str]:
     less = {m: v for m, v in reads.items() if v is not None and v < s.resident}
     if not less:
         return []
-    each = ", ".join(f"{m} {percent(v, 1)}" for m, v in less.items())
+    each = ", ".join(f"{m} {_apart(v, s.resident)}" for m, v in less.items())
     return [
         f"read of the cached context (the store holds {percent(s.resident, 1)}): {each}; the "
         "rest is recomputed, faster than reading it where a read link binds with compute to "
         "spare (chosen on a grid of 1/32)"
     ]
+
+
+def _apart(share: float, resident: float) -> str:
+    """``share`` as a percentage with the digits that tell it from ``resident`` (99.9999%,
+    not 100.0%, for a share a millionth below a store that holds everything)."""
+    for digits in range(1, 7):
+        if percent(share, digits) != percent(resident, digits):
+            return percent(share, digits)
+    return percent(share, 6)

@@ -444,7 +444,10 @@ def _summary_cells(values: list[object], fmt: str | int) -> list[str]:
 
 
 def _header(name: str, extra: list[str]) -> str:
-    """A profile-field axis by its field name alone where no other axis shares it."""
+    """A profile-field axis by its field name alone where no other axis shares it; another
+    column (the read share of a store's cache) by its own name."""
+    if "." not in name:
+        return name
     field = name.partition(".")[2]
     return field if sum(e.partition(".")[2] == field for e in extra) == 1 else name
 
