@@ -377,3 +377,16 @@ def test_intervals_and_the_sized_store_follow_the_read_choice(
     assert sized.code == 0, sized.err
     modes = json.loads(sized.out)["modes"]
     assert modes["basic"]["store"]["read_gbyte_s"] < 0.9 * modes["oracle"]["store"]["read_gbyte_s"]
+
+
+def test_size_at_a_rate_reads_what_size_chooses(cli: Callable[..., CliResult]) -> None:
+    # size --aps runs each mode on the share size chooses, and says so in its JSON.
+    args = ("--model", "qwen3-32b", "--workload", "paper-32k", "--node", "dgx-b200", "-P", "1",
+            "-D", "1", "--storage-capacity", "1PB", "--json")  # fmt: skip
+    plain, at_rate = cli("size", *args), cli("size", *args, "--aps", "0.1")
+    assert plain.code == at_rate.code == 0, at_rate.err
+    chosen = json.loads(plain.out)
+    rated = json.loads(at_rate.out)
+    assert rated["store"]["read_share"] == chosen["store"]["read_share"]
+    for m, o in rated["modes"].items():
+        assert o["saturated_turns_per_s"] == chosen["modes"][m]["saturated_turns_per_s"], m

@@ -45,6 +45,9 @@ class RatePoints:
     beyond: np.ndarray  # bool: at or over the saturated throughput, or the queue unstable
     turns: float  # mean turns per agent
     saturated_turns_per_s: float  # the mode's saturated throughput
+    # With a store of finite size: the share of the cached context the mode reads
+    # (outcomes/read_choice.py); None without a store.
+    read_share: float | None = None
 
     @property
     def turns_per_s(self) -> np.ndarray:
@@ -114,6 +117,7 @@ def rate_points(
         beyond=beyond,
         turns=sc.turn_demand.trajectory_turns.mean,
         saturated_turns_per_s=t_max,
+        read_share=sc.read_share,
     )
 
 

@@ -58,6 +58,7 @@ class StoreFit:
     basis: str  # where r comes from, as a report says it
     hit_rate_full: float  # the workload's hit rate in an infinite store
     hit_rate: float  # at this capacity
+    agents: int = 0  # the live agents a workload profile's working set is fitted to
 
     @property
     def beyond(self) -> bool:
@@ -149,6 +150,7 @@ def fit_store(
         basis=basis,
         hit_rate_full=d.hit_rate,
         hit_rate=at.hit_rate,
+        agents=agents,
     )
 
 

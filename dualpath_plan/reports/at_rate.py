@@ -33,6 +33,7 @@ from dualpath_plan.outcomes.at_rate import RatePoints, RateReport
 from dualpath_plan.reports.provenance import efficiency_line, efficiency_payload
 from dualpath_plan.reports.recommend import COLORS, _runs, nice_ticks, tick_label
 from dualpath_plan.reports.size import inputs_payload, render_header
+from dualpath_plan.reports.store import read_lines, store_payload
 
 # The CSV's columns, one row per rate and mode (long form: what a plotting or data-frame tool
 # reads directly, and room for the reason).
@@ -61,6 +62,19 @@ def _point(p: RatePoints, i: int) -> dict[str, Any]:
     }
 
 
+def _store(r: RateReport) -> dict[str, Any]:
+    """The store's block where a capacity is given (as ``size``'s): each mode's read share."""
+    if r.scenario.store is None:
+        return {}
+    return {"store": store_payload(r.scenario, {m: p.read_share for m, p in r.modes.items()})}
+
+
+def _reads(r: RateReport, console: Console) -> None:
+    """Which modes read less of the store's cache than it holds (as ``size`` says)."""
+    for line in read_lines(r.scenario, {m: p.read_share for m, p in r.modes.items()}):
+        console.print(escape(line))
+
+
 def _capacity(p: RatePoints) -> dict[str, float]:
     return {"saturated_turns_per_s": p.saturated_turns_per_s, "capacity_aps": p.capacity_aps}
 
@@ -71,6 +85,7 @@ def rate_payload(r: RateReport) -> dict[str, Any]:
     aps = float(r.aps[0])
     return {
         "inputs": {**inputs_payload(r.scenario, r.config), "aps": aps},
+        **_store(r),
         "efficiencies": efficiency_payload(r.scenario),
         "modes": {
             m: {
@@ -97,6 +112,7 @@ def curve_payload(r: RateReport, out: str | None = None) -> dict[str, Any]:
         modes[m].update(_capacity(p))
     return {
         "inputs": inputs_payload(r.scenario, r.config),
+        **_store(r),
         "efficiencies": efficiency_payload(r.scenario),
         "aps": [float(v) for v in r.aps],
         "modes": modes,
@@ -134,6 +150,7 @@ def render_rate(r: RateReport, console: Console) -> None:
     """``size --aps X``: a row per mode at the rate, and the reason of any mode beyond
     capacity."""
     render_header(r.scenario, console)
+    _reads(r, console)
     aps = float(r.aps[0])
     turns = r.scenario.turn_demand.trajectory_turns.mean
     table = Table(
@@ -191,6 +208,7 @@ def render_curve(r: RateReport, console: Console, out: str | None = None) -> Non
     """``size --aps-curve``: a row per rate, TTFT and TPOT per mode; "beyond" past a mode's
     capacity, "*" above the TTFT SLO."""
     render_header(r.scenario, console)
+    _reads(r, console)
     table = Table(
         title=f"TTFT and TPOT vs arrival rate ({r.aps.size} rates): Poisson agent arrivals, "
         f"{_slos(r)}"

@@ -111,15 +111,22 @@ class Scenario:
     def with_turns(self, turns: TurnDemand, **changes: Any) -> Scenario:
         """This scenario with the turns' demand ``turns`` (every cached block in the store, as
         ``workload_demand`` gives it) and other fields ``changes`` (a workload, a model): with
-        a store of finite size, its resident share applied as ``from_ids`` applies it."""
+        a store of finite size, the store fitted again to them and its resident share applied,
+        as ``from_ids`` does."""
         if self.store is None:
             return replace(self, turn_demand=turns, **changes)
-        from dualpath_plan.physics.store import demand_at_capacity
+        from dualpath_plan.physics.store import demand_at_capacity, fit_store
 
         model = changes.get("model", self.model)
-        at = demand_at_capacity(model, turns, self.store.resident)
+        workload = changes.get("workload", self.workload)
+        store = fit_store(model, workload, turns, self.store.capacity_bytes, self.store.agents)
         return replace(
-            self, turn_demand=at, infinite_store_demand=turns, read_share=None, **changes
+            self,
+            turn_demand=demand_at_capacity(model, turns, store.resident),
+            infinite_store_demand=turns,
+            store=store,
+            read_share=None,
+            **changes,
         )
 
     def engine_for(self, node: NodeProfile) -> EngineProfile | None:
