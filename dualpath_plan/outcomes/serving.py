@@ -586,11 +586,9 @@ def mode_core(
     """The saturated optimum, offline JCT and online APS of one cluster in a mode; raises
     InfeasibleError where the cluster does not run in it. ``memo``: ``runnable``'s. With a
     store of finite size, on the scenario that reads what the mode chooses (read_choice)."""
-    chosen = read_scenario(sc, mode)
-    memo, sc = (memo if chosen is sc else None), chosen
     sat, t_max, jct, cycle_min, ttft_min = mode_offline(sc, mode, cfg, memo)
     # Online: the one queueing model (outcomes/online.py), on this one cluster.
-    on = online_aps(online_queue(sc, sat.assembly, sat.solution), cfg)
+    on = online_aps(online_queue(read_scenario(sc, mode), sat.assembly, sat.solution), cfg)
     return ModeCore(sat, t_max, jct, cycle_min, on, ttft_min)
 
 
@@ -837,38 +835,25 @@ class ClosedCycle:
         if n.size >= _SHARED_QUERIES and n.size * math.prod(clusters) == math.prod(shape):
             # Every cluster asks the same n values (an agents axis): by counting, below.
             return self._shared(n, clusters, shape)
-        if n.size == 1:
+        if n.size == 1:  # one n for every cluster
             spread = self._each_distinct([n], clusters)
             if spread is not None:
                 return spread[0]
+            return self._each_n(n.reshape(1), clusters)[0].reshape(shape)
         rest = np.broadcast_to(self.rest, shape).reshape(-1)
         # Each element's group's first point: the tables are laid out group by group.
         base = np.broadcast_to(self.group * CYCLE_POINTS, shape).reshape(-1)
         b, q = self.batches.reshape(-1), self.per_rest.reshape(-1)
-        at: np.ndarray
-        if n.size == 1:
-            # One n for every cluster: n_k < n where r < (n - b_k) / q_k, a group's threshold
-            # (falling with k as n_k rises; +inf or -inf where q_k = 0), one read per step.
-            at = n.reshape(())
-            with np.errstate(divide="ignore", invalid="ignore"):
-                limit = ((at - b) / q).reshape(-1)
-
-            def under(k: np.ndarray) -> np.ndarray:
-                return rest < limit.take(k)
-        else:
-            at = np.broadcast_to(n, shape).reshape(-1)
-
-            def under(k: np.ndarray) -> np.ndarray:
-                return b.take(k) + rest * q.take(k) < at
-
+        at = np.broadcast_to(n, shape).reshape(-1)
         # pos = base + count, the count of points known to lie below n (n_k rises with k).
         pos = base.astype(np.intp, copy=True)
         step = _SEARCH_FIRST
         while step:
-            pos += under(pos + (step - 1)) * step
+            k = pos + (step - 1)
+            pos += (b.take(k) + rest * q.take(k) < at) * step
             step >>= 1
-        pos += under(pos)
-        return self._at_points(pos, base, rest, np.broadcast_to(at, rest.shape), shape)
+        pos += b.take(pos) + rest * q.take(pos) < at
+        return self._at_points(pos, base, rest, at, shape)
 
     def _at_points(
         self,
@@ -919,33 +904,36 @@ class ClosedCycle:
         if distinct is None:
             return None
         table, key = distinct
-        found = table._each_n(np.array([float(n.reshape(())) for n in ns])).take(key, axis=1)
+        values = np.array([float(n.reshape(())) for n in ns])
+        found = table._each_n(values, np.shape(table.rest)).take(key, axis=1)
         return [
             row.reshape(np.broadcast_shapes(clusters, n.shape))
             for row, n in zip(found, ns, strict=True)
         ]
 
-    def _each_n(self, values: np.ndarray) -> np.ndarray:
-        """c(n) for each of the m ``values`` and each cluster of a table whose clusters lie on
-        one axis (u of them): (m, u). The search and interpolation of ``__call__`` with one n
-        (a threshold per table entry), value by value, the same operations on the same
-        numbers."""
-        m, u = values.size, int(np.size(self.rest))
-        shape = (m, u)
+    def _each_n(self, values: np.ndarray, clusters: tuple[int, ...]) -> np.ndarray:
+        """c(n) for each of the m ``values``, one n for every cluster each: (m, *clusters).
+        n_k < n where r < (n - b_k) / q_k, a group's threshold (falling with k as n_k rises;
+        +inf or -inf where q_k = 0): each value its row of thresholds, one read per step."""
+        m = values.size
+        shape = (m, *clusters)
+        lead = (m,) + (1,) * len(clusters)
         rest = np.broadcast_to(self.rest, shape).reshape(-1)
+        # Each element's group's first point: the tables are laid out group by group.
         base = np.broadcast_to(self.group * CYCLE_POINTS, shape).reshape(-1)
         b, q = self.batches.reshape(-1), self.per_rest.reshape(-1)
         with np.errstate(divide="ignore", invalid="ignore"):
             limit = ((values.reshape(-1, 1) - b) / q).reshape(-1)
         # Each element's value's row of thresholds.
-        row = np.broadcast_to((np.arange(m) * b.size).reshape(-1, 1), shape).reshape(-1)
+        row = np.broadcast_to((np.arange(m) * b.size).reshape(lead), shape).reshape(-1)
+        # pos = base + count, the count of points known to lie below n (n_k rises with k).
         pos = base.astype(np.intp, copy=True)
         step = _SEARCH_FIRST
         while step:
             pos += (rest < limit.take(row + (pos + (step - 1)))) * step
             step >>= 1
         pos += rest < limit.take(row + pos)
-        at = np.broadcast_to(values.reshape(-1, 1), shape).reshape(-1)
+        at = np.broadcast_to(values.reshape(lead), shape).reshape(-1)
         return self._at_points(pos, base, rest, at, shape)
 
     def _distinct(
@@ -1279,9 +1267,7 @@ def operating_rate(agents: Num, saturated: Num, cycle_min: Num) -> Num:
 def evaluate_mode(
     sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, memo: ClusterMemo | None = None
 ) -> ModeOutcome:
-    chosen = read_scenario(sc, mode)
-    core = mode_core(chosen, mode, cfg, memo if chosen is sc else None)
-    return mode_outcome(chosen, mode, cfg, core)
+    return mode_outcome(read_scenario(sc, mode), mode, cfg, mode_core(sc, mode, cfg, memo))
 
 
 def mode_outcome(
