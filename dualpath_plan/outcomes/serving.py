@@ -711,12 +711,7 @@ def cores_each(
     in one search (``online_aps_each``), each as the cluster alone gives it. With a store of
     finite size, each mode on the scenario that reads what it chooses (read_choice)."""
     if any(sc.store is not None and sc.read_share is None for sc in scenarios):
-        rows: list[dict[OutcomeMode, ModeCore | PlanInputError]] = [{} for _ in scenarios]
-        for m in modes:
-            chosen = [read_scenario(sc, m) for sc in scenarios]
-            for row, got in zip(rows, cores_each(chosen, (m,), cfg), strict=True):
-                row.update(got)
-        return rows
+        return cores_by_mode(modes, cfg, lambda m: [read_scenario(sc, m) for sc in scenarios])
     offline, moved = _offline_each(scenarios, modes, cfg)
     runs = [
         (i, m, got)
@@ -736,6 +731,22 @@ def cores_each(
     for (i, m, (sat, t_max, jct, cycle_min, ttft_min)), on in zip(runs, online, strict=True):
         out[i][m] = ModeCore(sat, t_max, jct, cycle_min, on, ttft_min)
     return [{m: row[m] for m in modes} for row in out]
+
+
+def cores_by_mode(
+    modes: tuple[OutcomeMode, ...],
+    cfg: ServingConfig,
+    scenarios_of: Callable[[OutcomeMode], Sequence[Scenario]],
+) -> list[dict[OutcomeMode, ModeCore | PlanInputError]]:
+    """``cores_each``'s rows where each mode runs on scenarios of its own (``scenarios_of``:
+    one per row, each reading the share of its store that the mode reads), a mode at a time."""
+    rows: list[dict[OutcomeMode, ModeCore | PlanInputError]] = []
+    for m in modes:
+        found = cores_each(scenarios_of(m), (m,), cfg)
+        rows = rows or [{} for _ in found]
+        for row, got in zip(rows, found, strict=True):
+            row.update(got)
+    return rows
 
 
 def outcomes_of(

@@ -22,6 +22,7 @@ from dualpath_plan.outcomes.serving import (
     ModeCore,
     ModeOutcome,
     SizeReport,
+    cores_by_mode,
     cores_each,
     outcomes_of,
     size_report,
@@ -309,14 +310,13 @@ def _held_reads(
     moves (and one table per mode, not one per twin)."""
     if sc.store is None:
         return cores_each(scenarios, modes, cfg)
-    rows: list[dict[ModeName, ModeCore | PlanInputError]] = [{} for _ in scenarios]
-    for m in modes:
+
+    def held(m: ModeName) -> list[Scenario]:
         plan = read_scenario(sc, m)
         share = 1.0 if plan.read_share is None else plan.read_share
-        held = [plan if s is sc else s.reading(share) for s in scenarios]
-        for row, got in zip(rows, cores_each(held, (m,), cfg), strict=True):
-            row.update(got)
-    return rows
+        return [plan if s is sc else s.reading(share) for s in scenarios]
+
+    return cores_by_mode(modes, cfg, held)
 
 
 def _metrics(

@@ -115,14 +115,16 @@ class Scenario:
         as ``from_ids`` does."""
         if self.store is None:
             return replace(self, turn_demand=turns, **changes)
-        from dualpath_plan.physics.store import demand_at_capacity, fit_store
-
-        model = changes.get("model", self.model)
-        workload = changes.get("workload", self.workload)
-        store = fit_store(model, workload, turns, self.store.capacity_bytes, self.store.agents)
+        at, store = _stored(
+            changes.get("model", self.model),
+            changes.get("workload", self.workload),
+            turns,
+            self.store.capacity_bytes,
+            self.store.agents,
+        )
         return replace(
             self,
-            turn_demand=demand_at_capacity(model, turns, store.resident),
+            turn_demand=at,
             infinite_store_demand=turns,
             store=store,
             read_share=None,
@@ -178,11 +180,8 @@ class Scenario:
         store = None
         infinite_store_demand = None
         if capacity is not None:
-            from dualpath_plan.physics.store import demand_at_capacity, fit_store
-
-            store = fit_store(m, w, demand, capacity, agents)
             infinite_store_demand = demand
-            demand = demand_at_capacity(m, demand, store.resident)
+            demand, store = _stored(m, w, demand, capacity, agents)
         return cls(
             overridden=tuple(f for f in NodeProfile.CALIBRATION_FIELDS if f in node_sets),
             engines=engines,
@@ -235,6 +234,22 @@ class Scenario:
     def efficiencies(self) -> Efficiencies:
         """Which efficiencies and latency floors are in force, and where they come from."""
         return Efficiencies.of(self)
+
+
+def _stored(
+    model: ModelProfile,
+    workload: WorkloadProfile,
+    turns: TurnDemand,
+    capacity_bytes: float,
+    agents: int,
+) -> tuple[TurnDemand, StoreFit]:
+    """The turns' demand at a store of ``capacity_bytes`` (every resident block read) and the
+    store's fit to them (physics/store.py): ``from_ids``' and ``with_turns``' one fit."""
+    # The store's machinery loads where a capacity is given (a plain size gives none).
+    from dualpath_plan.physics.store import demand_at_capacity, fit_store
+
+    store = fit_store(model, workload, turns, capacity_bytes, agents)
+    return demand_at_capacity(model, turns, store.resident), store
 
 
 def sized_store(
