@@ -244,7 +244,7 @@ def test_throughput_is_quasi_concave_in_the_read_share(
     if falls.size:
         after = table[falls[0] :]
         assert np.all(np.diff(after) <= 1e-12 * after[1:]), (mode, table)
-    share = float(choose_reads(table, resident).share)
+    share = float(choose_reads(table, resident))
     assert share <= resident
     at = read_table(sc.reading(share), mode, p, d)[0]  # the chosen reading, exactly
     everything = read_table(sc.reading(resident), mode, p, d)[0]

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from dualpath_plan.frozen import record
 from dualpath_plan.memo import KeyedMemo
 from dualpath_plan.physics.links import Num
 from dualpath_plan.physics.modes import ModeName
@@ -57,15 +56,6 @@ def _points() -> np.ndarray:
 READ_POINTS = _points()
 
 
-@record
-class ReadChoice:
-    """Per cluster: the share of the cached context read, and the table point it is (an index
-    into ``READ_POINTS``; -1 where it is the resident share itself)."""
-
-    share: np.ndarray
-    point: np.ndarray
-
-
 def read_table(sc: Scenario, mode: ModeName, prefill_nodes: Num, decode_nodes: Num) -> np.ndarray:
     """T at each of ``READ_POINTS`` (leading axis) per cluster (P and D broadcast) in a store
     that holds every cached block (what a smaller store writes back of its misses aside: the
@@ -85,8 +75,9 @@ def read_table(sc: Scenario, mode: ModeName, prefill_nodes: Num, decode_nodes: N
     return np.stack(np.broadcast_arrays(*rows))
 
 
-def choose_reads(table: np.ndarray, resident: float) -> ReadChoice:
-    """The share each cluster reads from its ``read_table`` (module docstring)."""
+def choose_reads(table: np.ndarray, resident: float) -> np.ndarray:
+    """The share of the cached context each cluster reads, from its ``read_table`` (module
+    docstring)."""
     t = np.where(np.isfinite(table), table, -np.inf)
     count = t.shape[0]
     points = READ_POINTS.reshape((count,) + (1,) * (t.ndim - 1))
@@ -101,10 +92,7 @@ def choose_reads(table: np.ndarray, resident: float) -> ReadChoice:
     best = count - 1 - np.argmax(near[::-1], axis=0)  # the largest share of the best
     found = top > -np.inf
     resident_itself = (resident <= certified) | ~found
-    return ReadChoice(
-        share=np.where(resident_itself, resident, READ_POINTS[best]),
-        point=np.where(resident_itself, -1, best),
-    )
+    return np.where(resident_itself, resident, READ_POINTS[best])
 
 
 # Throughputs this close (relative) are one: rounding, not a rise or a fall.
@@ -125,6 +113,6 @@ def read_scenario(sc: Scenario, mode: ModeName) -> Scenario:
     def choose() -> Scenario:
         assert sc.store is not None
         table = read_table(sc, mode, sc.prefill_nodes, sc.decode_nodes)
-        return sc.reading(float(choose_reads(table, sc.store.resident).share))
+        return sc.reading(float(choose_reads(table, sc.store.resident)))
 
     return _CHOSEN.get((sc,), mode, choose, max_each=8)

@@ -690,7 +690,7 @@ def _by_reads(
         table = table.reshape(table.shape[0], -1)
     else:
         table = read_table(sc, mode, P, D)
-    shares = choose_reads(table, sc.store.resident).share
+    shares = choose_reads(table, sc.store.resident)
     found = {share: evaluate_at(share) for share in np.unique(shares).tolist()}
     rows = dict(next(iter(found.values())))
     by_point = shares[pair]

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dualpath_plan.formatting import gbyte, percent, plain
+from dualpath_plan.outcomes.read_choice import READ_STEPS
 from dualpath_plan.scenario import Scenario
 
 
@@ -64,7 +65,7 @@ def read_lines(sc: Scenario, reads: Mapping[str, float | None]) -> list[str]:
     return [
         f"read of the cached context (the store holds {percent(s.resident, 1)}): {each}; the "
         "rest is recomputed, faster than reading it where a read link binds with compute to "
-        "spare (chosen on a grid of 1/32)"
+        f"spare (chosen on a grid of 1/{READ_STEPS})"
     ]
 
 
