@@ -106,7 +106,8 @@ class ScenarioSpec(BaseModel):
         help="The store's KV capacity with its unit (500TB, 2PiB, 64GB): the cached context "
         "beyond it is recomputed by prefill (the hit rate at this capacity: a trace's LRU hit "
         "curve, else whole agent contexts resident with probability capacity / working set); "
-        "the store's bandwidth stays the profile's (default: no capacity limit).",
+        "each mode reads what of it is faster to read than to recompute; the store's "
+        "bandwidth stays the profile's (default: no capacity limit).",
         group="store", default=None,
     )  # fmt: skip
     storage_nodes: int | None = _opt(
