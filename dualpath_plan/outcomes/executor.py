@@ -1,6 +1,6 @@
-"""Where independent tasks (simulations) run: in this process, on a local process pool (the
-default: ``--workers N``, the machine's cores), or on a Ray cluster (``--ray ADDRESS``, the
-optional ``ray`` extra) (docs/model.md section 10b).
+"""Where independent tasks (simulations, a sweep's chunks) run: in this process, on a local
+process pool (the default: ``--workers N``, the machine's cores), or on a Ray cluster (``--ray
+ADDRESS``, the optional ``ray`` extra) (docs/model.md section 10b).
 
 Every task is a pure function of its input (a simulation's seed is part of its ``SimConfig``),
 so what runs where changes nothing of the results: a batch's results come back in the order of
@@ -8,9 +8,11 @@ its inputs whatever order the workers finish in. Work is given as *searches*: ge
 yield a batch of inputs and are sent back the batch's results, until they return their answer
 (``run_searches``); the searches of a plan (one per P/D split) advance independently, each as
 soon as its own batch is done, so the workers stay busy while one search waits for a slow
-simulation. A task that raises is run once more; if it fails again, the run stops with the
-task's inputs named (``TaskFailedError``, or the task's own ``PlanInputError`` for bad input).
-An interrupted run (Ctrl-C, SIGTERM) cancels what is queued and ends the workers it started.
+simulation; a sweep's chunks are a stream whose results come back in its order
+(``run_ordered``). A task that raises is run once more; if it fails again, the run stops with
+the task's inputs named (``TaskFailedError``, or the task's own ``PlanInputError`` for bad
+input); one out of memory stops it at once, reported as in one process. An interrupted run
+(Ctrl-C, SIGTERM) cancels what is queued and ends the workers it started.
 
 To add an executor (docs/extending.md): implement the ``Executor`` protocol below (submit,
 wait, result, close) and name it in ``make_executor``.
@@ -22,7 +24,8 @@ import concurrent.futures as cf
 import contextlib
 import os
 import signal
-from collections.abc import Callable, Generator, Sequence
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -100,6 +103,10 @@ def _worker_init() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def _ready(_: object) -> None:
+    """A task that does nothing: ``LocalPool.start``'s."""
+
+
 class LocalPool:
     """A process pool on this machine (concurrent.futures): ``workers`` processes, each task
     pickled to one of them."""
@@ -109,6 +116,13 @@ class LocalPool:
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self._pool = cf.ProcessPoolExecutor(max_workers=workers, initializer=_worker_init)
+        self._closed = False
+
+    def start(self) -> None:
+        """Start the workers now rather than at the first task: a worker is a copy of this
+        process where the platform forks, best made before it runs threads of its own (a
+        file writer's, a progress bar's)."""
+        self._pool.submit(_ready, None).result()
 
     def submit(self, fn: Callable[[Any], Any], arg: Any) -> cf.Future[Any]:
         return self._pool.submit(fn, arg)
@@ -121,11 +135,17 @@ class LocalPool:
         return handle.result()
 
     def close(self, cancel: bool) -> None:
+        """Shut the pool down; ``cancel``: its queued tasks dropped and its workers ended. A
+        second call does nothing (a sweep's stream and its caller may both close it)."""
+        if self._closed:
+            return
+        self._closed = True
         if not cancel:
             self._pool.shutdown(wait=True)
             return
         # The processes this pool started, ended by their own ids (queued tasks dropped).
         processes = list(getattr(self._pool, "_processes", {}).values())
+        results = getattr(self._pool, "_result_queue", None)  # (shutdown forgets it)
         self._pool.shutdown(wait=False, cancel_futures=True)
         for p in processes:
             with contextlib.suppress(Exception):
@@ -133,6 +153,15 @@ class LocalPool:
         for p in processes:
             with contextlib.suppress(Exception):
                 p.join(timeout=5)
+        # A worker ended while it sent a large result (a sweep's rows) leaves half a message
+        # in the result pipe, and the pool's thread reading it waits for the rest, which only
+        # the end of every writer's copy would end: this process's is the last one left.
+        # Closed, the read fails, the thread takes the pool as broken and ends (otherwise
+        # the interpreter's exit waits for it forever).
+        writer = getattr(results, "_writer", None)
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                writer.close()
 
 
 class RayCluster:
@@ -294,6 +323,8 @@ def run_searches(
                 task = pending.pop(h)
                 try:
                     value = executor.result(h)
+                except MemoryError:  # as in one process: out of memory, said as such
+                    raise
                 except Exception as exc:
                     if task.attempts < ATTEMPTS:
                         task.attempts += 1
@@ -327,6 +358,57 @@ def run_all(
         return (yield list(args))
 
     return list(run_searches(executor, fn, [one()], describe, progress)[0])
+
+
+def run_ordered(
+    executor: Executor,
+    fn: Callable[[Any], Any],
+    args: Iterable[Any],
+    describe: Callable[[Any], str],
+    window: int,
+) -> Generator[Any, None, None]:
+    """``fn`` over ``args`` on ``executor``, each result yielded as soon as it and every one
+    before it are done: in the order of ``args``, at most ``window`` tasks submitted ahead of
+    the one yielded next (a stream too long to hold, as a sweep's chunks). A task that raises
+    is run once more, then named by ``describe``. Closes the executor when the stream ends,
+    cancelled where it ends early (an exception, an interrupt, the consumer stopping)."""
+    queue: deque[tuple[Any, Any]] = deque()  # (handle, arg), in the order of args
+    it = iter(args)
+    ok = False
+    try:
+
+        def fill() -> None:
+            while len(queue) < window:
+                arg = next(it, _END)
+                if arg is _END:
+                    return
+                queue.append((executor.submit(fn, arg), arg))
+
+        fill()
+        while queue:
+            handle, arg = queue[0]
+            executor.wait([handle])
+            for attempt in range(1, ATTEMPTS + 1):
+                try:
+                    value = executor.result(handle)
+                    break
+                except MemoryError:  # as in one process: out of memory, said as such
+                    raise
+                except Exception as exc:
+                    if attempt == ATTEMPTS:
+                        raise _failed(describe(arg), exc) from exc
+                    handle = executor.submit(fn, arg)
+                    executor.wait([handle])
+            queue.popleft()
+            fill()
+            yield value
+        ok = True
+    finally:
+        executor.close(cancel=not ok)
+
+
+# The end of ``run_ordered``'s arguments.
+_END = object()
 
 
 def _failed(inputs: str, exc: Exception) -> Exception:
