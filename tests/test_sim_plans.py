@@ -279,6 +279,19 @@ def _children(pid: int) -> set[int]:
     return out
 
 
+def started_workers(proc: subprocess.Popen[bytes]) -> set[int]:
+    """The two workers ``proc`` starts, once both run (and half a second more, so that they
+    work): its children, within 30 s."""
+    workers: set[int] = set()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(workers) < 2:
+        time.sleep(0.1)
+        workers = _children(proc.pid)
+    assert workers, "no worker started"
+    time.sleep(0.5)
+    return workers
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupt_stops_the_workers_and_leaves_no_output(tmp_path: Path, sig) -> None:
@@ -296,13 +309,7 @@ def test_an_interrupt_stops_the_workers_and_leaves_no_output(tmp_path: Path, sig
         # SIGINT, and a process keeps an ignored signal ignored (the program's convention).
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    workers: set[int] = set()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and len(workers) < 2:
-        time.sleep(0.2)
-        workers = _children(proc.pid)
-    assert workers, "no worker started"
-    time.sleep(0.5)
+    workers = started_workers(proc)
     proc.send_signal(sig)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == (130 if sig == signal.SIGINT else 128 + sig)

@@ -227,8 +227,9 @@ WorkersOpt = Annotated[
     int | None,
     typer.Option(
         "--workers",
-        help="Simulations run at once on a local process pool (default: the machine's cores; "
-        "1 runs them in this process). The results do not depend on it.",
+        help="Tasks (simulations; a large sweep's chunks) run at once on a local process "
+        "pool (default: the machine's cores; 1 runs them in this process). The results do not "
+        "depend on it.",
         show_default=False,
     ),
 ]
@@ -236,9 +237,9 @@ RayOpt = Annotated[
     str | None,
     typer.Option(
         "--ray",
-        help="Run the simulations on a Ray cluster: its address (ray://HEAD:10001 or "
+        help="Run the tasks on a Ray cluster: its address (ray://HEAD:10001 or "
         "HEAD:6379), 'auto' (the cluster this machine belongs to) or 'local' (start one here "
-        "with --workers CPUs). Needs pip install 'dualpath-plan[ray]'.",
+        "with --workers CPUs). Needs pip install 'dualpath-plan\\[ray]'.",
         show_default=False,
     ),
 ]

@@ -12,7 +12,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 from dualpath_plan.cli.common import (
     JsonOpt,
     ProfilesOpt,
+    RayOpt,
     SetOpt,
+    WorkersOpt,
     load_registry,
     print_json,
     refuse_overwrites,
@@ -32,6 +34,7 @@ from dualpath_plan.outcomes.sweep import (
     check_grid,
     parse_axis,
     run_sweep,
+    sweep_tasks,
 )
 from dualpath_plan.physics.modes import parse_modes
 from dualpath_plan.reports import sweep as report
@@ -79,7 +82,7 @@ def sweep(
         typer.Option(
             "--chunk",
             help="Points evaluated at once, 1 to 5,000,000 (bounds memory: about 150 bytes a "
-            "point).",
+            "point, in each worker).",
         ),
     ] = 200_000,
     top: Annotated[int, typer.Option("--top", help="Best points per mode in the summary.")] = 1,
@@ -112,13 +115,18 @@ def sweep(
         ),
     ] = None,
     as_json: JsonOpt = False,
+    workers: WorkersOpt = None,
+    ray: RayOpt = None,
     profiles: ProfilesOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Evaluate a grid of scenarios with the vectorized closed form, in chunks, with a progress
     bar on stderr; print a summary (each mode's best point by the objective, the share of the
     grid each set of links binds, why infeasible points are) and, with --out, every point
-    (an infeasible point's reason in the column 'reason')."""
+    (an infeasible point's reason in the column 'reason'). A grid of more than one task (a
+    chunk's points, at most 16 combinations of profile values) runs on --workers processes
+    (default the machine's cores; with --out, this process unless --workers or --ray is
+    given); with --ray, on a Ray cluster. The output does not depend on where it runs."""
     axes = [parse_axis(g) for g in grid]
     _refuse_axis_and_option(spec, axes)
     modes = parse_modes(mode)
@@ -143,8 +151,30 @@ def sweep(
         extra.append("read_share")
     refuse_overwrites({"--out": out}, registry, workloads=[registry.workload(spec.workload)])
     err = Console(stderr=True)
-    # Just before the try whose finally closes it: the writer's temporary file exists now.
-    writer = report.PointWriter(out, extra) if out else None
+    chunk = chunk if solver == "closed" else min(chunk, 1000)
+    # Workers for a grid of more than one task, or on Ray where --ray asks (started here,
+    # before the writer's thread and the progress bar's: a worker is a copy of this process);
+    # run_sweep closes them. With --out, unless --workers or --ray asks for them, none: this
+    # process already runs on two cores there (its writer's thread formats a chunk while the
+    # next is evaluated), and its rows sent back from workers cost more than the workers
+    # save on a machine of two (the profile sweep of bench/bench_sweep.py: 2.9 to 3.1 s in
+    # this process, 3.7 to 4.0 s on two workers; docs/model.md section 10b).
+    from dualpath_plan.outcomes.executor import InProcess, LocalPool, make_executor
+
+    alone = out is not None and workers is None and ray is None
+    one = (sweep_tasks(axes, spec, cfg, chunk) <= 1 or alone) and ray is None
+    executor = make_executor(workers, ray)  # --workers checked whatever the grid
+    if one and not isinstance(executor, InProcess):
+        executor.close(cancel=False)  # (a pool not started yet: nothing to end)
+        executor = InProcess()
+    try:
+        if isinstance(executor, LocalPool):
+            executor.start()
+        # Just before the try whose finally closes it: the writer's temporary file exists.
+        writer = report.PointWriter(out, extra) if out else None
+    except BaseException:
+        executor.close(cancel=True)
+        raise
     try:
         with Progress(
             "[progress.description]{task.description}",
@@ -163,13 +193,14 @@ def sweep(
                 modes,
                 cfg,
                 objective=objective,
-                chunk=chunk if solver == "closed" else min(chunk, 1000),
+                chunk=chunk,
                 top=top,
                 on_chunk=writer.write if writer else None,
                 progress=lambda n: bar.advance(task, n * len(modes)),
                 solver=solver,
                 max_points=max_points,
                 aps=aps,
+                executor=None if isinstance(executor, InProcess) else executor,
             )
     finally:
         if writer:

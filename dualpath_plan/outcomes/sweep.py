@@ -11,12 +11,14 @@ bounds)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator
+import pickle
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -61,6 +63,9 @@ from dualpath_plan.scenario.bundle import ProfileCache, Scenario
 from dualpath_plan.scenario.feasibility import check_decode_fits
 from dualpath_plan.scenario.spec import MAX_AGENTS, MAX_SIDE_NODES, ScenarioSpec
 from dualpath_plan.solvers.closed_form import mask_names
+
+if TYPE_CHECKING:  # a sweep in one process loads no executor (tests/test_cold_start.py)
+    from dualpath_plan.outcomes.executor import Executor
 
 VECTOR_AXES = ("P", "D", "agents")
 MAX_AXIS_POINTS = 10_000_000
@@ -339,6 +344,29 @@ class SweepSummary:
         """A chunk's points (point numbers rising along it). Why a point is infeasible comes
         from ``rows["reason"]``, or from ``reason(i)`` for the chunk's point i when the rows
         have none (asked only for a mode's first infeasible point)."""
+        mode, candidates = self.tally(rows, reason)
+        part = self.modes[mode]
+        # A point ranked at or below the last of ``top`` points kept would be dropped (ties
+        # keep the earlier point): its row is not built.
+        last = self._key(part.best[-1]) if len(part.best) >= self.top else None
+        for rank, i in candidates:
+            if last is not None and rank >= last:
+                continue
+            part.best.append(best_row(rows, i))
+        part.best = sorted(part.best, key=self._key)[: self.top]
+
+    def _key(self, row: dict[str, float | str]) -> tuple[float, int]:
+        """A best point's rank: its objective (lower ranks first) and its point number."""
+        sign = 1.0 if lower_is_better(self.objective) else -1.0  # type: ignore[arg-type]
+        return sign * float(row[self.objective]), int(row["point"])
+
+    def tally(
+        self, rows: dict[str, np.ndarray], reason: Callable[[int], str] | None = None
+    ) -> tuple[str, list[tuple[tuple[float, int], int]]]:
+        """A chunk's points counted (``add``'s, but its best rows) and its mode, with the
+        chunk's candidates for the best: the ranks (``_key``) and indices of the points
+        ranked above its ``top``-th and the first at it, in that order (any of the mode's
+        best points in the end is one of its chunk's candidates)."""
         objective = self.objective
         mode = str(np.asarray(rows["mode"])[()])
         part = self.modes.setdefault(mode, ModeSummary())
@@ -359,7 +387,7 @@ class SweepSummary:
                     else reason(first)
                 )  # fmt: skip
         if not n_ok:
-            return
+            return mode, []
         sign = 1.0 if lower_is_better(objective) else -1.0  # type: ignore[arg-type]  # lower rank is better
         rank = np.where(ok, sign * rows[objective], np.inf)
         n_best = min(self.top, rank.size)
@@ -372,21 +400,31 @@ class SweepSummary:
         # above the least.
         better = np.flatnonzero((rank < threshold) & ok) if n_best > 1 else np.zeros(0, int)
         tied = np.flatnonzero((rank == threshold) & ok)[: max(self.top - better.size, 0)]
+        return mode, [
+            ((float(rank[i]), int(rows["point"][i])), i)
+            for i in np.concatenate([better, tied]).tolist()
+        ]
 
-        def key(r: dict[str, float | str]) -> tuple[float, int]:
-            return sign * float(r[objective]), int(r["point"])
-
-        # A point ranked at or below the last of ``top`` points kept would be dropped (ties
-        # keep the earlier point): its row is not built.
-        last = key(part.best[-1]) if len(part.best) >= self.top else None
-        for i in np.concatenate([better, tied]).tolist():
-            if last is not None and (float(rank[i]), int(rows["point"][i])) >= last:
-                continue
-            row = _row(rows, i)
-            row.pop("feasible")
-            row.pop("reason", None)
-            part.best.append(row)  # type: ignore[arg-type]
-        part.best = sorted(part.best, key=key)[: self.top]
+    def merge(self, other: SweepSummary) -> None:
+        """Add the summary of later chunks of the grid (a parallel sweep's task): the same
+        summary as adding their rows chunk by chunk. Counts add; the labels and modes first
+        met in ``other`` follow this one's; a mode's best points are the best of both, ties
+        to the lower point number (what ``add`` keeps: every point's key differs by its
+        number); its first infeasible point the lower of the two."""
+        self.points += other.points
+        self.feasible += other.feasible
+        for label, count in other.binding_counts.items():
+            self.binding_counts[label] = self.binding_counts.get(label, 0) + count
+        for mode, theirs in other.modes.items():
+            part = self.modes.setdefault(mode, ModeSummary())
+            part.points += theirs.points
+            part.feasible += theirs.feasible
+            if theirs.infeasible_point >= 0 and (
+                part.infeasible_point < 0 or theirs.infeasible_point < part.infeasible_point
+            ):
+                part.infeasible_point = theirs.infeasible_point
+                part.infeasible_reason = theirs.infeasible_reason
+            part.best = sorted(part.best + theirs.best, key=self._key)[: self.top]
 
     def _count_binding(self, rows: dict[str, np.ndarray], ok: np.ndarray) -> None:
         """How often each set of binding links binds, over the feasible points: counted once
@@ -501,11 +539,47 @@ def run_sweep(
     solver: str = "closed",
     max_points: int | None = None,
     aps: bool = False,
+    executor: Executor | None = None,
 ) -> SweepSummary:
     """Evaluate every grid point; ``on_chunk`` receives each chunk's columns (to write them),
     ``progress`` the number of points done. Returns the summary, per mode. ``aps``: also each
     point's online APS under the SLOs and what limits it (the model ``size`` uses; always with
-    the APS objective), computed once per P/D pair: it does not depend on the agents."""
+    the APS objective), computed once per P/D pair: it does not depend on the agents.
+
+    ``executor`` (outcomes/executor.py; None: in this process): where the chunks are
+    evaluated, in tasks of consecutive chunks of at most ``chunk`` points together, at most
+    ``TASKS_AHEAD`` per worker in flight; the chunks come back, and reach ``on_chunk`` and the
+    summary, in the grid's order, so the result is the same whatever runs them (each task
+    evaluates its chunks as this process would, and a task's summary of its chunks merges
+    into the whole one's exactly: ``SweepSummary.merge``). Closes the executor."""
+    try:
+        return _sweep(
+            registry, spec, axes, modes, cfg, objective, chunk, on_chunk, progress, top,
+            solver, max_points, aps, executor,
+        )  # fmt: skip
+    except BaseException:  # bad input before any task, an interrupt: the workers ended
+        if executor is not None:
+            executor.close(cancel=True)
+        raise
+
+
+def _sweep(
+    registry: Registry,
+    spec: ScenarioSpec,
+    axes: list[Axis],
+    modes: tuple[OutcomeMode, ...],
+    cfg: ServingConfig,
+    objective: str,
+    chunk: int,
+    on_chunk: Callable[[dict[str, np.ndarray]], None] | None,
+    progress: Callable[[int], None] | None,
+    top: int,
+    solver: str,
+    max_points: int | None,
+    aps: bool,
+    executor: Executor | None,
+) -> SweepSummary:
+    """``run_sweep``'s work, its arguments checked here."""
     objective = objective_of(objective, OBJECTIVES)
     aps = aps or objective == "aps"
     check_grid(axes, len(modes), max_points, solver)
@@ -515,61 +589,341 @@ def run_sweep(
             "are in memory at once: about 150 bytes a point)",
             field="--chunk",
         )
-    vector = {a.name: np.asarray(a.values) for a in axes if a.is_vector}
-    profile_axes = [a for a in axes if not a.is_vector]
-    p_vals = vector.get("P", np.asarray([float(spec.prefill_nodes)]))
-    d_vals = vector.get("D", np.asarray([float(spec.decode_nodes)]))
-    a_vals = vector.get("agents", np.asarray([float(cfg.agents)]))
+    p_vals, d_vals, a_vals = _vector_values(axes, spec, cfg)
     if spec.storage_capacity is not None or spec.storage_nodes is not None:
         spec = _store_agents(registry, spec, a_vals)
-    shape = (len(p_vals), len(d_vals), len(a_vals))
-    block = math.prod(shape)
+    job = SweepJob(
+        registry=registry,
+        spec=spec,
+        profile_axes=tuple(a for a in axes if not a.is_vector),
+        p_vals=p_vals,
+        d_vals=d_vals,
+        a_vals=a_vals,
+        modes=modes,
+        cfg=cfg,
+        chunk=chunk,
+        solver=solver,
+        aps=aps,
+        write=on_chunk is not None,
+        # Without rows to write, the summary ranks by its objective and reads the other
+        # columns only for a best point it keeps: the JCT (a Newton solve per point) waits
+        # until then.
+        lazy_jct=on_chunk is None and objective not in ("jct_s",),
+        objective=objective,
+        top=top,
+    )
     summary = SweepSummary(objective=objective, top=top)
-    # Each value's assignment parsed once; per combination the registry takes their merge and
-    # the scenario re-validates only the profiles whose kind's overrides changed.
-    sets = [[Overrides.parse([f"{a.name}={_fmt(v)}"]) for v in a.values] for a in profile_axes]
-    profiles = ProfileCache()
-    layouts: list[_Chunk] = []
-    reasons = _Reasons()
-    # Without rows to write, the summary ranks by its objective and reads the other columns
-    # only for a best point it keeps: the JCT (a Newton solve per point) waits until then.
-    lazy_jct = on_chunk is None and objective not in ("jct_s",)
-    for c, index in enumerate(itertools.product(*[range(a.values.size) for a in profile_axes])):
-        combo = [a.values[i] for a, i in zip(profile_axes, index, strict=True)]
-        overrides = registry.overrides
-        for axis_sets, i in zip(sets, index, strict=True):
-            overrides = overrides.merged(axis_sets[i])
-        reg = replace(registry, overrides=overrides)
-        try:
-            sc = Scenario.from_spec(reg, spec, profiles)
-        except PlanInputError as exc:
-            raise _at_combination(exc, profile_axes, combo) from None
-        chunks: Iterable[_Chunk] = layouts or (
-            _chunk(start, min(chunk, block - start), shape, p_vals, d_vals, a_vals)
-            for start in range(0, block, chunk)
-        )
-        if block <= chunk:  # one chunk a block: laid out once, for every combination
-            chunks = layouts = layouts or list(chunks)
-        for idx, P, D, local, agents, grid in chunks:
-            for k, mode in enumerate(modes):
-                rows = _evaluate_chunk(
-                    sc, mode, cfg, P, D, agents, solver, local, aps, grid, lazy_jct
-                )
-                rows["point"] = (c * len(modes) + k) * block + idx
-                for a, v in zip(profile_axes, combo, strict=True):
-                    rows[a.name] = np.full(idx.size, v)
+    if executor is not None:  # the caller's: loaded already
+        from dualpath_plan.outcomes.executor import InProcess, run_ordered
+    if executor is None or isinstance(executor, InProcess):
+        if executor is not None:
+            executor.close(cancel=False)  # nothing to release: one process
+        state = _SweepState(job)
+        for item in job.items():
+            for rows, reason in state.rows(item):
+                summary.add(rows, reason)
                 if on_chunk is not None:
-                    rows["reason"] = _reasons(
-                        sc, mode, cfg, P, D, local, rows["feasible"], reasons, rows["_assembled"]
-                    )
-                    summary.add(rows)
                     on_chunk(rows)
-                else:  # the summary needs the reason of a mode's first infeasible point only
-                    at = functools.partial(_point_reason, sc, mode, cfg, P, D, local, reasons)
-                    summary.add(rows, at)
             if progress is not None:
-                progress(idx.size)
+                progress(job.item_points(item))
+        return summary
+    payload = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+    token = uuid.uuid4().hex
+    args = ((token, payload, items) for items in job.tasks())
+    window = max(1, TASKS_AHEAD * executor.workers)
+    # The stream closes the executor when it ends (its workers cancelled where the sweep
+    # stops early); run_sweep, where it stops before the stream began.
+    stream = run_ordered(executor, sweep_task, args, job.describe, window)
+    best = _Candidates(top)
+    with contextlib.closing(stream) as done:
+        for points, result in done:
+            if isinstance(result, PlanInputError):  # the first bad combination, as alone
+                raise result
+            if isinstance(result, tuple):  # the task's counts and its best points' places
+                summary.merge(result[0])
+                best.merge(result[1])
+            else:
+                for rows in result:
+                    summary.add(rows)
+                    if on_chunk is not None:
+                        on_chunk(rows)
+            if progress is not None:
+                progress(points)
+    # The best points' rows, from their chunks evaluated here again (as the sweep in one
+    # process builds them: a row's lazy JCT computed for these chunks alone).
+    if best.by_mode:
+        state = _SweepState(job)
+        for item, wanted in best.chunks().items():
+            for rows, _ in state.rows(item):
+                mode = str(np.asarray(rows["mode"])[()])
+                for i in wanted.get(mode, ()):
+                    summary.modes[mode].best.append(best_row(rows, i))
+        for part in summary.modes.values():
+            part.best = sorted(part.best, key=summary._key)[:top]
     return summary
+
+
+class _Candidates:
+    """A parallel sweep's best points by their places, each mode's ``top`` by rank: the rank
+    (``SweepSummary._key``), the chunk (its item) and the point's index in it. Their rows are
+    built once the whole grid is ranked, so that a worker builds none (a row reads the chunk's
+    offline JCT, the costliest column, which the sweep computes only for a row)."""
+
+    def __init__(self, top: int) -> None:
+        self.top = top
+        self.by_mode: dict[str, list[tuple[tuple[float, int], _Item, int]]] = {}
+
+    def add(self, mode: str, found: list[tuple[tuple[float, int], int]], item: _Item) -> None:
+        self.merge({mode: [(rank, item, i) for rank, i in found]})
+
+    def merge(self, other: dict[str, list[tuple[tuple[float, int], _Item, int]]]) -> None:
+        for mode, found in other.items():
+            kept = self.by_mode.setdefault(mode, [])
+            kept.extend(found)
+            kept.sort()  # ranks differ: every point's number does
+            del kept[self.top :]
+
+    def chunks(self) -> dict[_Item, dict[str, list[int]]]:
+        """The chunks the best points are in, in the grid's order: per mode their indices."""
+        out: dict[_Item, dict[str, list[int]]] = {}
+        for mode, kept in self.by_mode.items():
+            for _, item, i in kept:
+                out.setdefault(item, {}).setdefault(mode, []).append(i)
+        return dict(sorted(out.items()))
+
+
+def _vector_values(
+    axes: list[Axis], spec: ScenarioSpec, cfg: ServingConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The P, D and agents values of a grid: its axes', or the spec's one value each."""
+    vector = {a.name: np.asarray(a.values) for a in axes if a.is_vector}
+    return (
+        vector.get("P", np.asarray([float(spec.prefill_nodes)])),
+        vector.get("D", np.asarray([float(spec.decode_nodes)])),
+        vector.get("agents", np.asarray([float(cfg.agents)])),
+    )
+
+
+def sweep_tasks(axes: list[Axis], spec: ScenarioSpec, cfg: ServingConfig, chunk: int) -> int:
+    """The tasks a parallel sweep of this grid runs (``SweepJob.tasks``): with one, workers
+    would only add their start to the sweep's time. A chunk ``run_sweep`` refuses counts as
+    one task (its refusal is the sweep's)."""
+    if not 1 <= chunk <= MAX_CHUNK:
+        return 1
+    combos = math.prod(a.values.size for a in axes if not a.is_vector)
+    block = math.prod(v.size for v in _vector_values(axes, spec, cfg))
+    chunks = -(-block // chunk)
+    if chunks > 1:  # a task per chunk
+        return combos * chunks
+    per_task = max(1, min(COMBINATIONS_PER_TASK, chunk // block))
+    return -(-combos // per_task)
+
+
+# Tasks in flight per worker of a parallel sweep: one running and one waiting, so that a
+# worker never idles while the parent takes a result in; each holds at most a chunk's points
+# (about 150 bytes a point, pickled) until the grid's order reaches it.
+TASKS_AHEAD = 2
+
+# Combinations of profile values in one task at most: each builds its scenario and assembles
+# its block, about 2.5 ms of Python whatever the block's size (bench/bench_sweep.py's profile
+# case), so 16 are a few tens of milliseconds, long beside what a task costs to send.
+COMBINATIONS_PER_TASK = 16
+
+# A work item of a sweep: a combination of profile values (its index in the grid's order) and
+# the start of one chunk of its P x D x agents block.
+_Item = tuple[int, int]
+
+
+@dataclass(frozen=True, eq=False)
+class SweepJob:
+    """What every chunk of one sweep is evaluated from, in this process or pickled to a
+    worker (some kilobytes: the registry with its overrides and the profiles it has read; a
+    profile it has not read yet it reads where it runs, from the same path)."""
+
+    registry: Registry
+    spec: ScenarioSpec
+    profile_axes: tuple[Axis, ...]
+    p_vals: np.ndarray
+    d_vals: np.ndarray
+    a_vals: np.ndarray
+    modes: tuple[OutcomeMode, ...]
+    cfg: ServingConfig
+    chunk: int
+    solver: str
+    aps: bool
+    write: bool
+    lazy_jct: bool
+    objective: str
+    top: int
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (len(self.p_vals), len(self.d_vals), len(self.a_vals))
+
+    @property
+    def block(self) -> int:
+        """Points of one combination of profile values: its P x D x agents block."""
+        return math.prod(self.shape)
+
+    def items(self) -> Iterator[_Item]:
+        """Every chunk of the grid, in its order: combinations, then chunks of each block."""
+        combos = math.prod(a.values.size for a in self.profile_axes)
+        for c in range(combos):
+            for start in range(0, self.block, self.chunk):
+                yield c, start
+
+    def item_points(self, item: _Item) -> int:
+        return min(self.chunk, self.block - item[1])
+
+    def tasks(self) -> Iterator[list[_Item]]:
+        """The items in runs of consecutive ones, each run at most ``chunk`` points (a task's
+        rows take no more memory than a chunk) and at most ``COMBINATIONS_PER_TASK``
+        combinations (a grid of many small blocks still spreads over the workers)."""
+        run: list[_Item] = []
+        points = 0
+        for item in self.items():
+            n = self.item_points(item)
+            if run and (points + n > self.chunk or item[0] - run[0][0] >= COMBINATIONS_PER_TASK):
+                yield run
+                run, points = [], 0
+            run.append(item)
+            points += n
+        if run:
+            yield run
+
+    def combination(self, c: int) -> list[float]:
+        """The profile values of combination ``c``, one per profile axis (the last fastest)."""
+        sizes = [a.values.size for a in self.profile_axes]
+        index = np.unravel_index(c, sizes) if sizes else ()
+        return [a.values[int(i)] for a, i in zip(self.profile_axes, index, strict=True)]
+
+    def describe(self, arg: tuple[str, bytes, list[_Item]]) -> str:
+        """A task's inputs, as a failure names them: its first and last combinations."""
+        items = arg[2]
+        first, last = self.combination(items[0][0]), self.combination(items[-1][0])
+        where = [" ".join(f"{a.name}={_fmt(v)}" for a, v in zip(self.profile_axes, combo,
+                 strict=True)) for combo in (first, last)]  # fmt: skip
+        span = where[0] if where[0] == where[1] else f"{where[0]} to {where[1]}"
+        return f"sweep points of {span}" if span else "sweep points"
+
+
+class _SweepState:
+    """What evaluating a sweep's chunks keeps from chunk to chunk in one process: each profile
+    axis value's parsed assignment, the profiles validated, the block's chunk layouts (one per
+    chunk, the same for every combination), the reasons already found and the scenario of
+    the combination last built."""
+
+    def __init__(self, job: SweepJob) -> None:
+        self.job = job
+        # Each value's assignment parsed once; per combination the registry takes their merge
+        # and the scenario re-validates only the profiles whose kind's overrides changed.
+        self.sets = [
+            [Overrides.parse([f"{a.name}={_fmt(v)}"]) for v in a.values] for a in job.profile_axes
+        ]
+        self.profiles = ProfileCache()
+        self.layouts: dict[int, _Chunk] = {}
+        self.reasons = _Reasons()
+        self.built: tuple[int, Scenario] | None = None
+
+    def scenario(self, c: int) -> Scenario:
+        """The scenario of combination ``c``, built once while its chunks are evaluated."""
+        if self.built is not None and self.built[0] == c:
+            return self.built[1]
+        job = self.job
+        sizes = [a.values.size for a in job.profile_axes]
+        index = [int(i) for i in np.unravel_index(c, sizes)] if sizes else []
+        overrides = job.registry.overrides
+        for axis_sets, i in zip(self.sets, index, strict=True):
+            overrides = overrides.merged(axis_sets[i])
+        reg = replace(job.registry, overrides=overrides)
+        try:
+            sc = Scenario.from_spec(reg, job.spec, self.profiles)
+        except PlanInputError as exc:
+            raise _at_combination(exc, list(job.profile_axes), job.combination(c)) from None
+        self.built = (c, sc)
+        return sc
+
+    def layout(self, start: int) -> _Chunk:
+        """The layout of the chunk from ``start``: kept where a block is one chunk (the same
+        for every combination), laid out again each time otherwise (a large block's layouts
+        would take the memory its chunks bound)."""
+        found = self.layouts.get(start)
+        if found is None:
+            job = self.job
+            found = _chunk(
+                start, job.item_points((0, start)), job.shape, job.p_vals, job.d_vals, job.a_vals
+            )
+            if job.block <= job.chunk:
+                self.layouts[start] = found
+        return found
+
+    def rows(
+        self, item: _Item
+    ) -> Iterator[tuple[dict[str, np.ndarray], Callable[[int], str] | None]]:
+        """One chunk's rows per mode, and (with no rows to write) how to say why its point i
+        is infeasible: the summary asks that of a mode's first infeasible point only."""
+        job = self.job
+        c, start = item
+        sc = self.scenario(c)
+        idx, P, D, local, agents, grid = self.layout(start)
+        combo = job.combination(c)
+        modes = job.modes
+        for k, mode in enumerate(modes):
+            rows = _evaluate_chunk(
+                sc, mode, job.cfg, P, D, agents, job.solver, local, job.aps, grid, job.lazy_jct
+            )
+            rows["point"] = (c * len(modes) + k) * job.block + idx
+            for a, v in zip(job.profile_axes, combo, strict=True):
+                rows[a.name] = np.full(idx.size, v)
+            if job.write:
+                rows["reason"] = _reasons(
+                    sc, mode, job.cfg, P, D, local, rows["feasible"], self.reasons,
+                    rows["_assembled"],
+                )  # fmt: skip
+                yield rows, None
+            else:
+                at = functools.partial(_point_reason, sc, mode, job.cfg, P, D, local, self.reasons)
+                yield rows, at
+
+
+# A worker's state for the sweep it last ran a task of (by the sweep's token): the profiles it
+# read and the layouts it laid out serve that sweep's next task on the same worker.
+_WORKER_STATE: dict[str, _SweepState] = {}
+
+
+_TaskResult = (
+    list[dict[str, np.ndarray]]
+    | tuple[SweepSummary, dict[str, list[tuple[tuple[float, int], _Item, int]]]]
+    | PlanInputError
+)
+
+
+def sweep_task(arg: tuple[str, bytes, list[_Item]]) -> tuple[int, _TaskResult]:
+    """One task of a parallel sweep, run on a worker: the points of its chunks' blocks (as
+    ``progress`` counts them, per mode) and its chunks' rows (a sweep with ``on_chunk``) or
+    their summary without best rows and the places of their best points (one without: the
+    parent builds the rows of the best of all), or the bad input a combination of profile
+    values makes (returned, not raised: the parent raises the first in the grid's order, as
+    the sweep in one process does, and bad input is not a failed task to retry)."""
+    token, payload, items = arg
+    state = _WORKER_STATE.get(token)
+    if state is None:
+        _WORKER_STATE.clear()
+        state = _WORKER_STATE[token] = _SweepState(pickle.loads(payload))
+    job = state.job
+    points = sum(job.item_points(item) for item in items)
+    try:
+        if job.write:
+            return points, [rows for item in items for rows, _ in state.rows(item)]
+        part = SweepSummary(objective=job.objective, top=job.top)
+        best = _Candidates(job.top)
+        for item in items:
+            for rows, reason in state.rows(item):
+                mode, found = part.tally(rows, reason)
+                best.add(mode, found, item)
+        return points, (part, best.by_mode)
+    except PlanInputError as exc:
+        return points, exc
 
 
 def _store_agents(registry: Registry, spec: ScenarioSpec, agents: np.ndarray) -> ScenarioSpec:
@@ -1168,6 +1522,15 @@ def _reason(sc: Scenario, mode: OutcomeMode, cfg: ServingConfig, p: int, d: int)
     except InfeasibleError as exc:
         return exc.detail
     return "infeasible"  # not reached: the sweep's feasibility is evaluate_mode's
+
+
+def best_row(rows: dict[str, np.ndarray], i: int) -> dict[str, float | str]:
+    """Point i of a chunk as one of a mode's best points: its row, but its feasibility and
+    reason."""
+    row = _row(rows, i)
+    row.pop("feasible")
+    row.pop("reason", None)
+    return row  # type: ignore[return-value]
 
 
 def _row(rows: dict[str, np.ndarray], k: int) -> dict[str, object]:
