@@ -1,6 +1,6 @@
 """Benchmark: the sweep end to end, against the same run's ``np.multiply`` element rate.
 
-    python bench/bench_sweep.py [--runs 1] [--case NAME ...]
+    python bench/bench_sweep.py [--runs 1] [--case NAME ...] [--workers N]
 
 Each case runs ``dualpath-plan sweep``'s library entry (``run_sweep``: profiles loaded, grid
 expanded, every point evaluated, the summary; with ``--out`` every point written) in a child
@@ -11,7 +11,10 @@ that element rate says how a sweep does on a machine independently of the machin
 ``profile`` and a file case, the file case's rate over ``profile``'s (also by the child's CPU
 time, which other processes on the machine disturb less than the wall clock) and what writing
 adds per point. A file case says which writer wrote it: the compiled one (``_rowtext``, where
-the install built it) or NumPy's (``DUALPATH_PLAN_PURE_WRITER=1`` asks for it).
+the install built it) or NumPy's (``DUALPATH_PLAN_PURE_WRITER=1`` asks for it). ``--workers
+N`` (N > 1) runs each case's chunks on a local process pool of N workers (``run_sweep``'s
+``executor``, as ``sweep --workers N``; started before the clock, as the CLI starts it before
+the sweep); the default, one, in the child itself.
 
 Cases (the default spec: DeepSeek-V3.2, dualpath-hopper, paper-64k, dualpath mode):
 - ``pda``: P=1:100, D=1:100, agents=1:400, 4 million points;
@@ -52,14 +55,19 @@ CASES: dict[str, tuple[tuple[str, ...], str | None]] = {
 CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-grid, out = json.loads(sys.argv[1]), sys.argv[2] or None
+grid, out, workers = json.loads(sys.argv[1]), sys.argv[2] or None, int(sys.argv[3])
 t = time.perf_counter()
+from dualpath_plan.outcomes.executor import LocalPool
 from dualpath_plan.outcomes.sweep import grid_size, parse_axis, run_sweep
 from dualpath_plan.profiles.registry import Registry
 from dualpath_plan.reports.sweep import PointWriter
 from dualpath_plan.reports.text_columns import rowtext
 from dualpath_plan.scenario.spec import DEFAULT_SPEC
 t_import = time.perf_counter() - t
+executor = None
+if workers > 1:
+    executor = LocalPool(workers)
+    executor.start()
 t = time.perf_counter()
 cpu = time.process_time()
 axes = [parse_axis(g) for g in grid]
@@ -67,7 +75,7 @@ writer = PointWriter(Path(out), [a.name for a in axes if not a.is_vector]) if ou
 try:
     run_sweep(
         Registry.load(), DEFAULT_SPEC, axes, ("dualpath",), DEFAULT_SPEC.serving,
-        on_chunk=writer.write if writer else None,
+        on_chunk=writer.write if writer else None, executor=executor,
     )
 finally:
     if writer:
@@ -93,12 +101,12 @@ def multiply_rate(n: int = 100_000, repeats: int = 2000) -> float:
     return n * repeats / best
 
 
-def run_case(name: str) -> dict[str, Any]:
+def run_case(name: str, workers: int = 1) -> dict[str, Any]:
     grid, suffix = CASES[name]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, f"points{suffix}") if suffix else ""
         res = subprocess.run(
-            [sys.executable, "-c", CHILD, json.dumps(grid), out],
+            [sys.executable, "-c", CHILD, json.dumps(grid), out, str(workers)],
             check=True,
             capture_output=True,
             text=True,
@@ -115,11 +123,13 @@ def main() -> None:
     parser.add_argument(
         "--case", action="append", choices=list(CASES), help="default: every case but big"
     )
+    parser.add_argument("--workers", type=int, default=1, help="the sweep's workers")
     args = parser.parse_args()
     names = args.case or [c for c in CASES if c != "big"]
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, NumPy {np.__version__}"
+        + (f"; each sweep on {args.workers} workers" if args.workers > 1 else "")
     )
     for run in range(args.runs):
         ref = multiply_rate()
@@ -127,7 +137,7 @@ def main() -> None:
         rates: dict[str, float] = {}
         results: dict[str, dict[str, Any]] = {}
         for name in names:
-            r = run_case(name)
+            r = run_case(name, args.workers)
             rate = r["points"] / r["seconds"]
             rates[name] = rate
             results[name] = r
