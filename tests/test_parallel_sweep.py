@@ -127,6 +127,29 @@ def test_the_tasks_are_counted_as_they_are_made(
     assert all(sum(job.item_points(i) for i in t) <= chunk or len(t) == 1 for t in tasks)
 
 
+def test_a_task_is_named_by_its_points() -> None:
+    def job(*grid: str, chunk: int) -> SweepJob:
+        axes = [parse_axis(g) for g in grid]
+        vec = {a.name: a.values for a in axes if a.is_vector}
+        return SweepJob(
+            registry=None, spec=DEFAULT_SPEC,  # type: ignore[arg-type]
+            profile_axes=tuple(a for a in axes if not a.is_vector), p_vals=vec["P"],
+            d_vals=vec["D"], a_vals=vec["agents"], modes=("dualpath",),
+            cfg=DEFAULT_SPEC.serving, chunk=chunk, solver="closed", aps=False, write=False,
+            lazy_jct=True, objective="throughput_per_gpu", top=1,
+        )  # fmt: skip
+
+    big = job("P=1:10", "D=1:10", "agents=1:10", chunk=300)
+    tasks = list(big.tasks())
+    assert (
+        big.describe(("", b"", tasks[1]))
+        == "sweep, points 300 to 599 of the 1,000 of P x D x agents"
+    )
+    grid = job("P=1:2", "D=1:2", "agents=1", "node.snic_gbit_s=100,200,400", chunk=8)
+    (first, *_) = grid.tasks()
+    assert grid.describe(("", b"", first)) == "sweep, node.snic_gbit_s=100 to node.snic_gbit_s=200"
+
+
 class _Counting:
     """An in-process executor that runs a task when it is waited for and counts the tasks
     submitted ahead of the results taken."""

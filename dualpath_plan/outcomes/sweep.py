@@ -798,13 +798,19 @@ class SweepJob:
         return [a.values[int(i)] for a, i in zip(self.profile_axes, index, strict=True)]
 
     def describe(self, arg: tuple[str, bytes, list[_Item]]) -> str:
-        """A task's inputs, as a failure names them: its first and last combinations."""
+        """A task's inputs, as a failure names them: its first and last combinations of
+        profile values and, where it is part of a block, the block's points it evaluates
+        (counted from 0 in the P x D x agents order, agents fastest)."""
         items = arg[2]
         first, last = self.combination(items[0][0]), self.combination(items[-1][0])
         where = [" ".join(f"{a.name}={_fmt(v)}" for a, v in zip(self.profile_axes, combo,
                  strict=True)) for combo in (first, last)]  # fmt: skip
         span = where[0] if where[0] == where[1] else f"{where[0]} to {where[1]}"
-        return f"sweep points of {span}" if span else "sweep points"
+        start, end = items[0][1], items[-1][1] + self.item_points(items[-1]) - 1
+        if len(items) == 1 and (start, end) != (0, self.block - 1):
+            block = f"points {start:,} to {end:,} of the {self.block:,} of P x D x agents"
+            span = f"{span}, {block}" if span else block
+        return f"sweep, {span}" if span else "sweep"
 
 
 class _SweepState:
