@@ -206,6 +206,25 @@ def test_cli_sweep_is_the_same_on_workers(cli, tmp_path: Path) -> None:
     assert outs[0] == outs[1]
 
 
+def test_workers_that_cannot_start(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no process is to be had (a process limit), the default runs in one process, the
+    same output; asked-for workers are one error line, exit 1."""
+    grid = [x for g in GRID for x in ("--grid", g)]
+    alone = cli("sweep", *grid, "--chunk", "150", "--workers", "1", "--json")
+
+    def refused(self: ex.LocalPool) -> None:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(ex.LocalPool, "start", refused)
+    default = cli("sweep", *grid, "--chunk", "150", "--json")
+    assert (default.code, default.out) == (0, alone.out)
+    asked = cli("sweep", *grid, "--chunk", "150", "--workers", "2", "--json")
+    assert asked.code == 1 and asked.out == ""
+    assert asked.err.strip() == (
+        "error: cannot start 2 workers: [Errno 11] Resource temporarily unavailable"
+    )
+
+
 def test_a_local_ray_instance_sweeps_the_same(cli) -> None:
     pytest.importorskip("ray", reason="Ray is the optional 'ray' extra (in 'test' for CI)")
     grid = [x for g in GRID for x in ("--grid", g)]

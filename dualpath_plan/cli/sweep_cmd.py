@@ -21,7 +21,7 @@ from dualpath_plan.cli.common import (
     stdout,
 )
 from dualpath_plan.cli.options import given_flags, scenario_options
-from dualpath_plan.errors import PlanInputError
+from dualpath_plan.errors import PlanInputError, TaskFailedError
 from dualpath_plan.formatting import count
 from dualpath_plan.outcomes.objectives import objective_of
 from dualpath_plan.outcomes.online import APS_LIMITS
@@ -169,7 +169,13 @@ def sweep(
         executor = InProcess()
     try:
         if isinstance(executor, LocalPool):
-            executor.start()
+            try:
+                executor.start()
+            except (OSError, RuntimeError) as exc:  # no process to be had (a limit)
+                executor.close(cancel=True)
+                if workers is not None:
+                    raise TaskFailedError(f"cannot start {workers} workers: {exc}") from None
+                executor = InProcess()  # the default's: the same output, in one process
         # Just before the try whose finally closes it: the writer's temporary file exists.
         writer = report.PointWriter(out, extra) if out else None
     except BaseException:
