@@ -206,7 +206,7 @@ def sweep(
                 solver=solver,
                 max_points=max_points,
                 aps=aps,
-                executor=None if isinstance(executor, InProcess) else executor,
+                executor=executor,
             )
     finally:
         if writer:

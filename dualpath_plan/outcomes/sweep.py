@@ -553,17 +553,24 @@ def run_sweep(
     evaluates its chunks as this process would, and a task's summary of its chunks merges
     into the whole one's exactly: ``SweepSummary.merge``). Closes the executor."""
     try:
-        return _sweep(
-            registry, spec, axes, modes, cfg, objective, chunk, on_chunk, progress, top,
-            solver, max_points, aps, executor,
+        job = _sweep_job(
+            registry, spec, axes, modes, cfg, objective, chunk, on_chunk is not None, top,
+            solver, max_points, aps,
         )  # fmt: skip
-    except BaseException:  # bad input before any task, an interrupt: the workers ended
+        if executor is not None:  # the caller's: loaded already
+            from dualpath_plan.outcomes.executor import InProcess
+
+            if not isinstance(executor, InProcess):
+                return _sweep_on(executor, job, on_chunk, progress)
+            executor.close(cancel=False)  # nothing to release: one process
+        return _sweep_here(job, on_chunk, progress)
+    except BaseException:  # bad input, an interrupt: the workers ended
         if executor is not None:
             executor.close(cancel=True)
         raise
 
 
-def _sweep(
+def _sweep_job(
     registry: Registry,
     spec: ScenarioSpec,
     axes: list[Axis],
@@ -571,15 +578,13 @@ def _sweep(
     cfg: ServingConfig,
     objective: str,
     chunk: int,
-    on_chunk: Callable[[dict[str, np.ndarray]], None] | None,
-    progress: Callable[[int], None] | None,
+    write: bool,
     top: int,
     solver: str,
     max_points: int | None,
     aps: bool,
-    executor: Executor | None,
-) -> SweepSummary:
-    """``run_sweep``'s work, its arguments checked here."""
+) -> SweepJob:
+    """``run_sweep``'s arguments checked, as the job its chunks are evaluated from."""
     objective = objective_of(objective, OBJECTIVES)
     aps = aps or objective == "aps"
     check_grid(axes, len(modes), max_points, solver)
@@ -592,7 +597,7 @@ def _sweep(
     p_vals, d_vals, a_vals = _vector_values(axes, spec, cfg)
     if spec.storage_capacity is not None or spec.storage_nodes is not None:
         spec = _store_agents(registry, spec, a_vals)
-    job = SweepJob(
+    return SweepJob(
         registry=registry,
         spec=spec,
         profile_axes=tuple(a for a in axes if not a.is_vector),
@@ -604,29 +609,44 @@ def _sweep(
         chunk=chunk,
         solver=solver,
         aps=aps,
-        write=on_chunk is not None,
+        write=write,
         # Without rows to write, the summary ranks by its objective and reads the other
         # columns only for a best point it keeps: the JCT (a Newton solve per point) waits
         # until then.
-        lazy_jct=on_chunk is None and objective not in ("jct_s",),
+        lazy_jct=not write and objective not in ("jct_s",),
         objective=objective,
         top=top,
     )
-    summary = SweepSummary(objective=objective, top=top)
-    if executor is not None:  # the caller's: loaded already
-        from dualpath_plan.outcomes.executor import InProcess, run_ordered
-    if executor is None or isinstance(executor, InProcess):
-        if executor is not None:
-            executor.close(cancel=False)  # nothing to release: one process
-        state = _SweepState(job)
-        for item in job.items():
-            for rows, reason in state.rows(item):
-                summary.add(rows, reason)
-                if on_chunk is not None:
-                    on_chunk(rows)
-            if progress is not None:
-                progress(job.item_points(item))
-        return summary
+
+
+def _sweep_here(
+    job: SweepJob,
+    on_chunk: Callable[[dict[str, np.ndarray]], None] | None,
+    progress: Callable[[int], None] | None,
+) -> SweepSummary:
+    """The sweep in this process, chunk by chunk."""
+    summary = SweepSummary(objective=job.objective, top=job.top)
+    state = _SweepState(job)
+    for item in job.items():
+        for rows, reason in state.rows(item):
+            summary.add(rows, reason)
+            if on_chunk is not None:
+                on_chunk(rows)
+        if progress is not None:
+            progress(job.item_points(item))
+    return summary
+
+
+def _sweep_on(
+    executor: Executor,
+    job: SweepJob,
+    on_chunk: Callable[[dict[str, np.ndarray]], None] | None,
+    progress: Callable[[int], None] | None,
+) -> SweepSummary:
+    """The sweep's tasks on ``executor``, their results taken in the grid's order."""
+    from dualpath_plan.outcomes.executor import run_ordered
+
+    summary = SweepSummary(objective=job.objective, top=job.top)
     payload = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
     token = uuid.uuid4().hex
     args = ((token, payload, items) for items in job.tasks())
@@ -634,7 +654,7 @@ def _sweep(
     # The stream closes the executor when it ends (its workers cancelled where the sweep
     # stops early); run_sweep, where it stops before the stream began.
     stream = run_ordered(executor, sweep_task, args, job.describe, window)
-    best = _Candidates(top)
+    best = _Candidates(job.top)
     with contextlib.closing(stream) as done:
         for points, result in done:
             if isinstance(result, PlanInputError):  # the first bad combination, as alone
@@ -659,7 +679,7 @@ def _sweep(
                 for i in wanted.get(mode, ()):
                     summary.modes[mode].best.append(best_row(rows, i))
         for part in summary.modes.values():
-            part.best = sorted(part.best, key=summary._key)[:top]
+            part.best = sorted(part.best, key=summary._key)[: job.top]
     return summary
 
 
@@ -791,11 +811,14 @@ class SweepJob:
         if run:
             yield run
 
-    def combination(self, c: int) -> list[float]:
-        """The profile values of combination ``c``, one per profile axis (the last fastest)."""
+    def index(self, c: int) -> list[int]:
+        """Combination ``c``'s value on each profile axis, by its place (the last fastest)."""
         sizes = [a.values.size for a in self.profile_axes]
-        index = np.unravel_index(c, sizes) if sizes else ()
-        return [a.values[int(i)] for a, i in zip(self.profile_axes, index, strict=True)]
+        return [int(i) for i in np.unravel_index(c, sizes)] if sizes else []
+
+    def combination(self, c: int) -> list[float]:
+        """The profile values of combination ``c``, one per profile axis."""
+        return [a.values[i] for a, i in zip(self.profile_axes, self.index(c), strict=True)]
 
     def describe(self, arg: tuple[str, bytes, list[_Item]]) -> str:
         """A task's inputs, as a failure names them: its first and last combinations of
@@ -836,10 +859,8 @@ class _SweepState:
         if self.built is not None and self.built[0] == c:
             return self.built[1]
         job = self.job
-        sizes = [a.values.size for a in job.profile_axes]
-        index = [int(i) for i in np.unravel_index(c, sizes)] if sizes else []
         overrides = job.registry.overrides
-        for axis_sets, i in zip(self.sets, index, strict=True):
+        for axis_sets, i in zip(self.sets, job.index(c), strict=True):
             overrides = overrides.merged(axis_sets[i])
         reg = replace(job.registry, overrides=overrides)
         try:
