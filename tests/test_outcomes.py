@@ -538,6 +538,49 @@ def test_ramp_integral_is_the_every_point_form_bit_for_bit(seed, top, special) -
     )
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    piece=st.sampled_from([(0.0, 0.125), (0.125, 0.25), (0.5, 0.625), (0.875, 1.0), (0.3, 0.31)]),
+    special=st.booleans(),
+)
+def test_ramp_piece_is_the_integral_over_the_piece(seed, piece, special) -> None:
+    # _ramp_piece (one pass over [lo, hi], the offline JCT's ramp pieces) against the ramp
+    # integral to hi less the integral to lo (as the pieces were computed before), to rounding,
+    # every case (h throughout, g throughout, a crossing inside the piece or before it) drawn;
+    # zeros, infinities and NaN; and a midpoint quadrature.
+    from dualpath_plan.outcomes.serving import _ramp_integral, _ramp_piece
+
+    lo, hi = piece
+    rng = np.random.default_rng(seed)
+    n = rng.integers(1, 5000, (1, 1, 7)).astype(np.float64)
+    c = rng.uniform(0.1, 30.0, (1, 5, 1))
+    r = c * np.exp(rng.uniform(-1.0, 1.2, (4, 5, 7)) * np.log(n + 1.0))
+    if special:
+        r = r.copy()
+        r[0, 0, 0], r[1, 1, 0], r[2, 2, 0] = np.inf, np.nan, 0.0
+    got = _ramp_piece(n, r, c, lo, hi)
+    to_hi = _ramp_integral(n, r, c, hi)
+    with np.errstate(invalid="ignore"):
+        want = to_hi - (_ramp_integral(n, r, c, lo) if lo > 0 else 0.0)
+    assert got.shape == want.shape
+    # An infinite integrand (r = inf) is an infinite piece, where the difference was inf - inf.
+    infinite = np.isinf(to_hi)
+    assert np.all(got[infinite] == np.inf)
+    finite = np.isfinite(want)
+    assert np.array_equal(finite, np.isfinite(got))
+    assert np.array_equal(np.isnan(to_hi), np.isnan(got))
+    assert np.all(np.abs(got[finite] - want[finite]) <= 1e-12 * np.abs(to_hi[finite]) + 1e-300)
+    # The integrand at the midpoints of 20,000 slices of the piece, on a few points.
+    s = lo + (hi - lo) * (np.arange(20_000) + 0.5) / 20_000
+    for i in [(0, 1, 2), (3, 4, 6), (1, 2, 3)]:
+        ni, ri, ci = float(n[0, 0, i[2]]), float(r[i]), float(c[0, i[1], 0])
+        if not math.isfinite(ri):
+            continue
+        f = np.maximum(-ci * np.expm1(ni * np.log1p(-s)), ri * s)
+        assert float(got[i]) == pytest.approx(float(np.mean(f)) * (hi - lo), rel=1e-6)
+
+
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), spread=st.sampled_from([0.0, 0.3, 0.83, 1.0]))
 def test_ramp_pieces_at_once_are_piece_by_piece(seed, spread) -> None:

@@ -202,6 +202,7 @@ def offline_jct_s(
         if cycle_at is None or cycles is None:
             ramp = _ramp_integral(n, r, c, top)  # a new array of the full shape: scaled in place
         else:
+            # Each piece in one pass at its own cycle (``_ramp_piece``).
             ramp = np.zeros(total.shape)
             if at_once:
                 # Every piece at once, on a leading axis (each element as piece by piece).
@@ -209,20 +210,15 @@ def offline_jct_s(
                 lead = (RAMP_PIECES,) + (1,) * axes
                 sums = np.array([lo + hi for lo, hi in pieces]).reshape(lead)
                 cj = cycle_at(n * sums / 2)
-                above = _ramp_integral(n, r, cj, np.array(edges[1:]).reshape(lead))
-                inner = [j for j, (lo, _) in enumerate(pieces) if lo > 0]
-                lows = np.array([pieces[j][0] for j in inner]).reshape((len(inner), *lead[1:]))
-                below = _ramp_integral(n, r, cj[inner], lows)
+                lows = np.array([lo for lo, _ in pieces]).reshape(lead)
+                highs = np.array(edges[1:]).reshape(lead)
+                each = _ramp_piece(n, r, cj, lows, highs)
                 for j in range(RAMP_PIECES):  # summed in the pieces' order
-                    ramp += above[j]
-                    if j in inner:
-                        ramp -= below[inner.index(j)]
+                    ramp += each[j]
             else:
                 for lo, hi in pieces:
                     cj = next(cycles)
-                    ramp += _ramp_integral(n, r, cj, hi)
-                    if lo > 0:
-                        ramp -= _ramp_integral(n, r, cj, lo)
+                    ramp += _ramp_piece(n, r, cj, lo, hi)
         ramp *= counts.ramp_turns / top
         total += ramp
     return float(total) if total.ndim == 0 else total
@@ -357,33 +353,78 @@ def _ramp_integral(
         if cross.size == 0:
             return out
         na, ra, ca = (_flat_at(a, shape, cross) for a in (n, r, c))
-        one_top = np.ndim(top) == 0
-        ta = top if one_top else _flat_at(np.asarray(top), shape, cross)
-        # Start where h = c (or at the top), right of the root, where g - h < 0.
-        x = np.minimum(ta, ca / ra)
-        active: np.ndarray | None = None  # every point, on the first step
-        for _ in range(_NEWTON_MAX_STEPS):  # on the points not yet converged only
-            if active is None:
-                xa, nx, rx, cx, tx = x, na, ra, ca, ta
-            elif active.size == 0:
-                break
-            else:
-                xa, nx, rx, cx = x[active], na[active], ra[active], ca[active]
-                tx = ta if one_top else np.asarray(ta)[active]
-            gone = _no_agent_left(nx * np.log1p(-xa))
-            phi = cx * (1.0 - gone) - rx * xa
-            slope = cx * nx * gone / (1.0 - xa) - rx
-            step = np.where(slope < 0, phi / slope, 0.0)
-            # clip to [0, top]: the larger of x - step and 0, then the smaller of it and top
-            moved = np.minimum(np.maximum(xa - step, 0.0), tx)
-            going = np.abs(step) > 1e-13 + 1e-12 * moved
-            if active is None:
-                x, active = moved, np.flatnonzero(going)
-            else:
-                x[active] = moved
-                active = active[going]
+        ta = top if np.ndim(top) == 0 else _flat_at(np.asarray(top), shape, cross)
+        x = _crossing(na, ra, ca, 0.0, ta)
         g_x = ca * (x + np.expm1((na + 1) * np.log1p(-x)) / (na + 1))
         out.reshape(-1)[cross] = g_x + ra * (ta * ta - x * x) * 0.5  # a view: C-contiguous
+        return out
+
+
+def _crossing(n: np.ndarray, r: np.ndarray, c: np.ndarray, lo: Num, hi: Num) -> np.ndarray:
+    """Where g = c (1 - (1 - S)^n) crosses h = r S in [lo, hi], for points known to have
+    their crossing there (g above h at lo, below at hi): Newton's method from the right, from
+    where h = c (or from hi), where g - h < 0; each iterate clipped to [lo, hi]. ``lo`` and
+    ``hi``: numbers, or arrays of the points'."""
+    x = np.minimum(hi, c / r)
+    active: np.ndarray | None = None  # every point, on the first step
+    for _ in range(_NEWTON_MAX_STEPS):  # on the points not yet converged only
+        if active is None:
+            xa, nx, rx, cx, lx, hx = x, n, r, c, lo, hi
+        elif active.size == 0:
+            break
+        else:
+            xa, nx, rx, cx = x[active], n[active], r[active], c[active]
+            lx = lo if np.ndim(lo) == 0 else np.asarray(lo)[active]
+            hx = hi if np.ndim(hi) == 0 else np.asarray(hi)[active]
+        gone = _no_agent_left(nx * np.log1p(-xa))
+        phi = cx * (1.0 - gone) - rx * xa
+        slope = cx * nx * gone / (1.0 - xa) - rx
+        step = np.where(slope < 0, phi / slope, 0.0)
+        # clip to [lo, hi]: the larger of x - step and lo, then the smaller of it and hi
+        moved = np.minimum(np.maximum(xa - step, lx), hx)
+        going = np.abs(step) > 1e-13 + 1e-12 * moved
+        if active is None:
+            x, active = moved, np.flatnonzero(going)
+        else:
+            x[active] = moved
+            active = active[going]
+    return x
+
+
+def _ramp_piece(n: np.ndarray, r: np.ndarray, c: np.ndarray, lo: Num, hi: Num) -> np.ndarray:
+    """The integral over S from ``lo`` to ``hi`` (0 <= lo < hi <= 1; numbers, or arrays
+    broadcast with the others: the ramp's pieces at once on a leading axis) of max(g, h), g
+    and h as in ``_ramp_integral``, in one pass over the piece rather than as the integral to
+    hi less the integral to lo (the ramp's pieces, each at its own cycle c). g - h is concave
+    and 0 at S = 0, so on [lo, hi] it is h throughout where g starts below h (c n <= r) or
+    where g is already at most h at lo > 0; g throughout where g is still at
+    least h at hi; else g up to the crossing x, h after it: G(x) - G(lo) + r (hi^2 - x^2) / 2,
+    G(x) = c (x + expm1((n + 1) log1p(-x)) / (n + 1)). What depends on the agents and the
+    piece alone (g / c and G / c at lo and hi) is computed on them as given; the crossing's
+    terms only where there is one (``_crossing``)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        shape = np.broadcast(n, r, c, lo, hi).shape
+        below = c * n <= r
+        n1 = n + 1
+        unit_lo = lo + np.expm1(n1 * np.log1p(-lo)) / n1  # G(lo) / c
+        unit_hi = hi + np.expm1(n1 * np.log1p(-hi)) / n1
+        on_g = np.greater_equal(c * -np.expm1(n * np.log1p(-hi)), r * hi)  # g >= h at hi
+        on_g &= ~below
+        settled = on_g | below
+        # g at most h already at lo (where lo > 0: at 0 both are 0)
+        at_lo = np.less_equal(c * -np.expm1(n * np.log1p(-lo)), r * lo)
+        settled |= at_lo if np.all(np.asarray(lo) > 0.0) else at_lo & (np.asarray(lo) > 0.0)
+        out = np.where(on_g, c * (unit_hi - unit_lo), r * ((hi * hi - lo * lo) * 0.5))
+        if out.shape != shape or not out.flags.c_contiguous:
+            out = np.array(np.broadcast_to(out, shape), dtype=np.float64, order="C")
+        cross = np.flatnonzero(~settled)
+        if cross.size == 0:
+            return out
+        na, ra, ca, la, ha = (_flat_at(np.asarray(a), shape, cross) for a in (n, r, c, lo, hi))
+        x = _crossing(na, ra, ca, la, ha)
+        g_x = ca * (x + np.expm1((na + 1) * np.log1p(-x)) / (na + 1))
+        g_lo = ca * _flat_at(np.asarray(unit_lo), shape, cross)
+        out.reshape(-1)[cross] = (g_x - g_lo) + ra * (ha * ha - x * x) * 0.5
         return out
 
 
