@@ -348,10 +348,11 @@ def test_engine_bad_input_is_one_line_and_exit_2(cli, args: tuple[str, ...], fie
     ("node", "model"), [("dgx-h200", "deepseek-v3.2"), ("dgx-h100", "llama-3.1-70b")]
 )
 def test_sizes_tpot_is_the_engine_commands_step(cli, node: str, model: str) -> None:
-    """Issue 29: every command uses the one engine model. size's TPOT at its decode batch is
-    `engine --phase decode` at that batch per attention-DP rank (the outcomes function the
-    command calls, which takes size's fractional mean batch), and the command at a whole
-    batch is the decode group's step at that batch."""
+    """Issue 29: every command uses the one engine model. The decode group's step at size's
+    decode batch (the batch while all N agents run; size's TPOT is the turn-weighted mean of
+    such steps over the run, ``offline_tpot_s``) is `engine --phase decode` at that batch per
+    attention-DP rank (the outcomes function the command calls, which takes size's fractional
+    mean batch), and the command at a whole batch is the decode group's step at that batch."""
     from dualpath_plan.outcomes.engine import EngineQuery, engine_at
     from dualpath_plan.outcomes.serving import cluster_assembly
     from dualpath_plan.scenario.bundle import Scenario
@@ -365,7 +366,7 @@ def test_sizes_tpot_is_the_engine_commands_step(cli, node: str, model: str) -> N
     flags = {"tp": int(layout.tp), "dp": int(np.max(layout.dp)), "ep": int(np.max(layout.ep))}
     query = EngineQuery("decode", per_rank, group.context_tokens, new_tokens=0.0, **flags)
     step = engine_at(REGISTRY, model, node, None, None, query)
-    assert step.time_s == pytest.approx(size["tpot_s"], rel=1e-9)
+    assert step.time_s == pytest.approx(group.step_s(max(size["decode_batch"], 1.0)), rel=1e-9)
     whole = max(round(per_rank), 1)
     # The command attends --context + --new-tokens / 2: the group's mean context.
     assert float(group.context_tokens).is_integer()

@@ -54,3 +54,44 @@ def test_the_loaded_cycle_is_the_closed_systems_fixed_point() -> None:
         if b < 1.0 or b > group.max_batch:
             continue
         assert ci == pytest.approx(rest + gen * group.step_s(b), rel=3e-3)
+
+
+def _tpots(spec: dict[str, object], mode: str, scheduler: str) -> tuple[float, float, float]:
+    """The simulated TPOT (seed 0), the analytical one (``offline_tpot_s``, as ``simulate
+    --compare`` gives it) and the decode group's step at the N agents' batch (the TPOT
+    before it was turn-weighted over the run)."""
+    from dataclasses import replace
+
+    from dualpath_plan.cli.simulate_cmd import ANALYTICAL_SCHEDULER
+    from dualpath_plan.outcomes.serving import cluster_assembly, evaluate_mode
+    from dualpath_plan.outcomes.simulation import SimConfig, simulate
+
+    stated = dp.spec(**spec)
+    sc = dp.scenario(stated)
+    r = simulate(sc, SimConfig(mode=mode, agents=stated.agents, scheduler=scheduler, seed=0))  # type: ignore[arg-type]
+    policy = ANALYTICAL_SCHEDULER[scheduler]
+    sc = replace(sc, scheduling=replace(sc.scheduling, policy=policy))  # type: ignore[arg-type]
+    o = evaluate_mode(sc, mode, stated.serving)  # type: ignore[arg-type]
+    group = cluster_assembly(sc, mode).de.decode  # type: ignore[arg-type]
+    assert group is not None
+    return r.tpot_s.mean, o.tpot_s, group.step_s(max(o.decode_batch, 1.0))
+
+
+def test_offline_tpot_is_turn_weighted_over_the_agents_still_running() -> None:
+    """INV-111: the offline TPOT is the mean over every turn of the run, as the simulation's
+    is: while n = N S(k) agents run, the step at their Little's batch (``offline_tpot_s``).
+    Llama-3.1-70B on dualpath-hopper 4P1D, 128 agents of paper-32k, basic, decode bound
+    (bench/agreement.py case 270): the simulation's 48.5 ms; the step at the N agents' batch
+    54.8 ms (+12.9%), over the run 50.5 ms (+4.2%)."""
+    spec = {
+        "model": "llama-3.1-70b",
+        "node": "dualpath-hopper",
+        "prefill_nodes": 4,
+        "decode_nodes": 1,
+        "workload": "paper-32k",
+        "agents": 128,
+    }
+    sim, over_run, at_n = _tpots(spec, "basic", "queue_aware")
+    assert over_run == pytest.approx(sim, rel=0.10)
+    assert at_n > sim * 1.10  # the batch of all N agents: outside the bound
+    assert over_run < at_n  # fewer agents run through the run, a smaller batch
