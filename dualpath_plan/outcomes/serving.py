@@ -341,11 +341,12 @@ def offline_tpot_s(
             for lo, hi in pairwise(edges)
         ]
     rest = float(np.asarray(cycle_at.rest).reshape(-1)[0])
-    cycles = cycle_at.each([np.float64(agents * share) for share, _ in pieces])
+    # Every piece's cycle in one call (one cluster: the n values on its axis).
+    ns = np.array([agents * share for share, _ in pieces])
+    cycles = np.asarray(cycle_at(ns)).reshape(-1).tolist()
     total = weight = 0.0
-    for (share, turns), c_n in zip(pieces, cycles, strict=True):
+    for (share, turns), c in zip(pieces, cycles, strict=True):
         n = agents * share
-        c = float(np.asarray(c_n).reshape(-1)[0])
         x = min(t_max, n / c) if c > 0 else t_max
         step = group.step_s(max(min(group.little_batch(x, generated), n), 1.0))
         tpot = step
