@@ -258,7 +258,19 @@ def _start_big_sweep(out: Path) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env={**os.environ, "COLUMNS": "80"},
+        # Each signal as a terminal or a service manager sends it to a process that did not
+        # ignore it: one started with a signal ignored keeps ignoring it (a shell's `&`
+        # without job control ignores SIGINT and SIGQUIT, nohup SIGHUP; cli/program.py), and
+        # the test run's own parent may have (a test run started that way: the sweep ran on to
+        # the 30 s timeout). tests/test_parallel_sweep.py's interrupt does the same.
+        preexec_fn=_default_dispositions,
     )
+
+
+def _default_dispositions() -> None:
+    for sig in KILLING_SIGNALS:
+        if sig != signal.SIGKILL:
+            signal.signal(sig, signal.SIG_DFL)
 
 
 def _wait_for_temp(directory: Path, proc: subprocess.Popen[bytes]) -> None:
@@ -273,15 +285,18 @@ def _wait_for_temp(directory: Path, proc: subprocess.Popen[bytes]) -> None:
     raise AssertionError("the sweep wrote no temporary file")
 
 
-@pytest.mark.parametrize(
-    "sig",
+# The signals a killed sweep is sent.
+KILLING_SIGNALS = (
     [signal.SIGKILL, signal.SIGINT, signal.SIGTERM]
     # issue 35: these left 135 to 234 MB of temporary file; now they unwind as SIGTERM does
     + [getattr(signal, n) for n in ("SIGHUP", "SIGQUIT", "SIGUSR1") if hasattr(signal, n)]
     # and these too (a trial: SIGALRM, SIGXCPU from a CPU-time limit, SIGVTALRM, SIGPROF)
     + [getattr(signal, n) for n in ("SIGALRM", "SIGXCPU", "SIGVTALRM", "SIGPROF", "SIGRTMIN")
-       if hasattr(signal, n)],
+       if hasattr(signal, n)]
 )  # fmt: skip
+
+
+@pytest.mark.parametrize("sig", KILLING_SIGNALS)
 def test_killed_sweep_keeps_previous_out_file(tmp_path, sig) -> None:
     out = tmp_path / "f.csv"
     out.write_text(PREVIOUS)
