@@ -101,7 +101,7 @@ class ModeOutcome:
     decode_path_fraction: float
     utilization: dict[str, float]
     prefill_batch: float  # requests per forward pass per GPU offline
-    decode_batch: float  # sequences decoding offline
+    decode_batch: float  # sequences decoding offline while all N agents run (tpot_s: over the run)
     working_set_gbyte: float  # online KV working set at the APS (Little's law, paper 2.5)
     latency_bound: bool  # offline JCT set by the per-agent critical path, not throughput
     aps_limit: str  # what stops a higher APS: ttft, tpot, throughput, utilization, unreachable

@@ -75,7 +75,7 @@ def mode_payload(o: ModeOutcome) -> dict[str, Any]:
         "aps": o.aps,
         "ttft_s": o.ttft_s,  # offline, the mean over every turn (docs/model.md, "Metrics")
         "ttft_span_s": o.ttft_span_s,  # offline, over the saturated span
-        "tpot_s": o.tpot_s,  # offline, a wait for a decode slot included
+        "tpot_s": o.tpot_s,  # offline, over the run; a wait for a decode slot included
         "decode_wait_s": o.decode_wait_s,  # offline, of it the wait (docs/model.md, "Metrics")
         # null where no arrival rate meets the SLOs and the light-load latency is unbounded
         "online_ttft_s": finite(o.online_ttft_s),
