@@ -95,3 +95,30 @@ def test_offline_tpot_is_turn_weighted_over_the_agents_still_running() -> None:
     assert over_run == pytest.approx(sim, rel=0.10)
     assert at_n > sim * 1.10  # the batch of all N agents: outside the bound
     assert over_run < at_n  # fewer agents run through the run, a smaller batch
+
+
+def test_offline_slot_wait_is_the_simulations_where_the_decode_slots_bind() -> None:
+    """INV-111: where the decode group's HBM batch binds, the closed system's wait at the
+    decode slots (``decode_wait_s``, turn-weighted over the run with the TPOT) is the
+    simulation's. Qwen3-235B-A22B on DGX H100 4P1D, 64 agents of paper-64k, basic
+    (bench/agreement.py case 13): 15.84 s a turn simulated, 16.11 s analytical; TPOT 113.2 ms
+    and 114.7 ms."""
+    from dataclasses import replace
+
+    from dualpath_plan.outcomes.serving import evaluate_mode
+    from dualpath_plan.outcomes.simulation import SimConfig, simulate
+
+    stated = dp.spec(
+        model="qwen3-235b-a22b",
+        node="dgx-h100",
+        prefill_nodes=4,
+        decode_nodes=1,
+        workload="paper-64k",
+        agents=64,
+    )
+    sc = dp.scenario(stated)
+    r = simulate(sc, SimConfig(mode="basic", agents=64, scheduler="queue_aware", seed=0))
+    sc = replace(sc, scheduling=replace(sc.scheduling, policy="queue_aware"))
+    o = evaluate_mode(sc, "basic", stated.serving)
+    assert o.decode_wait_s == pytest.approx(r.decode_wait_s.mean, rel=0.10)
+    assert o.tpot_s == pytest.approx(r.tpot_s.mean, rel=0.10)

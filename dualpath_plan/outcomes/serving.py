@@ -315,7 +315,7 @@ def offline_tpot_s(
     generated: float,
     decode_waits: bool,
     held_s: float = 0.0,
-) -> float:
+) -> tuple[float, float]:
     """The mean TPOT of N agents started together, turn-weighted over the run as the
     simulation's mean over every turn is (docs/model.md section 6, "TPOT over the run"). While
     n = N S(k) agents run, turns go at x = min(T, n / c(n)) (c the load-dependent cycle,
@@ -323,7 +323,8 @@ def offline_tpot_s(
     takes the step at that batch. Where the decode group binds, the closed system's wait beyond
     the cycle's own parts, n / x - r - g TPOT (r the lone turn's TTFT and the tool call), is at
     the decode slots, less ``held_s`` (what the prefill side's queue holds, in TTFT), and a
-    token's share of it is in TPOT. The steps of S each at their n, the ramp in
+    token's share of it is in TPOT (the second value: that wait, turn-weighted, a turn's).
+    The steps of S each at their n, the ramp in
     ``RAMP_PIECES`` pieces at their midpoints', each weighed by the turns done in it. At the
     N agents alone (the TPOT before this form) a decode-bound cluster's TPOT was the HBM
     cap's step while the agents still running fall through the run, and with them the batch
@@ -344,18 +345,20 @@ def offline_tpot_s(
     # Every piece's cycle in one call (one cluster: the n values on its axis).
     ns = np.array([agents * share for share, _ in pieces])
     cycles = np.asarray(cycle_at(ns)).reshape(-1).tolist()
-    total = weight = 0.0
+    total = waited = weight = 0.0
     for (share, turns), c in zip(pieces, cycles, strict=True):
         n = agents * share
         x = min(t_max, n / c) if c > 0 else t_max
         step = group.step_s(max(min(group.little_batch(x, generated), n), 1.0))
-        tpot = step
+        wait = 0.0
         if decode_waits and generated > 0 and x > 0:
-            wait = n / x - rest - generated * step - held_s
-            tpot += max(wait, 0.0) / generated
-        total += turns * tpot
+            wait = max(n / x - rest - generated * step - held_s, 0.0)
+        total += turns * (step + wait / generated if generated > 0 else step)
+        waited += turns * wait
         weight += turns
-    return total / weight if weight > 0 else group.step_s(1.0)
+    if weight <= 0:
+        return group.step_s(1.0), 0.0
+    return total / weight, waited / weight
 
 
 def offline_drain_s(jct_s: Num, agents: Num, t_max: Num, counts: TurnCounts) -> Num:
@@ -1416,7 +1419,7 @@ def mode_outcome(
         pre = min(max(pre, floor), floor + wait) if math.isfinite(pre) else floor + wait
         closed = OfflineTtft(pre, min(pre, closed.span_s))
     # Over the run, at the agents still running (``offline_tpot_s``).
-    tpot = offline_tpot_s(
+    tpot, slot_wait = offline_tpot_s(
         float(cfg.agents),
         t_max,
         counts,
@@ -1444,7 +1447,7 @@ def mode_outcome(
         ttft_s=closed.whole_run_s,
         ttft_span_s=closed.span_s,
         tpot_s=tpot,
-        decode_wait_s=wait if decode_waits else 0.0,
+        decode_wait_s=slot_wait,
         online_ttft_s=t_on,
         online_tpot_s=p_on,
         binding=binding,
