@@ -177,14 +177,7 @@ def offline_jct_s(
     c = np.asarray(cycle_min, dtype=np.float64)
     r = n / t  # seconds per turn while all N run
     total = np.zeros(np.broadcast(n, t, c).shape)
-    steps = [
-        (length, share)
-        for length, share in zip(counts.length, counts.surviving, strict=True)
-        if length != 0
-    ]
-    top = float(counts.surviving[-1]) if counts.surviving.size else 1.0
-    edges = [top * j / RAMP_PIECES for j in range(RAMP_PIECES + 1)]
-    pieces = list(pairwise(edges))
+    steps, top, pieces = _run_pieces(counts)
     at_once = total.size * RAMP_PIECES <= _PIECES_AT_ONCE
     # The cycle at each step's and (piece by piece) each ramp piece's running agents, asked
     # at once (ClosedCycle.each: the same values as one by one).
@@ -211,7 +204,7 @@ def offline_jct_s(
                 sums = np.array([lo + hi for lo, hi in pieces]).reshape(lead)
                 cj = cycle_at(n * sums / 2)
                 lows = np.array([lo for lo, _ in pieces]).reshape(lead)
-                highs = np.array(edges[1:]).reshape(lead)
+                highs = np.array([hi for _, hi in pieces]).reshape(lead)
                 each = _ramp_piece(n, r, cj, lows, highs)
                 for j in range(RAMP_PIECES):  # summed in the pieces' order
                     ramp += each[j]
@@ -222,6 +215,22 @@ def offline_jct_s(
         ramp *= counts.ramp_turns / top
         total += ramp
     return float(total) if total.ndim == 0 else total
+
+
+def _run_pieces(
+    counts: TurnCounts,
+) -> tuple[list[tuple[float, float]], float, list[tuple[float, float]]]:
+    """The turn index of a run in the pieces the offline JCT and TPOT sum over: the steps of S
+    (their turn indices and S; a step of none skipped), the ramp's top S, and its
+    ``RAMP_PIECES`` equal pieces of S below that, (lo, hi)."""
+    steps = [
+        (float(length), float(share))
+        for length, share in zip(counts.length, counts.surviving, strict=True)
+        if length != 0
+    ]
+    top = float(counts.surviving[-1]) if counts.surviving.size else 1.0
+    edges = [top * j / RAMP_PIECES for j in range(RAMP_PIECES + 1)]
+    return steps, top, list(pairwise(edges))
 
 
 # The saturated span of an offline run: the turns done from 10% to 50% of all turns (most agents
@@ -329,17 +338,12 @@ def offline_tpot_s(
     N agents alone (the TPOT before this form) a decode-bound cluster's TPOT was the HBM
     cap's step while the agents still running fall through the run, and with them the batch
     (Qwen2.5-32B DGX H100 4P1D, 128 agents: 32.1 ms against the simulation's 22.8 ms)."""
-    top = float(counts.surviving[-1]) if counts.surviving.size else 1.0
-    pieces: list[tuple[float, float]] = [  # (S, turns done per agent at it)
-        (float(share), float(length) * float(share))
-        for length, share in zip(counts.length, counts.surviving, strict=True)
-        if length != 0
-    ]
+    steps, top, ramp = _run_pieces(counts)
+    # (S, turns done per agent at it)
+    pieces = [(share, length * share) for length, share in steps]
     if counts.ramp_turns > 0 and top > 0:
-        edges = [top * j / RAMP_PIECES for j in range(RAMP_PIECES + 1)]
         pieces += [
-            ((lo + hi) / 2, counts.ramp_turns / top * (hi * hi - lo * lo) / 2)
-            for lo, hi in pairwise(edges)
+            ((lo + hi) / 2, counts.ramp_turns / top * (hi * hi - lo * lo) / 2) for lo, hi in ramp
         ]
     rest = float(np.asarray(cycle_at.rest).reshape(-1)[0])
     # Every piece's cycle in one call (one cluster: the n values on its axis).
@@ -1411,10 +1415,11 @@ def mode_outcome(
     floor = ttft_min
     closed = offline_ttft(cfg.agents, t_max, floor, gen * step + tool, counts)
     decode_waits = any(LINK_TABLE[LINK_INDEX[n]].resource == "decode" for n in binding)
-    wait = closed.whole_run_s - floor  # the turn-weighted mean of W over the run
     if decode_waits:
         # The prefill side, not the bottleneck, queues as it would open at the rate x (the
-        # online model's TTFT there); the decode slot holds the rest of W.
+        # online model's TTFT there); the decode slot holds the rest of W, the turn-weighted
+        # mean of W over the run.
+        wait = closed.whole_run_s - floor
         pre = float(online_queue(sc, sat.assembly, sol).waits(np.array([x / turns])).mean_ttft_s[0])
         pre = min(max(pre, floor), floor + wait) if math.isfinite(pre) else floor + wait
         closed = OfflineTtft(pre, min(pre, closed.span_s))
