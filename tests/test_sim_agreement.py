@@ -7,6 +7,7 @@ issue's bound, about two hours here)."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -14,6 +15,10 @@ import pytest
 import dualpath_plan.api as dp
 from dualpath_plan.outcomes.serving import closed_cycle, light_load, runnable
 from tests.conftest import load_bench
+
+if TYPE_CHECKING:
+    from dualpath_plan.outcomes.serving import ModeOutcome
+    from dualpath_plan.outcomes.simulation import SimResult
 
 CASES = int(os.environ.get("SIM_AGREEMENT_CASES", "2"))
 
@@ -56,14 +61,13 @@ def test_the_loaded_cycle_is_the_closed_systems_fixed_point() -> None:
         assert ci == pytest.approx(rest + gen * group.step_s(b), rel=3e-3)
 
 
-def _tpots(spec: dict[str, object], mode: str, scheduler: str) -> tuple[float, float, float]:
-    """The simulated TPOT (seed 0), the analytical one (``offline_tpot_s``, as ``simulate
-    --compare`` gives it) and the decode group's step at the N agents' batch (the TPOT
-    before it was turn-weighted over the run)."""
+def _both(spec: dict[str, object], mode: str, scheduler: str) -> tuple[SimResult, ModeOutcome]:
+    """The simulation of ``spec`` offline (seed 0) and the analytical outcome of its cluster
+    under the scheduler ``simulate --compare`` pairs with the simulated one."""
     from dataclasses import replace
 
     from dualpath_plan.cli.simulate_cmd import ANALYTICAL_SCHEDULER
-    from dualpath_plan.outcomes.serving import cluster_assembly, evaluate_mode
+    from dualpath_plan.outcomes.serving import evaluate_mode
     from dualpath_plan.outcomes.simulation import SimConfig, simulate
 
     stated = dp.spec(**spec)
@@ -71,10 +75,7 @@ def _tpots(spec: dict[str, object], mode: str, scheduler: str) -> tuple[float, f
     r = simulate(sc, SimConfig(mode=mode, agents=stated.agents, scheduler=scheduler, seed=0))  # type: ignore[arg-type]
     policy = ANALYTICAL_SCHEDULER[scheduler]
     sc = replace(sc, scheduling=replace(sc.scheduling, policy=policy))  # type: ignore[arg-type]
-    o = evaluate_mode(sc, mode, stated.serving)  # type: ignore[arg-type]
-    group = cluster_assembly(sc, mode).de.decode  # type: ignore[arg-type]
-    assert group is not None
-    return r.tpot_s.mean, o.tpot_s, group.step_s(max(o.decode_batch, 1.0))
+    return r, evaluate_mode(sc, mode, stated.serving)  # type: ignore[arg-type]
 
 
 def test_offline_tpot_is_turn_weighted_over_the_agents_still_running() -> None:
@@ -83,6 +84,8 @@ def test_offline_tpot_is_turn_weighted_over_the_agents_still_running() -> None:
     Llama-3.1-70B on dualpath-hopper 4P1D, 128 agents of paper-32k, basic, decode bound
     (bench/agreement.py case 270): the simulation's 48.5 ms; the step at the N agents' batch
     54.8 ms (+12.9%), over the run 50.5 ms (+4.2%)."""
+    from dualpath_plan.outcomes.serving import cluster_assembly
+
     spec = {
         "model": "llama-3.1-70b",
         "node": "dualpath-hopper",
@@ -91,10 +94,13 @@ def test_offline_tpot_is_turn_weighted_over_the_agents_still_running() -> None:
         "workload": "paper-32k",
         "agents": 128,
     }
-    sim, over_run, at_n = _tpots(spec, "basic", "queue_aware")
-    assert over_run == pytest.approx(sim, rel=0.10)
+    r, o = _both(spec, "basic", "queue_aware")
+    group = cluster_assembly(dp.scenario(dp.spec(**spec)), "basic").de.decode
+    assert group is not None
+    sim, at_n = r.tpot_s.mean, group.step_s(max(o.decode_batch, 1.0))
+    assert o.tpot_s == pytest.approx(sim, rel=0.10)
     assert at_n > sim * 1.10  # the batch of all N agents: outside the bound
-    assert over_run < at_n  # fewer agents run through the run, a smaller batch
+    assert o.tpot_s < at_n  # fewer agents run through the run, a smaller batch
 
 
 def test_offline_slot_wait_is_the_simulations_where_the_decode_slots_bind() -> None:
@@ -103,22 +109,14 @@ def test_offline_slot_wait_is_the_simulations_where_the_decode_slots_bind() -> N
     simulation's. Qwen3-235B-A22B on DGX H100 4P1D, 64 agents of paper-64k, basic
     (bench/agreement.py case 13): 15.84 s a turn simulated, 16.11 s analytical; TPOT 113.2 ms
     and 114.7 ms."""
-    from dataclasses import replace
-
-    from dualpath_plan.outcomes.serving import evaluate_mode
-    from dualpath_plan.outcomes.simulation import SimConfig, simulate
-
-    stated = dp.spec(
-        model="qwen3-235b-a22b",
-        node="dgx-h100",
-        prefill_nodes=4,
-        decode_nodes=1,
-        workload="paper-64k",
-        agents=64,
-    )
-    sc = dp.scenario(stated)
-    r = simulate(sc, SimConfig(mode="basic", agents=64, scheduler="queue_aware", seed=0))
-    sc = replace(sc, scheduling=replace(sc.scheduling, policy="queue_aware"))
-    o = evaluate_mode(sc, "basic", stated.serving)
+    spec = {
+        "model": "qwen3-235b-a22b",
+        "node": "dgx-h100",
+        "prefill_nodes": 4,
+        "decode_nodes": 1,
+        "workload": "paper-64k",
+        "agents": 64,
+    }
+    r, o = _both(spec, "basic", "queue_aware")
     assert o.decode_wait_s == pytest.approx(r.decode_wait_s.mean, rel=0.10)
     assert o.tpot_s == pytest.approx(r.tpot_s.mean, rel=0.10)
