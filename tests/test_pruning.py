@@ -348,3 +348,72 @@ def test_the_perturbed_clusters_solved_at_once_are_each_alone(registry) -> None:
     assert_each_alone(assembled)
     with np.errstate(all="ignore"):
         assert_each_alone([_one_point(links, i) for links in _pinned_link_sets() for i in range(8)])
+
+
+def assert_each_alone_over_arrays(link_sets: list[LinkSet]) -> None:
+    """solve_each of link sets over arrays of scenarios gives each what solve gives it alone,
+    bit for bit and of the same shape: throughput, split range, binding mask, utilization."""
+    for links, got in zip(link_sets, solve_each(link_sets), strict=True):
+        want = solve(links)
+        for f in FIELDS:
+            a, b = getattr(got, f), getattr(want, f)
+            assert np.shape(a) == np.shape(b), f
+            assert np.array_equal(a, b, equal_nan=True), f
+        assert np.array_equal(got.binding_mask, want.binding_mask)
+        assert np.array_equal(got.utilization, want.utilization, equal_nan=True)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # capacities of inf on purpose
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    base=grouped_link_sets(),
+    changes=st.lists(
+        st.tuples(
+            st.sampled_from(LINKS), st.sampled_from([0.0, 0.5, 2.0, 1e-6, 1e6]), st.booleans()
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    seed=st.randoms(),
+)
+def test_link_sets_over_scenarios_solved_at_once_are_each_alone(base, changes, seed) -> None:
+    """Link sets over one axis of scenarios, each the first with a load or a capacity scaled
+    (a sweep's combinations of profile values over one grid: the capacities replaced leave
+    their groups, so the sets prune differently; a load scaled to 0 merges lines the others
+    do not), solved at once in any order."""
+    sets = [base]
+    for name, factor, on_load in changes:
+        a, b = base.load[name]
+        if on_load:
+            sets.append(replace(base, load={**base.load, name: (a * factor, b * factor)}))
+        elif factor > 0:
+            capacity = {**base.capacity, name: base.capacity[name] * factor}
+            sets.append(replace(base, capacity=capacity))
+    seed.shuffle(sets)
+    assert_each_alone_over_arrays(sets)
+
+
+def test_a_sweeps_combinations_solved_at_once_are_each_alone(registry) -> None:
+    """The scenarios of profile values a sweep combines (a workload's, a node's NIC and
+    compute), assembled over a column of P and a row of D in every mode, solved at once
+    (``serving.saturated_each``, as the sweep solves a batch of them)."""
+    from dualpath_plan.outcomes.serving import saturated_each
+    from dualpath_plan.profiles.registry import Overrides
+
+    values = [
+        ["workload.append_tokens=128", "node.snic_gbit_s=100", "node.prefill_mfu=0.1"],
+        ["workload.append_tokens=4096", "node.snic_gbit_s=100", "node.prefill_mfu=0.5"],
+        ["workload.append_tokens=512", "node.snic_gbit_s=800", "node.prefill_mfu=0.3"],
+        ["workload.append_tokens=512", "node.snic_gbit_s=400", "node.prefill_mfu=0.3"],
+    ]
+    scenarios = [Scenario.from_ids(replace(registry, overrides=Overrides.parse(v))) for v in values]
+    P = np.arange(1.0, 25.0).reshape(-1, 1)
+    D = np.arange(1.0, 17.0).reshape(1, -1)
+    for mode in MODE_TABLE:
+        found = saturated_each(scenarios, mode, P, D)
+        links = [sat.assembly.links for sat in found]
+        assert_each_alone_over_arrays(links)
+        for sat, sc in zip(found, scenarios, strict=True):
+            alone = solve(assemble(sc, mode, P, D).links)
+            assert np.array_equal(sat.solution.throughput_turns_per_s, alone.throughput_turns_per_s)
+            assert np.array_equal(sat.solution.binding_mask, alone.binding_mask)

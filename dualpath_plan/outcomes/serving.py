@@ -148,6 +148,17 @@ def saturated(
     return Saturated(asm, solve(asm.links))
 
 
+def saturated_each(
+    scenarios: Sequence[Scenario], mode: OutcomeMode, prefill_nodes: Num, decode_nodes: Num
+) -> list[Saturated]:
+    """``saturated`` of each scenario over the same clusters (a sweep's combinations of
+    profile values over one grid of P and D), their link sets solved at once
+    (``closed_form.solve_each``: each as it is alone, bit for bit, INV-56)."""
+    built = [assemble(sc, mode, prefill_nodes, decode_nodes) for sc in scenarios]
+    solved = solve_each([asm.links for asm in built])
+    return [Saturated(asm, sol) for asm, sol in zip(built, solved, strict=True)]
+
+
 # The ramp of S (a uniform's tail) in this many equal pieces of S, each at the load-dependent
 # cycle of its midpoint's running agents (``offline_jct_s`` with a ``ClosedCycle``).
 RAMP_PIECES = 8

@@ -45,6 +45,7 @@ from dualpath_plan.outcomes.serving import (
     offline_jct_s,
     operating_rate,
     saturated,
+    saturated_each,
 )
 from dualpath_plan.physics.engines import check_weights_fit, weights_fit, weights_key
 from dualpath_plan.physics.links import LINK_INDEX
@@ -627,13 +628,15 @@ def _sweep_here(
     """The sweep in this process, chunk by chunk."""
     summary = SweepSummary(objective=job.objective, top=job.top)
     state = _SweepState(job)
-    for item in job.items():
-        for rows, reason in state.rows(item):
-            summary.add(rows, reason)
-            if on_chunk is not None:
-                on_chunk(rows)
-        if progress is not None:
-            progress(job.item_points(item))
+    for batch in job.tasks():
+        state.prepare(batch)
+        for item in batch:
+            for rows, reason in state.rows(item):
+                summary.add(rows, reason)
+                if on_chunk is not None:
+                    on_chunk(rows)
+            if progress is not None:
+                progress(job.item_points(item))
     return summary
 
 
@@ -749,6 +752,12 @@ TASKS_AHEAD = 2
 # case), so 16 are a few tens of milliseconds, long beside what a task costs to send.
 COMBINATIONS_PER_TASK = 16
 
+# Points of the combinations of profile values whose closed forms are solved as one stack at
+# most (``_SweepState.prepare``): about 6 of a 100 x 100 grid, which pays the stack's Python
+# once where each paid it (a few hundred NumPy calls) and keeps its work arrays (some 30 of
+# the stack's size, ``closed_form._scratch``) to about 16 MB.
+STACK_POINTS = 1 << 18
+
 # A work item of a sweep: a combination of profile values (its index in the grid's order) and
 # the start of one chunk of its P x D x agents block.
 _Item = tuple[int, int]
@@ -853,11 +862,17 @@ class _SweepState:
         self.layouts: dict[int, _Chunk] = {}
         self.reasons = _Reasons()
         self.built: tuple[int, Scenario] | None = None
+        # The scenarios of the batch ``prepare`` built, and the optimum of each (combination,
+        # mode) it solved at once, until the combination's chunks read them.
+        self.scenarios: dict[int, Scenario] = {}
+        self.solved: dict[tuple[int, str], Saturated] = {}
 
     def scenario(self, c: int) -> Scenario:
         """The scenario of combination ``c``, built once while its chunks are evaluated."""
         if self.built is not None and self.built[0] == c:
             return self.built[1]
+        if c in self.scenarios:
+            return self.scenarios[c]
         job = self.job
         overrides = job.registry.overrides
         for axis_sets, i in zip(self.sets, job.index(c), strict=True):
@@ -869,6 +884,45 @@ class _SweepState:
             raise _at_combination(exc, list(job.profile_axes), job.combination(c)) from None
         self.built = (c, sc)
         return sc
+
+    def prepare(self, items: list[_Item]) -> None:
+        """Solve the closed form of the items' combinations that are a whole block each (a
+        chunk of all its P x D x agents points) at once, per mode (``saturated_each``: each
+        as it is alone, bit for bit), for ``rows`` to read: over a grid of 10^4 clusters a
+        combination's own solve is half Python, a few hundred NumPy calls, which the stack
+        makes once for all of them. The batch stops at the first combination whose scenario
+        is bad input, and a batch that fails to assemble or solve is left unsolved: each
+        item then evaluates itself, and fails where the sweep reaches it, as it did."""
+        job = self.job
+        self.solved.clear()
+        self.scenarios.clear()
+        per_stack = min(STACK_POINTS, job.chunk) // job.block
+        if per_stack < 2:
+            return
+        combos: list[int] = []
+        scenarios: list[Scenario] = []
+        for c, _ in items:
+            try:
+                sc = self.scenario(c)
+            except PlanInputError:
+                break
+            self.scenarios[c] = sc
+            if sc.store is not None and sc.read_share is None:
+                continue  # each pair reads its own share (``_by_reads``)
+            combos.append(c)
+            scenarios.append(sc)
+        if len(combos) < 2:
+            return
+        _, P, D, _, _, grid = self.layout(0)
+        P, D = _clusters(P, D, _grid_used(grid, job.solver, job.aps))
+        try:
+            for k in range(0, len(combos), per_stack):
+                some = slice(k, k + per_stack)
+                for mode in job.modes:
+                    found = saturated_each(scenarios[some], mode, P, D)
+                    self.solved.update(zip(((c, mode) for c in combos[some]), found, strict=True))
+        except (PlanInputError, ValueError):  # each item evaluates itself, raising in order
+            self.solved.clear()
 
     def layout(self, start: int) -> _Chunk:
         """The layout of the chunk from ``start``: kept where a block is one chunk (the same
@@ -897,8 +951,9 @@ class _SweepState:
         modes = job.modes
         for k, mode in enumerate(modes):
             rows = _evaluate_chunk(
-                sc, mode, job.cfg, P, D, agents, job.solver, local, job.aps, grid, job.lazy_jct
-            )
+                sc, mode, job.cfg, P, D, agents, job.solver, local, job.aps, grid, job.lazy_jct,
+                self.solved.pop((c, mode), None),
+            )  # fmt: skip
             rows["point"] = (c * len(modes) + k) * job.block + idx
             for a, v in zip(job.profile_axes, combo, strict=True):
                 rows[a.name] = np.full(idx.size, v)
@@ -940,6 +995,7 @@ def sweep_task(arg: tuple[str, bytes, list[_Item]]) -> tuple[int, _TaskResult]:
     job = state.job
     points = sum(job.item_points(item) for item in items)
     try:
+        state.prepare(items)
         if job.write:
             return points, [rows for item in items for rows, _ in state.rows(item)]
         part = SweepSummary(objective=job.objective, top=job.top)
@@ -1100,6 +1156,7 @@ def _evaluate_chunk(
     aps: bool = False,
     grid: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     lazy_jct: bool = False,
+    sat: Saturated | None = None,
 ) -> dict[str, np.ndarray]:
     """Every point of a chunk. ``P`` and ``D`` are the chunk's P/D pairs and ``pair`` each
     point's pair (an index into them; None: one pair per point): what depends on the cluster
@@ -1120,11 +1177,13 @@ def _evaluate_chunk(
     so that what depends on one side alone (its engines, capacities, loads per capacity) is
     computed per node count and broadcast, and the JCT on (P, D, agents) axes, so that what
     depends on the agents alone is computed per agents value. Every operation is elementwise,
-    so each point gets the same numbers, bit for bit, as laid flat."""
+    so each point gets the same numbers, bit for bit, as laid flat.
+
+    ``sat``: the closed form's optimum of the chunk's clusters (as ``_clusters`` lays them
+    out), where it was solved already (``_SweepState.prepare``)."""
     if pair is None:
         pair = np.arange(np.size(P))
-    if grid is not None and (solver != "closed" or aps):
-        grid = None  # the LP and the online model take one pair per element
+    grid = _grid_used(grid, solver, aps)
     if sc.store is not None and sc.read_share is None:
         return _by_reads(
             lambda share: _evaluate_chunk(
@@ -1132,10 +1191,8 @@ def _evaluate_chunk(
             ),
             sc, mode, P, D, pair, grid,
         )  # fmt: skip
-    if grid is None:
-        sat = saturated(sc, mode, P, D)
-    else:
-        sat = saturated(sc, mode, grid[0][:, None], grid[1][None, :])
+    if sat is None:
+        sat = saturated(sc, mode, *_clusters(P, D, grid))
     sol = sat.solution
     t = np.asarray(sol.throughput_turns_per_s, dtype=np.float64)
     x = np.asarray(sol.decode_path_fraction, dtype=np.float64)
@@ -1231,6 +1288,22 @@ def _evaluate_chunk(
         "_assembled": assembled,
     }
     return rows
+
+
+def _grid_used(
+    grid: tuple[np.ndarray, np.ndarray, np.ndarray] | None, solver: str, aps: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The chunk's grid where ``_evaluate_chunk`` evaluates on it: the LP and the online
+    model take one pair per element."""
+    return None if solver != "closed" or aps else grid
+
+
+def _clusters(
+    P: np.ndarray, D: np.ndarray, grid: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The P and D a chunk's closed form is solved over: its pairs, or over a grid P as a
+    column and D as a row."""
+    return (P, D) if grid is None else (grid[0][:, None], grid[1][None, :])
 
 
 class _LazyColumn:

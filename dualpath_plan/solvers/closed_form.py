@@ -501,35 +501,51 @@ def solve(links: LinkSet, prune: bool = True) -> Solution:
 
 
 def solve_each(link_sets: Sequence[LinkSet]) -> list[Solution]:
-    """``solve`` of each link set as it gives it alone, in one solve per kind of link set
-    where they are one-point link sets (the perturbed clusters of the intervals: a few dozen
-    scalar solves, each a few hundred NumPy operations on single numbers).
+    """``solve`` of each link set as it gives it alone, in one solve per kind of link set:
+    the perturbed clusters of the intervals (a few dozen one-point link sets, each a few
+    hundred NumPy operations on single numbers) and a sweep's combinations of profile values
+    (link sets over one grid of P and D, each some hundred operations on it).
 
-    Stacked, each link set is an element of the scenario axis, and every step of the closed
+    Stacked, each link set is an element of a new leading axis, and every step of the closed
     form is elementwise (+, -, x, /, fmax, fmin, clip: the same rounding on an array as on a
-    number, INV-10). The stack is solved unpruned (its lines vary by element), which gives the
-    pruned answer bit for bit (INV-28). What is decided for the whole stack rather than per
-    element is the split rule and the exact merges of lines through the origin or (1, 0)
+    number, INV-10). The stack drops the lines every link set's pruning drops (a line dropped
+    or not changes no bit, INV-28: one-point link sets, whose pruning differs from set to
+    set, are solved unpruned). What is decided for the whole stack rather than per element
+    is the split rule and the exact merges of lines through the origin or (1, 0)
     (``_envelope_lines``): link sets are stacked only with those of the same split rule that
-    merge the same lines alone (a kind; the oracle's free I/O merges more than basic)."""
+    merge the same lines alone (a kind; the oracle's free I/O merges more than basic), and
+    only where each one's answer has the stack's shape (else each is solved alone)."""
     n = len(link_sets)
     if n < 2:
         return [solve(ls) for ls in link_sets]
     rules = [ls.split for ls in link_sets]
     if len(set(rules)) > 1:
         return _apart(link_sets, rules)
-    stacked = _stacked(link_sets)
-    if stacked is None:
+    found = _stacked(link_sets)
+    if found is None:
         return [solve(ls) for ls in link_sets]
+    stacked, points = found
     _require_capacity(stacked)
-    alpha, beta = _seconds_per_turn(stacked)
-    merges = _merges(alpha, beta).tolist()
+    pruned = frozenset() if points else frozenset.intersection(*map(_prune, link_sets))
+    kept = [name for name in LINKS if name not in pruned]
+    alpha, beta = _seconds_per_turn(stacked, kept)
+    merges = _merges(alpha, beta, n).tolist()
     if len(set(merges)) > 1:
         return _apart(link_sets, merges)
     sol = _solve_lines(stacked, alpha, beta, None)
-    # Each element's utilization is its row (elementwise, as it computes it alone).
-    rows = sol.utilization
-    return [_entry(sol, i, rows[i]) for i in range(n)]
+    full = np.shape(sol.throughput_turns_per_s)
+    if full[:1] != (n,) or not (
+        points or all(_answer_shape(ls, kept) == full[1:] for ls in link_sets)
+    ):  # lines alike in every set (no stack axis), or an answer of another shape alone
+        return [solve(ls) for ls in link_sets]
+    mask = sol.binding_mask
+    # One-point sets: each element's utilization is its row (elementwise, as it computes it
+    # alone); over arrays, each set's on demand from its own lines.
+    rows = sol.utilization if points else None
+    return [
+        _entry(sol, i, mask[i], None if rows is None else rows[i], ls if pruned else None)
+        for i, ls in enumerate(link_sets)
+    ]
 
 
 def _apart(link_sets: Sequence[LinkSet], kinds: Sequence[object]) -> list[Solution]:
@@ -542,17 +558,29 @@ def _apart(link_sets: Sequence[LinkSet], kinds: Sequence[object]) -> list[Soluti
     return [sol for sol in out if sol is not None]
 
 
-def _stacked(link_sets: Sequence[LinkSet]) -> LinkSet | None:
-    """The link sets as one over a scenario axis (one element per link set), without capacity
-    groups; None unless every load, capacity and even share is a single number."""
+def _stacked(link_sets: Sequence[LinkSet]) -> tuple[LinkSet, bool] | None:
+    """The link sets as one over a new leading axis (one element per link set), without
+    capacity groups: a value that is one number in every set (bit for bit) stays that
+    number, any other is each set's broadcast to their common shape and stacked; and whether
+    every set is one point (numbers alone). None where one set's value does not broadcast
+    with another's."""
     n = len(link_sets)
+    # The scenarios' axes, after the stack's: every value padded to as many (a number of one
+    # set stacked with another's array, or the sets' P column with their D row).
+    ndim = max(np.ndim(v) for ls in link_sets for v in _values(ls))
 
-    def column(values: list[Num]) -> np.ndarray | None:
-        try:
+    def column(values: list[Num]) -> Num | None:
+        first = values[0]
+        if all(np.ndim(v) == 0 for v in values):
             a = np.array(values, dtype=np.float64)
-        except ValueError:  # arrays of different shapes
+            bits = a.view(np.int64)
+            return first if bool(np.all(bits == bits[0])) else a.reshape((n,) + (1,) * ndim)
+        padded = [np.asarray(v, np.float64) for v in values]
+        padded = [v.reshape((1,) * (ndim - v.ndim) + v.shape) for v in padded]
+        try:
+            return np.stack(np.broadcast_arrays(*padded))
+        except ValueError:  # shapes that do not broadcast
             return None
-        return a if a.shape == (n,) else None
 
     load: dict[str, tuple[Num, Num]] = {}
     capacity: dict[str, Num] = {}
@@ -564,44 +592,85 @@ def _stacked(link_sets: Sequence[LinkSet]) -> LinkSet | None:
             return None
         load[name], capacity[name] = (a, b), c
     first = link_sets[0]
-    even: Num = 0.0
+    even: Num | None = 0.0
     if first.split == "even":
-        shares = column([ls.even_share for ls in link_sets])
-        if shares is None:
-            return None
-        even = shares
+        even = column([ls.even_share for ls in link_sets])
     hit = column([ls.hit_bytes for ls in link_sets])
-    if hit is None:
+    if even is None or hit is None:
         return None
-    return LinkSet(load, capacity, first.split, even, hit)
+    stacked = LinkSet(load, capacity, first.split, even, hit)
+    # Every value with the leading axis or none (a number): the entries are its slices.
+    lead = {np.shape(v)[0] for v in _values(stacked) if np.ndim(v)}
+    return (stacked, ndim == 0) if lead <= {n} else None
 
 
-def _merges(alpha: dict[str, Num], beta: dict[str, Num]) -> np.ndarray:
-    """Per element, which lines ``_envelope_lines`` merges where it is solved alone: a bit per
-    rising line with alpha = 0 and per falling line with alpha + beta = 0."""
-    bits = np.zeros(np.broadcast(*alpha.values(), *beta.values()).shape, dtype=np.int64)
-    lines = [np.asarray(alpha[r]) == 0 for r in RISING]
-    lines += [np.asarray(alpha[f]) + np.asarray(beta[f]) == 0 for f in FALLING]
+def _values(links: LinkSet) -> list[Num]:
+    """Every number or array of a link set that its solve reads."""
+    out: list[Num] = [links.even_share, links.hit_bytes]
+    for name in LINKS:
+        out += [*links.load[name], links.capacity[name]]
+    return out
+
+
+def _answer_shape(links: LinkSet, kept: Sequence[str]) -> tuple[int, ...]:
+    """The shape ``solve`` gives the link set alone: its lines' (``kept``, a superset of those
+    its pruning keeps; a line of no load is a number, ``_per_capacity``) and the even share."""
+    shapes: set[tuple[int, ...]] = set()  # a few distinct ones: broadcast once
+    for name in kept:
+        c = links.capacity[name]
+        for load in links.load[name]:
+            if not (np.ndim(load) == 0 and float(load) == 0.0):
+                shapes.add(np.shape(load))
+                shapes.add(np.shape(c))
+    if links.split == "even":
+        shapes.add(np.shape(links.even_share))
+    return np.broadcast_shapes(*shapes)
+
+
+def _merges(alpha: dict[str, Num], beta: dict[str, Num], n: int) -> np.ndarray:
+    """Per link set of a stack of ``n`` (the leading axis), which lines ``_envelope_lines``
+    merges where it is solved alone: a bit per rising line with alpha = 0 and per falling
+    line with alpha + beta = 0, in every element of the set."""
+    # Every array has the leading axis; where every line is a number, each set's is it.
+    shape = np.broadcast(*alpha.values(), *beta.values()).shape or (n,)
+    bits = np.zeros(n, dtype=np.int64)
+    lines = [np.asarray(alpha[r]) == 0 for r in RISING if r in alpha]
+    lines += [np.asarray(alpha[f]) + np.asarray(beta[f]) == 0 for f in FALLING if f in alpha]
     for i, zero in enumerate(lines):
-        bits |= zero.astype(np.int64) << i
+        each = np.broadcast_to(zero, shape).reshape(n, -1).all(axis=1)
+        bits |= each.astype(np.int64) << i
     return bits
 
 
-def _entry(sol: Solution, i: int, utilization: np.ndarray) -> Solution:
-    """Element i of a solution over a scenario axis, as a one-point solution: each array's
-    element as a 0-d array (what a one-point solve holds), every link's line, and its row
-    of the utilization (already computed, so not computed again)."""
+def _entry(
+    sol: Solution,
+    i: int,
+    mask: np.ndarray,
+    utilization: np.ndarray | None,
+    links: LinkSet | None,
+) -> Solution:
+    """Link set i of a solution over a stack (``_stacked``: every array has the leading
+    axis), as its own solution: each array's slice, every line the stack solved, its binding
+    mask and (one-point sets) its row of the utilization, already computed; ``links``: the
+    set itself, for the lines the stack dropped (their utilization on demand)."""
+
+    def at(v: Num) -> Num:
+        return np.asarray(v)[i] if np.ndim(v) else v
+
     one = Solution(
         split=sol.split,
         throughput_turns_per_s=sol.throughput_turns_per_s[i, ...],
         decode_path_fraction=sol.decode_path_fraction[i, ...],
         split_low=sol.split_low[i, ...],
         split_high=sol.split_high[i, ...],
-        _alpha={n: np.asarray(v)[i] for n, v in sol._alpha.items()},
-        _beta={n: np.asarray(v)[i] for n, v in sol._beta.items()},
+        _alpha={name: at(v) for name, v in sol._alpha.items()},
+        _beta={name: at(v) for name, v in sol._beta.items()},
         _t=sol._t[i, ...],
+        _links=links,
     )
-    vars(one)["utilization"] = utilization  # the cached_property's own slot
+    vars(one)["binding_mask"] = mask  # the cached_properties' own slots
+    if utilization is not None:
+        vars(one)["utilization"] = utilization
     return one
 
 
