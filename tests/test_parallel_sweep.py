@@ -113,6 +113,33 @@ def test_combinations_solved_together_write_the_same_bytes(
     _same_rows(runs[0][1], runs[1][1])
 
 
+@pytest.mark.parametrize("chunk", [7, 60, 400])
+def test_a_best_points_lazy_jct_is_its_rows(registry, chunk: int) -> None:
+    """A sweep without rows computes a best point's offline JCT and drain alone
+    (``_LazyColumn``: its cluster picked from the chunk's, on the grid of whole P rows or on a
+    chunk's pairs), bit for bit what the whole chunk gives the same point when every row is
+    written."""
+    axes = [parse_axis(g) for g in GRID]
+    modes = ("basic", "dualpath")
+    kw = dict(chunk=chunk, top=6, objective="throughput_per_gpu")
+    lazy = run_sweep(registry, DEFAULT_SPEC, axes, modes, DEFAULT_SPEC.serving, **kw)
+    rows: list[dict[str, Any]] = []
+    run_sweep(registry, DEFAULT_SPEC, axes, modes, DEFAULT_SPEC.serving, on_chunk=rows.append, **kw)
+    written = {}
+    for r in rows:
+        mode = str(np.asarray(r["mode"])[()])
+        for i, point in enumerate(np.asarray(r["point"]).tolist()):
+            written[mode, point] = (r["jct_s"][i], r["drain_s"][i])
+    checked = 0
+    for mode, part in lazy.modes.items():
+        for best in part.best:
+            jct, drain = written[mode, int(best["point"])]
+            assert np.float64(best["jct_s"]).tobytes() == np.float64(jct).tobytes()
+            assert np.float64(best["drain_s"]).tobytes() == np.float64(drain).tobytes()
+            checked += 1
+    assert checked == 12
+
+
 @settings(max_examples=25, deadline=None)
 @given(cuts=st.lists(st.integers(1, 23), max_size=6, unique=True), top=st.integers(1, 4))
 def test_merging_summaries_is_adding_their_chunks(registry, cuts: list[int], top: int) -> None:

@@ -1115,9 +1115,13 @@ class ClosedCycle:
         beyond = n * self.per_agent_s
         return _interpolated(n, below, lo, hi, c_lo, c_hi, self.cycle_one, beyond)
 
-    def _clusters(self, change: Callable[[np.ndarray], np.ndarray]) -> ClosedCycle:
-        """The table with ``change`` applied to each per-cluster field (laid out alike)."""
-        shape = np.broadcast_shapes(*(np.shape(v) for v in self._per_cluster()))
+    def _clusters(
+        self, change: Callable[[np.ndarray], np.ndarray], shape: tuple[int, ...] | None = None
+    ) -> ClosedCycle:
+        """The table with ``change`` applied to each per-cluster field, laid out alike (as
+        ``shape``, or their own broadcast shape)."""
+        if shape is None:
+            shape = np.broadcast_shapes(*(np.shape(v) for v in self._per_cluster()))
         each = (change(np.broadcast_to(v, shape)) for v in self._per_cluster())
         group, rest, one, per_agent = each
         return ClosedCycle(self.batches, self.per_rest, self.decode, group, rest, one, per_agent)
@@ -1130,6 +1134,12 @@ class ClosedCycle:
     def select(self, index: np.ndarray) -> ClosedCycle:
         """The clusters at ``index`` (along the clusters' axis)."""
         return self._clusters(lambda v: v[index])
+
+    def pick(self, index: tuple[np.ndarray, ...], shape: tuple[int, ...]) -> ClosedCycle:
+        """The clusters at ``index`` (a fancy index) of the clusters laid out as ``shape``,
+        which the fields broadcast to (a chunk's P x D grid where the cycle varies along D
+        alone): one axis of the clusters picked."""
+        return self._clusters(lambda v: v[index], shape)
 
     @staticmethod
     def stack(tables: Sequence[ClosedCycle]) -> ClosedCycle:

@@ -657,14 +657,12 @@ def _sweep_on(
     # The stream closes the executor when it ends (its workers cancelled where the sweep
     # stops early); run_sweep, where it stops before the stream began.
     stream = run_ordered(executor, sweep_task, args, job.describe, window)
-    best = _Candidates(job.top)
     with contextlib.closing(stream) as done:
         for points, result in done:
             if isinstance(result, PlanInputError):  # the first bad combination, as alone
                 raise result
-            if isinstance(result, tuple):  # the task's counts and its best points' places
-                summary.merge(result[0])
-                best.merge(result[1])
+            if isinstance(result, SweepSummary):  # the task's counts and its best rows
+                summary.merge(result)
             else:
                 for rows in result:
                     summary.add(rows)
@@ -672,47 +670,7 @@ def _sweep_on(
                         on_chunk(rows)
             if progress is not None:
                 progress(points)
-    # The best points' rows, from their chunks evaluated here again (as the sweep in one
-    # process builds them: a row's lazy JCT computed for these chunks alone).
-    if best.by_mode:
-        state = _SweepState(job)
-        for item, wanted in best.chunks().items():
-            for rows, _ in state.rows(item):
-                mode = str(np.asarray(rows["mode"])[()])
-                for i in wanted.get(mode, ()):
-                    summary.modes[mode].best.append(best_row(rows, i))
-        for part in summary.modes.values():
-            part.best = sorted(part.best, key=summary._key)[: job.top]
     return summary
-
-
-class _Candidates:
-    """A parallel sweep's best points by their places, each mode's ``top`` by rank: the rank
-    (``SweepSummary._key``), the chunk (its item) and the point's index in it. Their rows are
-    built once the whole grid is ranked, so that a worker builds none (a row reads the chunk's
-    offline JCT, the costliest column, which the sweep computes only for a row)."""
-
-    def __init__(self, top: int) -> None:
-        self.top = top
-        self.by_mode: dict[str, list[tuple[tuple[float, int], _Item, int]]] = {}
-
-    def add(self, mode: str, found: list[tuple[tuple[float, int], int]], item: _Item) -> None:
-        self.merge({mode: [(rank, item, i) for rank, i in found]})
-
-    def merge(self, other: dict[str, list[tuple[tuple[float, int], _Item, int]]]) -> None:
-        for mode, found in other.items():
-            kept = self.by_mode.setdefault(mode, [])
-            kept.extend(found)
-            kept.sort()  # ranks differ: every point's number does
-            del kept[self.top :]
-
-    def chunks(self) -> dict[_Item, dict[str, list[int]]]:
-        """The chunks the best points are in, in the grid's order: per mode their indices."""
-        out: dict[_Item, dict[str, list[int]]] = {}
-        for mode, kept in self.by_mode.items():
-            for _, item, i in kept:
-                out.setdefault(item, {}).setdefault(mode, []).append(i)
-        return dict(sorted(out.items()))
 
 
 def _vector_values(
@@ -973,20 +931,17 @@ class _SweepState:
 _WORKER_STATE: dict[str, _SweepState] = {}
 
 
-_TaskResult = (
-    list[dict[str, np.ndarray]]
-    | tuple[SweepSummary, dict[str, list[tuple[tuple[float, int], _Item, int]]]]
-    | PlanInputError
-)
+_TaskResult = list[dict[str, np.ndarray]] | SweepSummary | PlanInputError
 
 
 def sweep_task(arg: tuple[str, bytes, list[_Item]]) -> tuple[int, _TaskResult]:
     """One task of a parallel sweep, run on a worker: the points of its chunks' blocks (as
     ``progress`` counts them, per mode) and its chunks' rows (a sweep with ``on_chunk``) or
-    their summary without best rows and the places of their best points (one without: the
-    parent builds the rows of the best of all), or the bad input a combination of profile
-    values makes (returned, not raised: the parent raises the first in the grid's order, as
-    the sweep in one process does, and bad input is not a failed task to retry)."""
+    their summary with its best rows (one without: a best row's offline JCT is its point's
+    alone, ``_LazyColumn``, so a worker builds its few best rows as the sweep in one process
+    does), or the bad input a combination of profile values makes (returned, not raised: the
+    parent raises the first in the grid's order, as the sweep in one process does, and bad
+    input is not a failed task to retry)."""
     token, payload, items = arg
     state = _WORKER_STATE.get(token)
     if state is None:
@@ -999,12 +954,10 @@ def sweep_task(arg: tuple[str, bytes, list[_Item]]) -> tuple[int, _TaskResult]:
         if job.write:
             return points, [rows for item in items for rows, _ in state.rows(item)]
         part = SweepSummary(objective=job.objective, top=job.top)
-        best = _Candidates(job.top)
         for item in items:
             for rows, reason in state.rows(item):
-                mode, found = part.tally(rows, reason)
-                best.add(mode, found, item)
-        return points, (part, best.by_mode)
+                part.add(rows, reason)
+        return points, part
     except PlanInputError as exc:
         return points, exc
 
@@ -1235,7 +1188,7 @@ def _evaluate_chunk(
     else:
         spread = pair.size != np.size(P) or not np.array_equal(pair, np.arange(pair.size))
     cycle_min = light[1]
-    at = closed_cycle(sc, sat, light)
+    at = cycle_table = closed_cycle(sc, sat, light)
     if grid is not None:
         # On (P, D, agents) axes: the cycle per D value, the agents' terms per agents
         # value; laid flat afterwards, in the points' order.
@@ -1267,11 +1220,39 @@ def _evaluate_chunk(
             drain = np.ravel(offline_drain_s(jct, agents_pt, t_pt, counts))
         return np.ravel(jct), drain
 
+    @functools.cache
+    def offline_at(i: int) -> tuple[float, float]:
+        """Point i's JCT and drain alone: its cluster's inputs picked out and the same
+        elementwise forms on arrays of one (INV-10: each value as in the whole chunk's)."""
+        if grid is not None:
+            shape = (grid[0].size, grid[1].size)
+            p, d, a = (np.array([v]) for v in np.unravel_index(i, (*shape, grid[2].size)))
+            k: tuple[np.ndarray, ...] = (p, d)
+            agents_i = grid[2][a]
+            table = cycle_table.pick(k, shape)
+        else:
+            shape = np.shape(t)
+            k = (pair[i : i + 1],)
+            agents_i = agents[i : i + 1]
+            table = cycle_table.pick(k, shape)
+        t_i = np.broadcast_to(t.reshape(shape), shape)[k]
+        cycle_i = np.broadcast_to(cycle_min, shape)[k]
+        ok_i = np.broadcast_to(feasible.reshape(shape), shape)[k]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            one = offline_jct_s(agents_i, t_i, cycle_i, counts, table)
+            jct_i = np.where(ok_i, one, np.nan)
+            drain_i = np.asarray(offline_drain_s(jct_i, agents_i, t_i, counts))
+        return float(jct_i[0]), float(drain_i[0])
+
     jct: np.ndarray
     drain: np.ndarray
     if lazy_jct:
-        jct = cast(np.ndarray, _LazyColumn(lambda: offline()[0], pair.size))
-        drain = cast(np.ndarray, _LazyColumn(lambda: offline()[1], pair.size))
+        jct = cast(
+            np.ndarray, _LazyColumn(lambda: offline()[0], lambda i: offline_at(i)[0], pair.size)
+        )
+        drain = cast(
+            np.ndarray, _LazyColumn(lambda: offline()[1], lambda i: offline_at(i)[1], pair.size)
+        )
     else:
         jct, drain = offline()
     rows: dict[str, np.ndarray] = {"mode": np.asarray(mode)}
@@ -1307,17 +1288,23 @@ def _clusters(
 
 
 class _LazyColumn:
-    """A chunk's column computed when first read by index: the offline JCT and drain, which
-    a sweep that writes no rows reads only for a best point it keeps (``SweepSummary.add``
-    builds such a row from a few of a chunk's points, and mostly none)."""
+    """A chunk's column computed when read: the offline JCT and drain, which a sweep that
+    writes no rows reads only for a best point it keeps (``SweepSummary.add`` builds such a
+    row from a few of a chunk's points, and mostly none): a point read by its index is
+    computed alone (``at``), the whole column only where it is read as an array."""
 
     ndim = 1
 
-    def __init__(self, compute: Callable[[], np.ndarray], size: int) -> None:
+    def __init__(
+        self, compute: Callable[[], np.ndarray], at: Callable[[int], float], size: int
+    ) -> None:
         self._compute = compute
+        self._at = at
         self.shape = (size,)
 
     def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, int | np.integer) and -self.shape[0] <= index < self.shape[0]:
+            return np.float64(self._at(int(index) % self.shape[0]))
         return self._compute()[index]
 
     def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
