@@ -417,3 +417,45 @@ def test_a_sweeps_combinations_solved_at_once_are_each_alone(registry) -> None:
             alone = solve(assemble(sc, mode, P, D).links)
             assert np.array_equal(sat.solution.throughput_turns_per_s, alone.throughput_turns_per_s)
             assert np.array_equal(sat.solution.binding_mask, alone.binding_mask)
+
+
+def _grid_links(registry, values: list[str], D=None) -> LinkSet:
+    from dualpath_plan.profiles.registry import Overrides
+
+    sc = Scenario.from_ids(replace(registry, overrides=Overrides.parse(values)))
+    P = np.arange(1.0, 7.0).reshape(-1, 1)
+    return assemble(sc, "dualpath", P, np.arange(1.0, 6.0).reshape(1, -1) if D is None else D).links
+
+
+def test_a_stack_refuses_and_shapes_as_each_set_alone(registry) -> None:
+    """Link sets solved at once are refused as each alone: a link one set leaves unloaded on
+    a capacity of 0 is no error for it where another set loads that link, and of two bad
+    sets the first one's link is named; and each keeps its own answer's shape where a line
+    its pruning drops (and another set keeps) is wider than its kept lines."""
+    a = _grid_links(registry, ["workload.append_tokens=128"])
+    b = _grid_links(registry, ["workload.append_tokens=4096"])
+    idle = replace(
+        a,
+        capacity={**a.capacity, "de_snic_read": np.zeros((1, 5))},
+        load={**a.load, "de_snic_read": (0.0, 0.0)},
+    )
+    assert_each_alone_over_arrays([idle, b])
+    bad_a = replace(a, capacity={**a.capacity, "de_snic_read": np.zeros((1, 5))})
+    bad_b = replace(b, capacity={**b.capacity, "pe_snic_read": np.zeros((6, 1))})
+    with pytest.raises(ValueError, match="link de_snic_read: capacity"):
+        solve_each([bad_a, bad_b])
+    # D one number: the answer is a column; a dropped line of the grid's full shape, kept in
+    # its group (same k, same values) in one set and left ungrouped (kept) in the other.
+    col = _grid_links(registry, ["workload.append_tokens=128"], D=np.float64(4.0))
+    name = sorted(_prune(col))[0]
+    wide = np.broadcast_to(col.capacity[name], (6, 5)).copy()
+    scaled = col.scaling[name]
+    one = replace(
+        col,
+        capacity={**col.capacity, name: wide},
+        scaling={**col.scaling, name: Scaling(scaled.group, scaled.k, wide)},
+    )
+    other = replace(one, capacity={**one.capacity, name: wide.copy()})
+    assert name in _prune(one) and name not in _prune(other)
+    assert np.shape(solve(one).throughput_turns_per_s) == (6, 1)
+    assert_each_alone_over_arrays([one, other])

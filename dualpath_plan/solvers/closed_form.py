@@ -525,8 +525,10 @@ def solve_each(link_sets: Sequence[LinkSet]) -> list[Solution]:
     if found is None:
         return [solve(ls) for ls in link_sets]
     stacked, points = found
-    _require_capacity(stacked)
-    pruned = frozenset() if points else frozenset.intersection(*map(_prune, link_sets))
+    for ls in link_sets:  # each refused as alone: the stack's loads are every set's
+        _require_capacity(ls)
+    own = [frozenset()] * n if points else [_prune(ls) for ls in link_sets]
+    pruned = frozenset.intersection(*own)
     kept = [name for name in LINKS if name not in pruned]
     alpha, beta = _seconds_per_turn(stacked, kept)
     merges = _merges(alpha, beta, n).tolist()
@@ -535,7 +537,11 @@ def solve_each(link_sets: Sequence[LinkSet]) -> list[Solution]:
     sol = _solve_lines(stacked, alpha, beta, None)
     full = np.shape(sol.throughput_turns_per_s)
     if full[:1] != (n,) or not (
-        points or all(_answer_shape(ls, kept) == full[1:] for ls in link_sets)
+        points
+        or all(
+            _answer_shape(ls, [name for name in LINKS if name not in dropped]) == full[1:]
+            for ls, dropped in zip(link_sets, own, strict=True)
+        )
     ):  # lines alike in every set (no stack axis), or an answer of another shape alone
         return [solve(ls) for ls in link_sets]
     mask = sol.binding_mask
@@ -613,8 +619,8 @@ def _values(links: LinkSet) -> list[Num]:
 
 
 def _answer_shape(links: LinkSet, kept: Sequence[str]) -> tuple[int, ...]:
-    """The shape ``solve`` gives the link set alone: its lines' (``kept``, a superset of those
-    its pruning keeps; a line of no load is a number, ``_per_capacity``) and the even share."""
+    """The shape ``solve`` gives the link set alone: its lines' (``kept``, those its pruning
+    keeps; a line of no load is a number, ``_per_capacity``) and the even share."""
     shapes: set[tuple[int, ...]] = set()  # a few distinct ones: broadcast once
     for name in kept:
         c = links.capacity[name]
