@@ -244,3 +244,38 @@ def test_scenarios_alike_in_their_sides_share_them(registry) -> None:
     apart = [row["dualpath"] for row in rows]
     assert not any(isinstance(a, PlanInputError) for a in apart)
     assert apart[0][0].assembly.pe is not apart[1][0].assembly.pe  # type: ignore[index]
+
+
+def _decode_side(registry, values: list[str], node: str = "dualpath-hopper"):
+    from dualpath_plan.profiles.registry import Overrides
+    from dualpath_plan.scenario.assemble import assemble
+
+    reg = replace(registry, overrides=Overrides.parse(values))
+    sc = Scenario.from_ids(reg, prefill_node=node, decode_node=node)
+    P, D = np.arange(1.0, 5.0).reshape(-1, 1), np.arange(1.0, 7.0).reshape(1, -1)
+    return assemble(sc, "dualpath", P, D).de.decode
+
+
+def test_decode_groups_of_the_same_fields_are_one(registry, monkeypatch) -> None:
+    """A decode group over an array of node counts is given again where its fields are the
+    same (physics/engines.py ``_interned``): scenarios that differ in a field the decode side
+    does not read (the storage NIC's rate) share it, so that its step table is built once;
+    one the group reads (the MFU sets its peak, the appended tokens its context) gets its own;
+    a group with the operator model (an engine profile) is always its own; and the shared
+    group steps as the one built for its scenario alone, bit for bit."""
+    from dualpath_plan.physics import engines
+
+    base = _decode_side(registry, ["node.snic_gbit_s=100"])
+    same = _decode_side(registry, ["node.snic_gbit_s=800"])
+    assert same is base
+    assert _decode_side(registry, ["node.prefill_mfu=0.2"]) is not base
+    assert _decode_side(registry, ["workload.append_tokens=512"]) is not base
+    with monkeypatch.context() as m:
+        m.setattr(engines, "_interned", lambda group: group)
+        alone = _decode_side(registry, ["node.snic_gbit_s=800"])
+    assert alone is not base
+    b = np.array([[1.0], [8.0], [64.0], [512.0]])
+    assert np.array_equal(alone.step_array_s(b), base.step_array_s(b))
+    assert np.array_equal(alone.max_batch_array(), base.max_batch_array())
+    with_engine = [_decode_side(registry, [f"node.snic_gbit_s={v}"], "dgx-h100") for v in (1, 2)]
+    assert with_engine[0].operators is not None and with_engine[0] is not with_engine[1]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -396,10 +396,13 @@ def decode_group(
     marks groups where the weights do not fit (callers that need an error call
     :func:`check_weights_fit` first). With an ``engine`` profile its steps are the operator
     model's (physics/operators.py). A group of one node count is kept (frozen, its step
-    table read-only), and given again for the same objects and values."""
+    table read-only), and given again for the same objects and values; a group over an
+    array of node counts is given again where its fields are the same (``_interned``)."""
     if np.ndim(nodes) != 0:
-        return _decode_group(
-            model, node, gpu, nodes, context_tokens, generated_tokens, efficiencies, engine
+        return _interned(
+            _decode_group(
+                model, node, gpu, nodes, context_tokens, generated_tokens, efficiencies, engine
+            )
         )
     return _DECODE_GROUPS.get(
         (model, node, gpu, engine),
@@ -408,6 +411,35 @@ def decode_group(
             model, node, gpu, nodes, context_tokens, generated_tokens, efficiencies, engine
         ),
         _DECODE_GROUPS_EACH,
+    )
+
+
+# Decode groups over arrays of node counts by model (identity), then by their fields' values
+# (``_interned``): at most 64 for each of 16 models.
+_GROUPS_BY_VALUE: KeyedMemo[tuple[object, ...], DecodeGroup] = KeyedMemo(16)
+_GROUPS_BY_VALUE_EACH = 64
+
+
+def _interned(group: DecodeGroup) -> DecodeGroup:
+    """The group kept for these field values, ``group`` the first time. A group is a frozen
+    record whose steps read its fields alone, so one of the same fields (each by its type,
+    shape and bits) is the same group: a sweep's combinations of profile values that the
+    decode side does not read (a storage NIC's rate) build equal groups, and what is kept per
+    group object (its step table, ``serving._group_steps``; its step of one) is then
+    computed once. A group with the operator model (an engine object of its own) is its own."""
+    if group.operators is not None:
+        return group
+    key = tuple(
+        (type(v).__name__, a.dtype.str, a.shape, a.tobytes())
+        for v, a in ((v, np.asarray(v)) for v in _group_values(group))
+    )
+    return _GROUPS_BY_VALUE.get((group.model,), key, lambda: group, _GROUPS_BY_VALUE_EACH)
+
+
+def _group_values(group: DecodeGroup) -> tuple[Num, ...]:
+    """Every field of a group but its model and operator model."""
+    return tuple(
+        getattr(group, f.name) for f in fields(group) if f.name not in ("model", "operators")
     )
 
 
