@@ -525,8 +525,11 @@ def solve_each(link_sets: Sequence[LinkSet]) -> list[Solution]:
     if found is None:
         return [solve(ls) for ls in link_sets]
     stacked, points = found
-    for ls in link_sets:  # each refused as alone: the stack's loads are every set's
-        _require_capacity(ls)
+    try:  # the stack's loads are every set's: where it holds, each set does
+        _require_capacity(stacked)
+    except ValueError:
+        for ls in link_sets:  # each refused as alone, the first set's link named
+            _require_capacity(ls)
     own = [frozenset()] * n if points else [_prune(ls) for ls in link_sets]
     pruned = frozenset.intersection(*own)
     kept = [name for name in LINKS if name not in pruned]
