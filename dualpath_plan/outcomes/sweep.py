@@ -711,9 +711,11 @@ TASKS_AHEAD = 2
 COMBINATIONS_PER_TASK = 16
 
 # Points of the combinations of profile values whose closed forms are solved as one stack at
-# most (``_SweepState.prepare``): about 6 of a 100 x 100 grid, which pays the stack's Python
-# once where each paid it (a few hundred NumPy calls) and keeps its work arrays (some 30 of
-# the stack's size, ``closed_form._scratch``) to about 16 MB.
+# most (``_SweepState.prepare``, within a task of at most ``COMBINATIONS_PER_TASK``): all 16
+# of a task over a 100 x 100 grid, which pays the stack's Python once where each paid it (a
+# few hundred NumPy calls; a stack of 6 gained nothing measurable, 16 about 10%), and bounds
+# its work arrays (some 30 of the stack's size, ``closed_form._scratch``) to about 60 MB (the
+# profile grid of bench/bench_sweep.py: peak RSS 65 -> 90 MB).
 STACK_POINTS = 1 << 18
 
 # A work item of a sweep: a combination of profile values (its index in the grid's order) and
@@ -1229,17 +1231,14 @@ def _evaluate_chunk(
             p, d, a = (np.array([v]) for v in np.unravel_index(i, (*shape, grid[2].size)))
             k: tuple[np.ndarray, ...] = (p, d)
             agents_i = grid[2][a]
-            table = cycle_table.pick(k, shape)
         else:
             shape = np.shape(t)
             k = (pair[i : i + 1],)
             agents_i = agents[i : i + 1]
-            table = cycle_table.pick(k, shape)
-        t_i = np.broadcast_to(t.reshape(shape), shape)[k]
+        t_i, ok_i = t.reshape(shape)[k], feasible.reshape(shape)[k]
         cycle_i = np.broadcast_to(cycle_min, shape)[k]
-        ok_i = np.broadcast_to(feasible.reshape(shape), shape)[k]
         with np.errstate(divide="ignore", invalid="ignore"):
-            one = offline_jct_s(agents_i, t_i, cycle_i, counts, table)
+            one = offline_jct_s(agents_i, t_i, cycle_i, counts, cycle_table.pick(k, shape))
             jct_i = np.where(ok_i, one, np.nan)
             drain_i = np.asarray(offline_drain_s(jct_i, agents_i, t_i, counts))
         return float(jct_i[0]), float(drain_i[0])
